@@ -1,0 +1,138 @@
+//! What a node of an instance type offers to pods: capacity, and allocatable after the AWS
+//! overheads (Karpenter's formulas for AL2023 / AL2).
+
+use serde::{Deserialize, Serialize};
+
+use super::InstanceType;
+use crate::model::nodeclass::KubeletConfig;
+use crate::model::resources::Resources;
+
+const MIB: i64 = 1 << 20;
+/// Karpenter's `vmMemoryOverheadPercent` default: 7.5 %, as parts per thousand.
+const VM_MEMORY_OVERHEAD_PER_MILLE: i64 = 75;
+/// Default hard eviction threshold `memory.available<100Mi`.
+const EVICTION_HARD_MEMORY_BYTES: i64 = 100 * MIB;
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct NodeResources {
+    pub capacity: Resources,
+    pub allocatable: Resources,
+}
+
+/// Max pods: `ENIs × (IPv4 per ENI − 1) + 2`, unless the kubelet config sets `maxPods`;
+/// `podsPerCore` caps either.
+pub fn max_pods(it: &InstanceType, kubelet: &KubeletConfig) -> i64 {
+    let eni_limited = it.max_enis as i64 * (it.ipv4_per_eni as i64 - 1).max(0) + 2;
+    let pods = kubelet.max_pods.unwrap_or(eni_limited);
+    match kubelet.pods_per_core {
+        Some(per_core) if per_core > 0 => pods.min(per_core * it.vcpu as i64),
+        _ => pods,
+    }
+}
+
+/// Kube-reserved CPU: 6 % of the first core, 1 % of the second, 0.5 % of cores 3–4, 0.25 % of
+/// the rest (each range truncated to whole milli-cores, as Karpenter does).
+pub fn kube_reserved_cpu_milli(cpu_milli: i64) -> i64 {
+    let ranges: [(i64, i64, i64); 4] = [
+        (0, 1000, 600),
+        (1000, 2000, 100),
+        (2000, 4000, 50),
+        (4000, i64::MAX, 25),
+    ];
+    // percentages in units of 1/10 000
+    ranges
+        .iter()
+        .filter(|(start, _, _)| cpu_milli > *start)
+        .map(|(start, end, per_10k)| (cpu_milli.min(*end) - start) * per_10k / 10_000)
+        .sum()
+}
+
+/// Capacity and allocatable of a node of this type under this kubelet config.
+pub fn capacity(it: &InstanceType, kubelet: &KubeletConfig) -> NodeResources {
+    let pods = max_pods(it, kubelet);
+    let memory_mib = it.memory_mib as i64;
+    let vm_overhead_mib = (memory_mib * VM_MEMORY_OVERHEAD_PER_MILLE + 999) / 1000;
+    let mut capacity = Resources::new(
+        it.vcpu as i64 * 1000,
+        (memory_mib - vm_overhead_mib) * MIB,
+        pods,
+    );
+    capacity.add(&it.extended_resources());
+
+    let kube_reserved_cpu = kubelet
+        .kube_reserved
+        .get("cpu")
+        .copied()
+        .unwrap_or_else(|| kube_reserved_cpu_milli(capacity.cpu_milli));
+    let kube_reserved_memory = kubelet
+        .kube_reserved
+        .get("memory")
+        .copied()
+        .unwrap_or((11 * pods + 255) * MIB);
+    let system_reserved_cpu = kubelet.system_reserved.get("cpu").copied().unwrap_or(0);
+    let system_reserved_memory = kubelet.system_reserved.get("memory").copied().unwrap_or(0);
+    let eviction_memory = match (
+        kubelet.eviction_hard_memory_bytes,
+        kubelet.eviction_hard_memory_percent,
+    ) {
+        (Some(bytes), _) => bytes,
+        (None, Some(percent)) => capacity.memory_bytes * percent as i64 / 100,
+        (None, None) => EVICTION_HARD_MEMORY_BYTES,
+    };
+
+    let mut allocatable = capacity.clone();
+    allocatable.cpu_milli = (capacity.cpu_milli - kube_reserved_cpu - system_reserved_cpu).max(0);
+    allocatable.memory_bytes = (capacity.memory_bytes
+        - kube_reserved_memory
+        - system_reserved_memory
+        - eviction_memory)
+        .max(0);
+    NodeResources {
+        capacity,
+        allocatable,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::catalog::builtin;
+
+    #[test]
+    fn m5_large_matches_the_published_formulas() {
+        let catalog = builtin::us_east_1();
+        let m5 = catalog.get("m5.large").expect("m5.large in the built-in catalog");
+        let kubelet = KubeletConfig::default();
+        assert_eq!(max_pods(m5, &kubelet), 29);
+        let r = capacity(m5, &kubelet);
+        assert_eq!(r.capacity.cpu_milli, 2000);
+        // 8192 MiB − ceil(8192 × 7.5 %) = 8192 − 615 = 7577 MiB
+        assert_eq!(r.capacity.memory_bytes, 7577 * MIB);
+        // 60m + 10m
+        assert_eq!(r.allocatable.cpu_milli, 1930);
+        // 7577 − (11 × 29 + 255) − 100 = 6903 MiB
+        assert_eq!(r.allocatable.memory_bytes, 6903 * MIB);
+        assert_eq!(r.allocatable.pods, 29);
+    }
+
+    #[test]
+    fn kube_reserved_cpu_ranges() {
+        assert_eq!(kube_reserved_cpu_milli(1000), 60);
+        assert_eq!(kube_reserved_cpu_milli(2000), 70);
+        assert_eq!(kube_reserved_cpu_milli(4000), 80);
+        assert_eq!(kube_reserved_cpu_milli(8000), 90);
+        assert_eq!(kube_reserved_cpu_milli(96_000), 310);
+    }
+
+    #[test]
+    fn kubelet_overrides() {
+        let catalog = builtin::us_east_1();
+        let m5 = catalog.get("m5.large").expect("m5.large in the built-in catalog");
+        let kubelet = KubeletConfig {
+            max_pods: Some(110),
+            pods_per_core: Some(10),
+            ..KubeletConfig::default()
+        };
+        assert_eq!(max_pods(m5, &kubelet), 20);
+    }
+}

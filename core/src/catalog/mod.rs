@@ -1,0 +1,177 @@
+//! The instance catalog: instance types, their offerings (zone × capacity type) and prices.
+
+mod allocatable;
+pub mod builtin;
+
+use std::collections::BTreeMap;
+use std::fmt;
+
+use serde::{Deserialize, Serialize};
+
+pub use allocatable::{capacity, kube_reserved_cpu_milli, max_pods, NodeResources};
+
+use crate::model::labels;
+use crate::model::requirements::{Requirement, Requirements};
+use crate::model::resources::{Resources, AMD_GPU, AWS_NEURON, NVIDIA_GPU};
+
+/// A price in micro-USD per hour (0.096 USD/h = 96 000). Integers keep sums exact and
+/// decisions identical on every machine.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(transparent)]
+pub struct Price(pub u64);
+
+impl Price {
+    pub fn usd_per_hour(self) -> f64 {
+        self.0 as f64 / 1_000_000.0
+    }
+}
+
+impl fmt::Display for Price {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "${:.4}/h", self.usd_per_hour())
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+pub enum CapacityType {
+    #[serde(rename = "reserved")]
+    Reserved,
+    #[serde(rename = "spot")]
+    Spot,
+    #[serde(rename = "on-demand")]
+    OnDemand,
+}
+
+impl CapacityType {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            CapacityType::Reserved => "reserved",
+            CapacityType::Spot => "spot",
+            CapacityType::OnDemand => "on-demand",
+        }
+    }
+
+    pub fn parse(raw: &str) -> Option<CapacityType> {
+        Some(match raw {
+            "reserved" => CapacityType::Reserved,
+            "spot" => CapacityType::Spot,
+            "on-demand" => CapacityType::OnDemand,
+            _ => return None,
+        })
+    }
+}
+
+impl fmt::Display for CapacityType {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Offering {
+    pub zone: String,
+    pub capacity_type: CapacityType,
+    pub price: Price,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Gpu {
+    pub name: String,
+    pub manufacturer: String,
+    pub count: u32,
+    /// Per GPU.
+    pub memory_mib: u64,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct InstanceType {
+    pub name: String,
+    /// `amd64` or `arm64`.
+    pub architecture: String,
+    pub vcpu: u32,
+    pub memory_mib: u64,
+    pub gpu: Option<Gpu>,
+    pub neuron_count: u32,
+    pub max_enis: u32,
+    pub ipv4_per_eni: u32,
+    /// Every well-known label of the type (`kubernetes.io/arch`, `karpenter.k8s.aws/instance-*`).
+    pub labels: BTreeMap<String, String>,
+    pub offerings: Vec<Offering>,
+}
+
+impl InstanceType {
+    /// What the type brings besides CPU, memory and pods.
+    pub fn extended_resources(&self) -> Resources {
+        let mut r = Resources::default();
+        if let Some(gpu) = &self.gpu {
+            match gpu.manufacturer.as_str() {
+                "nvidia" => r.set_extended(NVIDIA_GPU, gpu.count as i64),
+                "amd" => r.set_extended(AMD_GPU, gpu.count as i64),
+                _ => {}
+            }
+        }
+        if self.neuron_count > 0 {
+            r.set_extended(AWS_NEURON, self.neuron_count as i64);
+        }
+        r
+    }
+
+    /// Karpenter's instance-type requirements: each label key it defines at its value, the keys
+    /// it lacks as "does not exist", and the zones and capacity types it is offered in.
+    pub fn requirements(&self) -> Requirements {
+        let mut reqs = Requirements::new();
+        for key in labels::INSTANCE_TYPE_LABELS {
+            match self.labels.get(*key) {
+                Some(value) => reqs.add(Requirement::single(key, value)),
+                None => reqs.add(Requirement::does_not_exist(key)),
+            }
+        }
+        reqs.add(Requirement::values_in(
+            labels::ZONE,
+            self.offerings.iter().map(|o| o.zone.clone()),
+        ));
+        reqs.add(Requirement::values_in(
+            labels::CAPACITY_TYPE,
+            self.offerings.iter().map(|o| o.capacity_type.as_str().to_string()),
+        ));
+        reqs
+    }
+
+    /// The cheapest offering price, for ordering.
+    pub fn cheapest_price(&self) -> Option<Price> {
+        self.offerings.iter().map(|o| o.price).min()
+    }
+}
+
+/// Every instance type of one region.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct Catalog {
+    pub region: String,
+    pub instance_types: Vec<InstanceType>,
+}
+
+impl Catalog {
+    pub fn get(&self, name: &str) -> Option<&InstanceType> {
+        self.instance_types
+            .binary_search_by(|it| it.name.as_str().cmp(name))
+            .ok()
+            .map(|i| &self.instance_types[i])
+    }
+
+    /// Sorts types by name (lookups rely on it).
+    pub fn normalized(mut self) -> Catalog {
+        self.instance_types.sort_by(|a, b| a.name.cmp(&b.name));
+        self
+    }
+
+    pub fn price_of(&self, instance_type: &str, zone: &str, capacity_type: CapacityType) -> Option<Price> {
+        self.get(instance_type)?
+            .offerings
+            .iter()
+            .find(|o| o.zone == zone && o.capacity_type == capacity_type)
+            .map(|o| o.price)
+    }
+}

@@ -1,0 +1,50 @@
+//! Commands: what the core asks the world to do. Each carries the reason a user reads in the
+//! log, in the Kubernetes event, and in `nodewright explain`.
+
+use serde::{Deserialize, Serialize};
+
+use crate::model::nodeclaim::{LaunchReason, NodeClaimSpec, TerminationReason};
+use crate::model::pod::PodKey;
+
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum Command {
+    /// Create the NodeClaim and launch an instance for it (one EC2 CreateFleet over its options).
+    LaunchNodeClaim {
+        nodeclaim: NodeClaimSpec,
+        reason: LaunchReason,
+    },
+    /// Tell the pod where it is expected to run (Kubernetes event `Nominated`).
+    NominatePod {
+        pod: PodKey,
+        /// A node name, or a NodeClaim name while the machine is on its way.
+        target: String,
+        reason: String,
+    },
+    /// The pod fits nowhere nodewright may launch (event `FailedScheduling`).
+    ReportUnschedulable { pod: PodKey, reason: String },
+    /// The pod sets no CPU or memory request: it is scheduled as zero and packs badly.
+    WarnMissingRequests { pod: PodKey },
+    /// Remove the machine: taint `karpenter.sh/disrupted:NoSchedule`, drain, terminate the
+    /// instance, delete the node and the NodeClaim.
+    TerminateNodeClaim {
+        nodeclaim: String,
+        node: Option<String>,
+        instance_id: Option<String>,
+        reason: TerminationReason,
+        /// What allowed it: the rule, the idle time, the budget.
+        detail: String,
+    },
+}
+
+impl Command {
+    /// A short name for summaries.
+    pub fn name(&self) -> &'static str {
+        match self {
+            Command::LaunchNodeClaim { .. } => "LaunchNodeClaim",
+            Command::NominatePod { .. } => "NominatePod",
+            Command::ReportUnschedulable { .. } => "ReportUnschedulable",
+            Command::WarnMissingRequests { .. } => "WarnMissingRequests",
+            Command::TerminateNodeClaim { .. } => "TerminateNodeClaim",
+        }
+    }
+}

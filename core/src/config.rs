@@ -1,0 +1,38 @@
+//! The core's configuration: Karpenter's settings with their defaults. It travels in the event
+//! log's header so that a replay runs with exactly the settings of the recording.
+
+use serde::{Deserialize, Serialize};
+
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct Config {
+    pub cluster_name: String,
+    /// Seeds the generator of NodeClaim names; nothing else in the core is random.
+    pub seed: u64,
+    /// A batch closes this long after the last pending pod arrived (`batchIdleDuration`).
+    pub batch_idle_ms: u64,
+    /// ... and at most this long after it opened (`batchMaxDuration`).
+    pub batch_max_ms: u64,
+    /// A launch without a result after this long is given up.
+    pub launch_timeout_ms: u64,
+    /// A launched instance that has not registered as a node after this long is given up.
+    pub registration_timeout_ms: u64,
+    /// Disruption passes run at most this often.
+    pub disruption_poll_ms: u64,
+    /// The launch offers EC2 at most this many instance types.
+    pub max_instance_types: usize,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Config {
+            cluster_name: "nodewright-demo".to_string(),
+            seed: 1,
+            batch_idle_ms: 1_000,
+            batch_max_ms: 10_000,
+            launch_timeout_ms: 5 * 60_000,
+            registration_timeout_ms: 15 * 60_000,
+            disruption_poll_ms: 10_000,
+            max_instance_types: 60,
+        }
+    }
+}

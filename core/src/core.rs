@@ -1,0 +1,525 @@
+//! The decision core: `handle(event) -> commands`, and `next_timer_ms()`.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use crate::command::Command;
+use crate::config::Config;
+use crate::disruption::{emptiness, expiration};
+use crate::event::{Event, EventKind};
+use crate::lifecycle;
+use crate::model::labels;
+use crate::model::nodeclaim::{LaunchReason, NodeClaimSpec, TerminationReason};
+use crate::model::pod::{Pod, PodKey};
+use crate::model::requirements::RequirementSpec;
+use crate::names::NameGenerator;
+use crate::provisioning::scheduler::{self, PlannedClaim};
+use crate::provisioning::Batcher;
+use crate::state::{ClusterState, NodeClaimState, NodeState, PreparedCatalog, UNAVAILABLE_OFFERING_TTL_MS};
+
+/// The deterministic decision core. Feed it every event in order; it answers with commands.
+#[derive(Debug, Clone)]
+pub struct Core {
+    config: Config,
+    state: ClusterState,
+    batcher: Batcher,
+    names: NameGenerator,
+    now_ms: u64,
+    /// When the last disruption pass ran.
+    last_disruption_pass_ms: Option<u64>,
+    /// The earliest time a disruption or lifecycle rule may act again.
+    next_rule_ms: Option<u64>,
+    /// The last nomination told to each pending pod (so it is told once, not every batch).
+    nominations: BTreeMap<PodKey, String>,
+    /// The last unschedulable reason told to each pending pod.
+    unschedulable: BTreeMap<PodKey, String>,
+    /// Pods already warned about missing requests.
+    warned_missing_requests: BTreeSet<PodKey>,
+}
+
+impl Core {
+    pub fn new(config: Config) -> Self {
+        let names = NameGenerator::new(config.seed);
+        Core {
+            config,
+            state: ClusterState::default(),
+            batcher: Batcher::default(),
+            names,
+            now_ms: 0,
+            last_disruption_pass_ms: None,
+            next_rule_ms: None,
+            nominations: BTreeMap::new(),
+            unschedulable: BTreeMap::new(),
+            warned_missing_requests: BTreeSet::new(),
+        }
+    }
+
+    pub fn config(&self) -> &Config {
+        &self.config
+    }
+
+    /// The cluster as the core sees it (read-only, for reports and checks).
+    pub fn state(&self) -> &ClusterState {
+        &self.state
+    }
+
+    /// The time of the last event handled.
+    pub fn now_ms(&self) -> u64 {
+        self.now_ms
+    }
+
+    /// When the core next needs a [`EventKind::Tick`], if ever. Always later than the last
+    /// event handled.
+    pub fn next_timer_ms(&self) -> Option<u64> {
+        let batch = self
+            .batcher
+            .closes_at_ms(self.config.batch_idle_ms, self.config.batch_max_ms);
+        [batch, self.next_rule_ms]
+            .into_iter()
+            .flatten()
+            .map(|t| t.max(self.now_ms + 1))
+            .min()
+    }
+
+    /// Handles one event and returns the commands it calls for.
+    pub fn handle(&mut self, event: &Event) -> Vec<Command> {
+        // Time never goes backwards inside the core, even if an adapter's clock does.
+        self.now_ms = self.now_ms.max(event.at_ms);
+        let mut commands = Vec::new();
+        self.apply(&event.kind, &mut commands);
+        self.run_due_work(&mut commands);
+        commands
+    }
+
+    fn apply(&mut self, kind: &EventKind, commands: &mut Vec<Command>) {
+        let now = self.now_ms;
+        match kind {
+            EventKind::CatalogUpdated(catalog) => {
+                self.state.catalog = Some(PreparedCatalog::new(catalog.clone()));
+                self.trigger_if_pending();
+            }
+            EventKind::NodePoolApplied(pool) => {
+                self.state.nodepools.insert(pool.name.clone(), pool.clone());
+                self.trigger_if_pending();
+            }
+            EventKind::NodePoolDeleted { name } => {
+                self.state.nodepools.remove(name);
+            }
+            EventKind::NodeClassApplied(class) => {
+                self.state.nodeclasses.insert(class.name.clone(), class.clone());
+                self.trigger_if_pending();
+            }
+            EventKind::NodeClassDeleted { name } => {
+                self.state.nodeclasses.remove(name);
+            }
+            EventKind::PodApplied(pod) => self.apply_pod(pod, commands),
+            EventKind::PodBound { pod, node } => {
+                if let Some(p) = self.state.pods.get_mut(pod) {
+                    p.node_name = Some(node.clone());
+                    let key = p.key.clone();
+                    self.attach_pod(&key, node);
+                }
+                self.nominations.remove(pod);
+                self.unschedulable.remove(pod);
+            }
+            EventKind::PodDeleted { pod } => {
+                if let Some(removed) = self.state.pods.remove(pod)
+                    && let Some(node) = removed.node_name
+                    && let Some(state) = self.state.nodes.get_mut(&node)
+                {
+                    state.pods.remove(pod);
+                    state.last_pod_event_ms = now;
+                }
+                self.nominations.remove(pod);
+                self.unschedulable.remove(pod);
+                self.warned_missing_requests.remove(pod);
+            }
+            EventKind::NodeApplied(node) => {
+                let claim_name = node
+                    .provider_id
+                    .as_deref()
+                    .and_then(|id| self.state.nodeclaim_for_provider_id(id));
+                let entry = self
+                    .state
+                    .nodes
+                    .entry(node.name.clone())
+                    .or_insert_with(|| NodeState {
+                        node: node.clone(),
+                        nodeclaim: claim_name.clone(),
+                        pods: BTreeSet::new(),
+                        last_pod_event_ms: now,
+                    });
+                let became_ready = node.ready && !entry.node.ready;
+                entry.node = node.clone();
+                if entry.nodeclaim.is_none() {
+                    entry.nodeclaim = claim_name.clone();
+                }
+                if became_ready {
+                    entry.last_pod_event_ms = now;
+                }
+                // Pods bound before the node was seen.
+                let bound: Vec<PodKey> = self
+                    .state
+                    .pods
+                    .values()
+                    .filter(|p| p.node_name.as_deref() == Some(node.name.as_str()))
+                    .map(|p| p.key.clone())
+                    .collect();
+                for key in bound {
+                    self.attach_pod(&key, &node.name);
+                }
+                if let Some(claim) = claim_name.and_then(|c| self.state.nodeclaims.get_mut(&c)) {
+                    claim.node_name = Some(node.name.clone());
+                    claim.registered_at_ms.get_or_insert(now);
+                    if node.ready {
+                        claim.initialized_at_ms.get_or_insert(now);
+                    }
+                }
+            }
+            EventKind::NodeDeleted { name } => {
+                if let Some(state) = self.state.nodes.remove(name)
+                    && let Some(claim) = state
+                        .nodeclaim
+                        .and_then(|c| self.state.nodeclaims.get_mut(&c))
+                {
+                    claim.node_name = None;
+                }
+                self.trigger_if_pending();
+            }
+            EventKind::LaunchSucceeded { nodeclaim, instance } => {
+                match self.state.nodeclaims.get_mut(nodeclaim) {
+                    Some(claim) if claim.terminating.is_none() => {
+                        claim.instance = Some(instance.clone());
+                        claim.launched_at_ms = Some(now);
+                    }
+                    _ => commands.push(Command::TerminateNodeClaim {
+                        nodeclaim: nodeclaim.clone(),
+                        node: None,
+                        instance_id: Some(instance.instance_id.clone()),
+                        reason: TerminationReason::LaunchTimeout,
+                        detail: "the launch succeeded after the NodeClaim was given up; the instance is not wanted".to_string(),
+                    }),
+                }
+            }
+            EventKind::LaunchFailed {
+                nodeclaim,
+                code,
+                message,
+                unavailable,
+            } => {
+                for key in unavailable {
+                    self.state
+                        .unavailable
+                        .insert(key.clone(), now + UNAVAILABLE_OFFERING_TTL_MS);
+                }
+                if let Some(claim) = self.state.nodeclaims.get_mut(nodeclaim)
+                    && claim.terminating.is_none()
+                {
+                    claim.terminating = Some((TerminationReason::LaunchFailed, now));
+                    commands.push(Command::TerminateNodeClaim {
+                        nodeclaim: nodeclaim.clone(),
+                        node: None,
+                        instance_id: None,
+                        reason: TerminationReason::LaunchFailed,
+                        detail: format!(
+                            "launch failed with {code}: {message}; {} offerings marked unavailable for 3m0s",
+                            unavailable.len()
+                        ),
+                    });
+                }
+                self.trigger_if_pending();
+            }
+            EventKind::NodeClaimTerminated { nodeclaim } => {
+                if let Some(claim) = self.state.nodeclaims.remove(nodeclaim)
+                    && let Some(node) = claim.node_name
+                    && let Some(state) = self.state.nodes.get_mut(&node)
+                {
+                    state.nodeclaim = None;
+                }
+                self.trigger_if_pending();
+            }
+            EventKind::Tick => {}
+        }
+    }
+
+    fn apply_pod(&mut self, pod: &Pod, commands: &mut Vec<Command>) {
+        let now = self.now_ms;
+        let previous_node = self
+            .state
+            .pods
+            .get(&pod.key)
+            .and_then(|p| p.node_name.clone());
+        if let Some(old) = &previous_node
+            && pod.node_name.as_ref() != Some(old)
+            && let Some(state) = self.state.nodes.get_mut(old)
+        {
+            state.pods.remove(&pod.key);
+            state.last_pod_event_ms = now;
+        }
+        self.state.pods.insert(pod.key.clone(), pod.clone());
+        if pod.missing_requests && self.warned_missing_requests.insert(pod.key.clone()) {
+            commands.push(Command::WarnMissingRequests {
+                pod: pod.key.clone(),
+            });
+        }
+        match &pod.node_name {
+            Some(node) => {
+                self.attach_pod(&pod.key, node);
+                self.nominations.remove(&pod.key);
+                self.unschedulable.remove(&pod.key);
+            }
+            None if !pod.is_daemonset_pod() => self.batcher.trigger(now),
+            None => {}
+        }
+    }
+
+    fn attach_pod(&mut self, pod: &PodKey, node: &str) {
+        if let Some(state) = self.state.nodes.get_mut(node)
+            && state.pods.insert(pod.clone())
+        {
+            state.last_pod_event_ms = self.now_ms;
+        }
+    }
+
+    fn trigger_if_pending(&mut self) {
+        if self.state.pending_pods().next().is_some() {
+            self.batcher.trigger(self.now_ms);
+        }
+    }
+
+    /// Everything whose time has come: the batch, lifecycle deadlines, expiration, disruption.
+    fn run_due_work(&mut self, commands: &mut Vec<Command>) {
+        let now = self.now_ms;
+        if self
+            .batcher
+            .take_if_due(now, self.config.batch_idle_ms, self.config.batch_max_ms)
+        {
+            self.provision(commands);
+        }
+        let mut next: Vec<Option<u64>> = Vec::new();
+
+        let (overdue, next_deadline) = lifecycle::overdue(&self.state, &self.config, now);
+        next.push(next_deadline);
+        for o in overdue {
+            self.terminate(&o.nodeclaim, o.reason, o.detail, commands);
+        }
+
+        let (expired, next_expiry) = expiration::expired(&self.state, now);
+        next.push(next_expiry);
+        for (name, detail) in expired {
+            self.terminate(&name, TerminationReason::Expired, detail, commands);
+        }
+
+        next.push(self.disruption_pass(commands));
+        self.next_rule_ms = next.into_iter().flatten().min();
+        // Terminations free pods to schedule again; make sure a batch follows.
+        if commands
+            .iter()
+            .any(|c| matches!(c, Command::TerminateNodeClaim { .. }))
+        {
+            self.trigger_if_pending();
+        }
+    }
+
+    /// One disruption pass, if the poll interval allows; returns when the next one may act.
+    fn disruption_pass(&mut self, commands: &mut Vec<Command>) -> Option<u64> {
+        let now = self.now_ms;
+        let poll = self.config.disruption_poll_ms.max(1);
+        let pass_allowed = self
+            .last_disruption_pass_ms
+            .is_none_or(|last| now >= last + poll);
+        let nominated: BTreeSet<String> = self.nominations.values().cloned().collect();
+        let mut next: Option<u64> = None;
+        let mut pools: Vec<_> = self.state.nodepools.values().cloned().collect();
+        pools.sort_by(|a, b| a.name.cmp(&b.name));
+        let mut acted = false;
+        for pool in &pools {
+            let (chosen, pool_next, blocked) = emptiness::select(&self.state, pool, &nominated, now);
+            if !chosen.is_empty() && !pass_allowed {
+                // Wait for the next pass.
+                let at = self.last_disruption_pass_ms.unwrap_or(now) + poll;
+                next = Some(next.map_or(at, |n: u64| n.min(at)));
+                continue;
+            }
+            for (candidate, detail) in chosen {
+                acted = true;
+                self.terminate(&candidate.nodeclaim, TerminationReason::Empty, detail, commands);
+            }
+            if blocked {
+                // Budget-blocked nodes are looked at again on the next pass.
+                let at = now + poll;
+                next = Some(next.map_or(at, |n: u64| n.min(at)));
+            }
+            if let Some(at) = pool_next {
+                next = Some(next.map_or(at, |n: u64| n.min(at)));
+            }
+        }
+        if acted {
+            self.last_disruption_pass_ms = Some(now);
+        }
+        next
+    }
+
+    fn terminate(
+        &mut self,
+        nodeclaim: &str,
+        reason: TerminationReason,
+        detail: String,
+        commands: &mut Vec<Command>,
+    ) {
+        let Some(claim) = self.state.nodeclaims.get_mut(nodeclaim) else {
+            return;
+        };
+        if claim.terminating.is_some() {
+            return;
+        }
+        claim.terminating = Some((reason, self.now_ms));
+        commands.push(Command::TerminateNodeClaim {
+            nodeclaim: nodeclaim.to_string(),
+            node: claim.node_name.clone(),
+            instance_id: claim.instance.as_ref().map(|i| i.instance_id.clone()),
+            reason,
+            detail,
+        });
+    }
+
+    /// Closes the batch: nominate pods onto existing capacity, launch machines for the rest.
+    fn provision(&mut self, commands: &mut Vec<Command>) {
+        let now = self.now_ms;
+        let pending: Vec<&Pod> = self.state.pending_pods().collect();
+        if pending.is_empty() {
+            return;
+        }
+        let result = scheduler::solve(&self.state, now, &pending);
+        for (pod, target) in result.nominations {
+            self.unschedulable.remove(&pod);
+            if self.nominations.get(&pod) != Some(&target) {
+                self.nominations.insert(pod.clone(), target.clone());
+                commands.push(Command::NominatePod {
+                    reason: format!("pod fits the free capacity of {target}"),
+                    pod,
+                    target,
+                });
+            }
+        }
+        for planned in result.new_claims {
+            if let Some((spec, reason)) = self.claim_spec(&planned) {
+                for pod in &planned.pods {
+                    self.unschedulable.remove(pod);
+                    self.nominations.insert(pod.clone(), spec.name.clone());
+                }
+                self.state.nodeclaims.insert(
+                    spec.name.clone(),
+                    NodeClaimState {
+                        spec: spec.clone(),
+                        created_at_ms: now,
+                        instance: None,
+                        launched_at_ms: None,
+                        node_name: None,
+                        registered_at_ms: None,
+                        initialized_at_ms: None,
+                        terminating: None,
+                    },
+                );
+                commands.push(Command::LaunchNodeClaim {
+                    nodeclaim: spec,
+                    reason,
+                });
+            }
+        }
+        for (pod, reason) in result.unschedulable {
+            self.nominations.remove(&pod);
+            if self.unschedulable.get(&pod) != Some(&reason) {
+                self.unschedulable.insert(pod.clone(), reason.clone());
+                commands.push(Command::ReportUnschedulable { pod, reason });
+            }
+        }
+    }
+
+    fn claim_spec(&mut self, planned: &PlannedClaim) -> Option<(NodeClaimSpec, LaunchReason)> {
+        let pool = self.state.nodepools.get(&planned.nodepool)?.clone();
+        let options = scheduler::launch_options(
+            &self.state,
+            planned,
+            self.now_ms,
+            self.config.max_instance_types,
+        );
+        let cheapest = options.first()?.clone();
+        let name = loop {
+            let candidate = format!("{}-{}", pool.name, self.names.suffix());
+            if !self.state.nodeclaims.contains_key(&candidate) {
+                break candidate;
+            }
+        };
+        let mut node_labels = pool.template_labels.clone();
+        node_labels.extend(planned.requirements.single_value_labels());
+        node_labels.insert(labels::NODEPOOL.to_string(), pool.name.clone());
+        let requirements: Vec<RequirementSpec> = planned
+            .requirements
+            .iter()
+            .map(|r| RequirementSpec {
+                key: r.key.clone(),
+                operator: r.operator(),
+                values: match r.operator() {
+                    crate::model::requirements::Operator::Gt => {
+                        r.greater_than.map(|v| vec![v.to_string()]).unwrap_or_default()
+                    }
+                    crate::model::requirements::Operator::Lt => {
+                        r.less_than.map(|v| vec![v.to_string()]).unwrap_or_default()
+                    }
+                    _ => r.values.iter().cloned().collect(),
+                },
+                min_values: r.min_values,
+            })
+            .collect();
+        let type_count = options
+            .iter()
+            .map(|o| o.instance_type.as_str())
+            .collect::<BTreeSet<_>>()
+            .len();
+        let pods_text: Vec<String> = planned.pods.iter().map(|p| p.to_string()).collect();
+        let summary = format!(
+            "{} pending pod(s) [{}] need {}; nodepool {} ({}); {} instance types fit, cheapest {} {} {} at {}",
+            planned.pods.len(),
+            pods_text.join(", "),
+            planned.requests,
+            pool.name,
+            describe_pool_requirements(&pool),
+            type_count,
+            cheapest.instance_type,
+            cheapest.zone,
+            cheapest.capacity_type,
+            cheapest.price,
+        );
+        let spec = NodeClaimSpec {
+            name,
+            nodepool: pool.name.clone(),
+            nodeclass: pool.node_class_ref.name.clone(),
+            labels: node_labels,
+            annotations: pool.template_annotations.clone(),
+            taints: pool.taints.clone(),
+            startup_taints: pool.startup_taints.clone(),
+            requirements,
+            requests: planned.requests.clone(),
+            options,
+            expire_after_ms: pool.expire_after.as_ms(),
+        };
+        Some((
+            spec,
+            LaunchReason {
+                pods: planned.pods.clone(),
+                summary,
+            },
+        ))
+    }
+}
+
+fn describe_pool_requirements(pool: &crate::model::nodepool::NodePool) -> String {
+    if pool.requirements.is_empty() {
+        return "no requirements".to_string();
+    }
+    pool.requirements
+        .iter()
+        .map(|r| r.to_string())
+        .collect::<Vec<_>>()
+        .join(" AND ")
+}

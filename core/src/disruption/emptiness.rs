@@ -1,0 +1,94 @@
+//! Emptiness: a node that has run no workload pod for `consolidateAfter` is removed, within the
+//! NodePool's budget. Both consolidation policies include it.
+
+use std::collections::BTreeSet;
+
+use super::budget::allowed_disruptions;
+use crate::model::duration::format_duration_ms;
+use crate::model::nodepool::{DisruptionReason, NodePool};
+use crate::state::ClusterState;
+
+/// A node that may be removed as empty, and since when.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct EmptyCandidate {
+    pub nodeclaim: String,
+    pub node: String,
+    pub empty_since_ms: u64,
+}
+
+/// The nodes of `pool` that are empty and eligible, whatever the budget, oldest first; also the
+/// earliest future time another node becomes eligible.
+pub fn candidates(
+    state: &ClusterState,
+    pool: &NodePool,
+    nominated: &BTreeSet<String>,
+    now_ms: u64,
+) -> (Vec<EmptyCandidate>, Option<u64>) {
+    let Some(after_ms) = pool.consolidate_after.as_ms() else {
+        return (Vec::new(), None);
+    };
+    let mut out = Vec::new();
+    let mut next: Option<u64> = None;
+    for (name, claim) in &state.nodeclaims {
+        if claim.spec.nodepool != pool.name || claim.terminating.is_some() || !claim.is_initialized() {
+            continue;
+        }
+        let Some(node_name) = &claim.node_name else {
+            continue;
+        };
+        let Some(node) = state.nodes.get(node_name) else {
+            continue;
+        };
+        if node.node.has_do_not_disrupt()
+            || nominated.contains(node_name)
+            || nominated.contains(name)
+            || !state.workload_pods_on_node(node_name).is_empty()
+        {
+            continue;
+        }
+        let eligible_at = node.last_pod_event_ms + after_ms;
+        if eligible_at <= now_ms {
+            out.push(EmptyCandidate {
+                nodeclaim: name.clone(),
+                node: node_name.clone(),
+                empty_since_ms: node.last_pod_event_ms,
+            });
+        } else {
+            next = Some(next.map_or(eligible_at, |n: u64| n.min(eligible_at)));
+        }
+    }
+    out.sort_by(|a, b| a.empty_since_ms.cmp(&b.empty_since_ms).then(a.nodeclaim.cmp(&b.nodeclaim)));
+    (out, next)
+}
+
+/// The empty nodes to remove now, with the sentence that explains each.
+pub fn select(
+    state: &ClusterState,
+    pool: &NodePool,
+    nominated: &BTreeSet<String>,
+    now_ms: u64,
+) -> (Vec<(EmptyCandidate, String)>, Option<u64>, bool) {
+    let (candidates, next) = candidates(state, pool, nominated, now_ms);
+    if candidates.is_empty() {
+        return (Vec::new(), next, false);
+    }
+    let (allowed, budget_text) = allowed_disruptions(state, pool, DisruptionReason::Empty);
+    let blocked = (candidates.len() as u32) > allowed;
+    let after = pool.consolidate_after.as_ms().unwrap_or(0);
+    let chosen = candidates
+        .into_iter()
+        .take(allowed as usize)
+        .map(|c| {
+            let detail = format!(
+                "node {} ran no workload pod for {} (consolidateAfter {}, policy {:?}); {}",
+                c.node,
+                format_duration_ms(now_ms - c.empty_since_ms),
+                format_duration_ms(after),
+                pool.consolidation_policy,
+                budget_text
+            );
+            (c, detail)
+        })
+        .collect();
+    (chosen, next, blocked)
+}

@@ -1,0 +1,80 @@
+//! Events: everything the core learns about the world. Time arrives inside each event; the core
+//! never reads a clock.
+
+use serde::{Deserialize, Serialize};
+
+use crate::catalog::Catalog;
+use crate::model::node::Node;
+use crate::model::nodeclaim::{Instance, OfferingKey};
+use crate::model::nodeclass::NodeClass;
+use crate::model::nodepool::NodePool;
+use crate::model::pod::{Pod, PodKey};
+
+/// One observation, stamped with the time (milliseconds on the cluster's clock) it was made.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct Event {
+    pub at_ms: u64,
+    pub kind: EventKind,
+}
+
+impl Event {
+    pub fn new(at_ms: u64, kind: EventKind) -> Self {
+        Event { at_ms, kind }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum EventKind {
+    /// The instance types, offerings and prices the cloud offers now.
+    CatalogUpdated(Catalog),
+    NodePoolApplied(NodePool),
+    NodePoolDeleted { name: String },
+    NodeClassApplied(NodeClass),
+    NodeClassDeleted { name: String },
+    /// A pod was created or changed (bound or not: `node_name` says).
+    PodApplied(Pod),
+    /// The scheduler bound a pod to a node.
+    PodBound { pod: PodKey, node: String },
+    /// A pod is gone (deleted, evicted, finished).
+    PodDeleted { pod: PodKey },
+    /// A node object appeared (or changed).
+    NodeApplied(Node),
+    NodeDeleted { name: String },
+    /// The cloud started an instance for a NodeClaim.
+    LaunchSucceeded { nodeclaim: String, instance: Instance },
+    /// The cloud could not start an instance for a NodeClaim.
+    LaunchFailed {
+        nodeclaim: String,
+        /// The error code EC2 gave (`InsufficientInstanceCapacity`, ...).
+        code: String,
+        message: String,
+        /// Offerings that had no capacity.
+        unavailable: Vec<OfferingKey>,
+    },
+    /// The instance behind a NodeClaim is terminated; the NodeClaim is gone.
+    NodeClaimTerminated { nodeclaim: String },
+    /// A timer the core asked for fired.
+    Tick,
+}
+
+impl EventKind {
+    /// A short name for summaries (`log inspect`, counts by kind).
+    pub fn name(&self) -> &'static str {
+        match self {
+            EventKind::CatalogUpdated(_) => "CatalogUpdated",
+            EventKind::NodePoolApplied(_) => "NodePoolApplied",
+            EventKind::NodePoolDeleted { .. } => "NodePoolDeleted",
+            EventKind::NodeClassApplied(_) => "NodeClassApplied",
+            EventKind::NodeClassDeleted { .. } => "NodeClassDeleted",
+            EventKind::PodApplied(_) => "PodApplied",
+            EventKind::PodBound { .. } => "PodBound",
+            EventKind::PodDeleted { .. } => "PodDeleted",
+            EventKind::NodeApplied(_) => "NodeApplied",
+            EventKind::NodeDeleted { .. } => "NodeDeleted",
+            EventKind::LaunchSucceeded { .. } => "LaunchSucceeded",
+            EventKind::LaunchFailed { .. } => "LaunchFailed",
+            EventKind::NodeClaimTerminated { .. } => "NodeClaimTerminated",
+            EventKind::Tick => "Tick",
+        }
+    }
+}

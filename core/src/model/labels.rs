@@ -1,0 +1,73 @@
+//! Well-known label and annotation keys, with Karpenter's spelling.
+
+pub const ARCH: &str = "kubernetes.io/arch";
+pub const OS: &str = "kubernetes.io/os";
+pub const HOSTNAME: &str = "kubernetes.io/hostname";
+pub const INSTANCE_TYPE: &str = "node.kubernetes.io/instance-type";
+pub const ZONE: &str = "topology.kubernetes.io/zone";
+pub const REGION: &str = "topology.kubernetes.io/region";
+pub const ZONE_ID: &str = "topology.k8s.aws/zone-id";
+pub const CAPACITY_TYPE: &str = "karpenter.sh/capacity-type";
+pub const NODEPOOL: &str = "karpenter.sh/nodepool";
+pub const NODECLASS: &str = "karpenter.k8s.aws/ec2nodeclass";
+
+pub const INSTANCE_CATEGORY: &str = "karpenter.k8s.aws/instance-category";
+pub const INSTANCE_FAMILY: &str = "karpenter.k8s.aws/instance-family";
+pub const INSTANCE_GENERATION: &str = "karpenter.k8s.aws/instance-generation";
+pub const INSTANCE_SIZE: &str = "karpenter.k8s.aws/instance-size";
+pub const INSTANCE_CPU: &str = "karpenter.k8s.aws/instance-cpu";
+pub const INSTANCE_CPU_MANUFACTURER: &str = "karpenter.k8s.aws/instance-cpu-manufacturer";
+pub const INSTANCE_CPU_SUSTAINED_CLOCK_SPEED_MHZ: &str =
+    "karpenter.k8s.aws/instance-cpu-sustained-clock-speed-mhz";
+pub const INSTANCE_MEMORY: &str = "karpenter.k8s.aws/instance-memory";
+pub const INSTANCE_NETWORK_BANDWIDTH: &str = "karpenter.k8s.aws/instance-network-bandwidth";
+pub const INSTANCE_EBS_BANDWIDTH: &str = "karpenter.k8s.aws/instance-ebs-bandwidth";
+pub const INSTANCE_LOCAL_NVME: &str = "karpenter.k8s.aws/instance-local-nvme";
+pub const INSTANCE_HYPERVISOR: &str = "karpenter.k8s.aws/instance-hypervisor";
+pub const INSTANCE_ENCRYPTION_IN_TRANSIT: &str =
+    "karpenter.k8s.aws/instance-encryption-in-transit-supported";
+pub const INSTANCE_GPU_NAME: &str = "karpenter.k8s.aws/instance-gpu-name";
+pub const INSTANCE_GPU_MANUFACTURER: &str = "karpenter.k8s.aws/instance-gpu-manufacturer";
+pub const INSTANCE_GPU_COUNT: &str = "karpenter.k8s.aws/instance-gpu-count";
+pub const INSTANCE_GPU_MEMORY: &str = "karpenter.k8s.aws/instance-gpu-memory";
+
+/// Labels that an instance type defines for itself (every type has a requirement on each: its
+/// value, or "does not exist"). A pod may select on them without a NodePool mentioning them.
+pub const INSTANCE_TYPE_LABELS: &[&str] = &[
+    ARCH,
+    OS,
+    INSTANCE_TYPE,
+    INSTANCE_CATEGORY,
+    INSTANCE_FAMILY,
+    INSTANCE_GENERATION,
+    INSTANCE_SIZE,
+    INSTANCE_CPU,
+    INSTANCE_CPU_MANUFACTURER,
+    INSTANCE_CPU_SUSTAINED_CLOCK_SPEED_MHZ,
+    INSTANCE_MEMORY,
+    INSTANCE_NETWORK_BANDWIDTH,
+    INSTANCE_EBS_BANDWIDTH,
+    INSTANCE_LOCAL_NVME,
+    INSTANCE_HYPERVISOR,
+    INSTANCE_ENCRYPTION_IN_TRANSIT,
+    INSTANCE_GPU_NAME,
+    INSTANCE_GPU_MANUFACTURER,
+    INSTANCE_GPU_COUNT,
+    INSTANCE_GPU_MEMORY,
+];
+
+/// Labels whose values the cloud provider or nodewright knows without a NodePool declaring them.
+pub fn is_well_known(key: &str) -> bool {
+    INSTANCE_TYPE_LABELS.contains(&key)
+        || matches!(key, ZONE | REGION | ZONE_ID | CAPACITY_TYPE | NODEPOOL | NODECLASS)
+}
+
+/// Label keys a NodePool may not constrain.
+pub fn is_restricted_for_nodepool(key: &str) -> bool {
+    key == HOSTNAME
+}
+
+pub const DO_NOT_DISRUPT: &str = "karpenter.sh/do-not-disrupt";
+pub const DISRUPTED_TAINT: &str = "karpenter.sh/disrupted";
+pub const UNREGISTERED_TAINT: &str = "karpenter.sh/unregistered";
+pub const TERMINATION_FINALIZER: &str = "karpenter.sh/termination";

@@ -1,0 +1,13 @@
+//! The domain model the decisions need, in Karpenter's vocabulary.
+
+pub mod duration;
+pub mod labels;
+pub mod node;
+pub mod nodeclaim;
+pub mod nodeclass;
+pub mod nodepool;
+pub mod pod;
+pub mod quantity;
+pub mod requirements;
+pub mod resources;
+pub mod taints;

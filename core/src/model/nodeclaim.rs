@@ -1,0 +1,105 @@
+//! NodeClaims (`karpenter.sh/v1`): one requested machine, from decision to termination.
+
+use std::collections::BTreeMap;
+use std::fmt;
+
+use serde::{Deserialize, Serialize};
+
+use super::pod::PodKey;
+use super::requirements::RequirementSpec;
+use super::resources::Resources;
+use super::taints::Taint;
+use crate::catalog::{CapacityType, Price};
+
+/// One way to fill a NodeClaim: an instance type in a zone with a capacity type, at a price.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+pub struct LaunchOption {
+    pub instance_type: String,
+    pub zone: String,
+    pub capacity_type: CapacityType,
+    pub price: Price,
+}
+
+/// Identifies one offering: (instance type, zone, capacity type).
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+pub struct OfferingKey {
+    pub instance_type: String,
+    pub zone: String,
+    pub capacity_type: CapacityType,
+}
+
+impl fmt::Display for OfferingKey {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}/{}/{}", self.instance_type, self.zone, self.capacity_type)
+    }
+}
+
+/// Why a machine was asked for: the pods it is for and what ruled the choice.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct LaunchReason {
+    pub pods: Vec<PodKey>,
+    /// One line a user reads: which pods, which constraints, which price.
+    pub summary: String,
+}
+
+/// The immutable spec of a NodeClaim, as the core decided it.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct NodeClaimSpec {
+    pub name: String,
+    pub nodepool: String,
+    pub nodeclass: String,
+    pub labels: BTreeMap<String, String>,
+    pub annotations: BTreeMap<String, String>,
+    pub taints: Vec<Taint>,
+    pub startup_taints: Vec<Taint>,
+    pub requirements: Vec<RequirementSpec>,
+    /// The sum of the requests of the pods it was launched for.
+    pub requests: Resources,
+    /// Cheapest first, at most `max_launch_options`.
+    pub options: Vec<LaunchOption>,
+    pub expire_after_ms: Option<u64>,
+}
+
+/// The machine the cloud gave for a NodeClaim.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct Instance {
+    pub instance_id: String,
+    pub instance_type: String,
+    pub zone: String,
+    pub capacity_type: CapacityType,
+    pub price: Price,
+}
+
+impl Instance {
+    /// `aws:///<zone>/<instance-id>`, what the node's `spec.providerID` says.
+    pub fn provider_id(&self) -> String {
+        format!("aws:///{}/{}", self.zone, self.instance_id)
+    }
+}
+
+/// Why a NodeClaim is being removed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+pub enum TerminationReason {
+    /// Voluntary: the node ran no workload pod for `consolidateAfter`.
+    Empty,
+    /// Forced: older than `expireAfter`.
+    Expired,
+    /// The launch did not succeed within the launch timeout.
+    LaunchTimeout,
+    /// The instance did not register as a node within the registration timeout.
+    RegistrationTimeout,
+    /// The launch failed for every option.
+    LaunchFailed,
+}
+
+impl TerminationReason {
+    pub fn is_voluntary(self) -> bool {
+        matches!(self, TerminationReason::Empty)
+    }
+}
+
+impl fmt::Display for TerminationReason {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Debug::fmt(self, f)
+    }
+}

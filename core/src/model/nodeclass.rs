@@ -1,0 +1,57 @@
+//! EC2NodeClasses (`karpenter.k8s.aws/v1`): how a machine is launched on AWS.
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+
+/// One selector term (subnets, security groups, AMIs): by id, by name, by alias or by tags.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct SelectorTerm {
+    pub id: Option<String>,
+    pub name: Option<String>,
+    pub alias: Option<String>,
+    pub owner: Option<String>,
+    pub tags: BTreeMap<String, String>,
+}
+
+/// The kubelet settings that change what fits on a node.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct KubeletConfig {
+    pub max_pods: Option<i64>,
+    pub pods_per_core: Option<i64>,
+    /// `cpu` in milli-cores, `memory` and `ephemeral-storage` in bytes.
+    pub system_reserved: BTreeMap<String, i64>,
+    pub kube_reserved: BTreeMap<String, i64>,
+    /// `memory.available` as bytes; a percentage is kept in `eviction_hard_memory_percent`.
+    pub eviction_hard_memory_bytes: Option<i64>,
+    pub eviction_hard_memory_percent: Option<u32>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct NodeClass {
+    pub name: String,
+    pub ami_family: Option<String>,
+    pub role: Option<String>,
+    pub instance_profile: Option<String>,
+    pub subnet_selector_terms: Vec<SelectorTerm>,
+    pub security_group_selector_terms: Vec<SelectorTerm>,
+    pub ami_selector_terms: Vec<SelectorTerm>,
+    pub kubelet: KubeletConfig,
+    pub tags: BTreeMap<String, String>,
+}
+
+impl NodeClass {
+    pub fn new(name: &str) -> Self {
+        NodeClass {
+            name: name.to_string(),
+            ami_family: Some("AL2023".to_string()),
+            role: Some(format!("KarpenterNodeRole-{name}")),
+            instance_profile: None,
+            subnet_selector_terms: Vec::new(),
+            security_group_selector_terms: Vec::new(),
+            ami_selector_terms: Vec::new(),
+            kubelet: KubeletConfig::default(),
+            tags: BTreeMap::new(),
+        }
+    }
+}

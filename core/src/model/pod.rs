@@ -1,0 +1,116 @@
+//! Pods as the core sees them: what they request and where they may run.
+
+use std::collections::BTreeMap;
+use std::fmt;
+
+use serde::{Deserialize, Serialize};
+
+use super::labels::DO_NOT_DISRUPT;
+use super::requirements::{RequirementSpec, Requirements};
+use super::resources::Resources;
+use super::taints::Toleration;
+
+/// `namespace/name`, the pod's identity in logs, reports and commands.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+pub struct PodKey {
+    pub namespace: String,
+    pub name: String,
+}
+
+impl PodKey {
+    pub fn new(namespace: &str, name: &str) -> Self {
+        PodKey {
+            namespace: namespace.to_string(),
+            name: name.to_string(),
+        }
+    }
+}
+
+impl fmt::Display for PodKey {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}/{}", self.namespace, self.name)
+    }
+}
+
+/// Who owns a pod (DaemonSet pods are overhead, not workload).
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct OwnerRef {
+    pub kind: String,
+    pub name: String,
+}
+
+/// A pod, with its scheduling constraints already read out of its spec.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct Pod {
+    pub key: PodKey,
+    pub labels: BTreeMap<String, String>,
+    pub annotations: BTreeMap<String, String>,
+    /// The pod's effective request: the sum over containers, raised to the largest init
+    /// container, plus overhead; `pods` is 1.
+    pub requests: Resources,
+    /// True when some container sets neither a CPU nor a memory request (scheduled as zero).
+    pub missing_requests: bool,
+    pub node_selector: BTreeMap<String, String>,
+    /// Required node affinity: alternatives (OR) of requirement lists (AND).
+    pub required_node_affinity: Vec<Vec<RequirementSpec>>,
+    pub tolerations: Vec<Toleration>,
+    pub priority: i32,
+    pub owner: Option<OwnerRef>,
+    /// Set when the pod is bound to a node.
+    pub node_name: Option<String>,
+    pub created_at_ms: u64,
+}
+
+impl Pod {
+    /// A pod that only requests resources (handy for tests and synthetic workloads).
+    pub fn new(namespace: &str, name: &str, cpu_milli: i64, memory_bytes: i64) -> Self {
+        Pod {
+            key: PodKey::new(namespace, name),
+            labels: BTreeMap::new(),
+            annotations: BTreeMap::new(),
+            requests: Resources::new(cpu_milli, memory_bytes, 1),
+            missing_requests: false,
+            node_selector: BTreeMap::new(),
+            required_node_affinity: Vec::new(),
+            tolerations: Vec::new(),
+            priority: 0,
+            owner: None,
+            node_name: None,
+            created_at_ms: 0,
+        }
+    }
+
+    pub fn is_daemonset_pod(&self) -> bool {
+        self.owner.as_ref().is_some_and(|o| o.kind == "DaemonSet")
+    }
+
+    pub fn has_do_not_disrupt(&self) -> bool {
+        self.annotations
+            .get(DO_NOT_DISRUPT)
+            .is_some_and(|v| v == "true")
+    }
+
+    /// The pod's node requirements, one set per required-affinity alternative (at least one
+    /// set; the node selector is part of each).
+    pub fn requirement_alternatives(&self) -> Vec<Requirements> {
+        let selector = Requirements::from_labels(&self.node_selector);
+        if self.required_node_affinity.is_empty() {
+            return vec![selector];
+        }
+        self.required_node_affinity
+            .iter()
+            .map(|term| selector.intersect(&Requirements::from_specs(term)))
+            .collect()
+    }
+
+    /// Kubernetes' ordering for Karpenter's queue: largest CPU, then memory, then oldest, then
+    /// name.
+    pub fn queue_order(a: &Pod, b: &Pod) -> std::cmp::Ordering {
+        b.requests
+            .cpu_milli
+            .cmp(&a.requests.cpu_milli)
+            .then(b.requests.memory_bytes.cmp(&a.requests.memory_bytes))
+            .then(a.created_at_ms.cmp(&b.created_at_ms))
+            .then(a.key.cmp(&b.key))
+    }
+}

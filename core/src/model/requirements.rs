@@ -1,0 +1,588 @@
+//! Node selector requirements and their set algebra, as Karpenter models them.
+//!
+//! A [`Requirement`] is the set of values a label key may take: a finite set (`In`,
+//! `DoesNotExist` = the empty set) or the complement of one (`NotIn`, `Exists`), optionally
+//! bounded by integer bounds (`Gt`, `Lt`). [`Requirements`] holds one requirement per key; two
+//! requirement sets intersect key by key.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::fmt;
+
+use serde::{Deserialize, Serialize};
+use thiserror::Error;
+
+use super::labels;
+
+/// A node selector operator as users write it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+pub enum Operator {
+    In,
+    NotIn,
+    Exists,
+    DoesNotExist,
+    Gt,
+    Lt,
+    Gte,
+    Lte,
+}
+
+impl Operator {
+    pub fn parse(raw: &str) -> Option<Operator> {
+        Some(match raw {
+            "In" => Operator::In,
+            "NotIn" => Operator::NotIn,
+            "Exists" => Operator::Exists,
+            "DoesNotExist" => Operator::DoesNotExist,
+            "Gt" => Operator::Gt,
+            "Lt" => Operator::Lt,
+            "Gte" => Operator::Gte,
+            "Lte" => Operator::Lte,
+            _ => return None,
+        })
+    }
+
+    pub const NAMES: &'static str = "In, NotIn, Exists, DoesNotExist, Gt, Lt, Gte, Lte";
+}
+
+impl fmt::Display for Operator {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Debug::fmt(self, f)
+    }
+}
+
+/// One requirement as written in YAML: `{key, operator, values, minValues}`.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct RequirementSpec {
+    pub key: String,
+    pub operator: Operator,
+    pub values: Vec<String>,
+    pub min_values: Option<u32>,
+}
+
+/// Why a requirement as written cannot be used.
+#[derive(Debug, Clone, PartialEq, Eq, Error)]
+pub enum RequirementError {
+    #[error("operator {operator} on key {key:?} needs at least one value in `values`")]
+    MissingValues { key: String, operator: Operator },
+    #[error("operator {operator} on key {key:?} takes no values; remove `values`")]
+    UnexpectedValues { key: String, operator: Operator },
+    #[error("operator {operator} on key {key:?} takes exactly one integer value, got {values:?}")]
+    NotOneInteger {
+        key: String,
+        operator: Operator,
+        values: Vec<String>,
+    },
+    #[error("key must not be empty")]
+    EmptyKey,
+}
+
+impl RequirementSpec {
+    pub fn new(key: &str, operator: Operator, values: &[&str]) -> Self {
+        RequirementSpec {
+            key: key.to_string(),
+            operator,
+            values: values.iter().map(|v| v.to_string()).collect(),
+            min_values: None,
+        }
+    }
+
+    /// Checks the operator/values shape (In and NotIn need values, Exists takes none, Gt and Lt
+    /// take one integer).
+    pub fn validate(&self) -> Result<(), RequirementError> {
+        if self.key.is_empty() {
+            return Err(RequirementError::EmptyKey);
+        }
+        match self.operator {
+            Operator::In | Operator::NotIn if self.values.is_empty() => {
+                Err(RequirementError::MissingValues {
+                    key: self.key.clone(),
+                    operator: self.operator,
+                })
+            }
+            Operator::Exists | Operator::DoesNotExist if !self.values.is_empty() => {
+                Err(RequirementError::UnexpectedValues {
+                    key: self.key.clone(),
+                    operator: self.operator,
+                })
+            }
+            Operator::Gt | Operator::Lt | Operator::Gte | Operator::Lte
+                if self.values.len() != 1 || self.values[0].parse::<i64>().is_err() =>
+            {
+                Err(RequirementError::NotOneInteger {
+                    key: self.key.clone(),
+                    operator: self.operator,
+                    values: self.values.clone(),
+                })
+            }
+            _ => Ok(()),
+        }
+    }
+
+    /// The set this requirement allows. Call [`RequirementSpec::validate`] first; an invalid
+    /// integer bound is read as "no value allowed".
+    pub fn to_requirement(&self) -> Requirement {
+        let key = self.key.clone();
+        let bound = || self.values.first().and_then(|v| v.parse::<i64>().ok());
+        let mut r = match self.operator {
+            Operator::In => Requirement::values_in(&key, self.values.iter().cloned()),
+            Operator::NotIn => Requirement::values_not_in(&key, self.values.iter().cloned()),
+            Operator::Exists => Requirement::exists(&key),
+            Operator::DoesNotExist => Requirement::does_not_exist(&key),
+            Operator::Gt | Operator::Gte | Operator::Lt | Operator::Lte => match bound() {
+                None => Requirement::does_not_exist(&key),
+                Some(n) => {
+                    let mut r = Requirement::exists(&key);
+                    match self.operator {
+                        Operator::Gt => r.greater_than = Some(n),
+                        Operator::Gte => r.greater_than = Some(n.saturating_sub(1)),
+                        Operator::Lt => r.less_than = Some(n),
+                        _ => r.less_than = Some(n.saturating_add(1)),
+                    }
+                    r
+                }
+            },
+        };
+        r.min_values = self.min_values;
+        r
+    }
+}
+
+impl fmt::Display for RequirementSpec {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        self.to_requirement().fmt(f)
+    }
+}
+
+/// The set of values one label key may take.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct Requirement {
+    pub key: String,
+    /// When true the set is "every value except `values`"; when false it is exactly `values`.
+    pub complement: bool,
+    pub values: BTreeSet<String>,
+    /// Only integer values strictly greater than this are allowed.
+    pub greater_than: Option<i64>,
+    /// Only integer values strictly less than this are allowed.
+    pub less_than: Option<i64>,
+    pub min_values: Option<u32>,
+}
+
+impl Requirement {
+    pub fn values_in<I: IntoIterator<Item = String>>(key: &str, values: I) -> Self {
+        Requirement {
+            key: key.to_string(),
+            complement: false,
+            values: values.into_iter().collect(),
+            greater_than: None,
+            less_than: None,
+            min_values: None,
+        }
+    }
+
+    pub fn single(key: &str, value: &str) -> Self {
+        Requirement::values_in(key, [value.to_string()])
+    }
+
+    pub fn values_not_in<I: IntoIterator<Item = String>>(key: &str, values: I) -> Self {
+        Requirement {
+            complement: true,
+            ..Requirement::values_in(key, values)
+        }
+    }
+
+    pub fn exists(key: &str) -> Self {
+        Requirement::values_not_in(key, [])
+    }
+
+    pub fn does_not_exist(key: &str) -> Self {
+        Requirement::values_in(key, [])
+    }
+
+    /// The operator that best describes this set (Karpenter's `Operator()`).
+    pub fn operator(&self) -> Operator {
+        match (self.complement, self.values.is_empty()) {
+            (true, true) if self.greater_than.is_some() => Operator::Gt,
+            (true, true) if self.less_than.is_some() => Operator::Lt,
+            (true, true) => Operator::Exists,
+            (true, false) => Operator::NotIn,
+            (false, true) => Operator::DoesNotExist,
+            (false, false) => Operator::In,
+        }
+    }
+
+    fn within_bounds(&self, value: &str) -> bool {
+        if self.greater_than.is_none() && self.less_than.is_none() {
+            return true;
+        }
+        let Ok(n) = value.parse::<i64>() else {
+            return false;
+        };
+        self.greater_than.is_none_or(|gt| n > gt) && self.less_than.is_none_or(|lt| n < lt)
+    }
+
+    /// Whether a label with this value satisfies the requirement.
+    pub fn has(&self, value: &str) -> bool {
+        let listed = self.values.contains(value);
+        (listed != self.complement) && self.within_bounds(value)
+    }
+
+    /// Whether a node without this label satisfies the requirement (NotIn and DoesNotExist do,
+    /// as in Kubernetes node affinity).
+    pub fn allows_absence(&self) -> bool {
+        matches!(self.operator(), Operator::NotIn | Operator::DoesNotExist)
+    }
+
+    /// Whether a node's labels satisfy this requirement.
+    pub fn matches_labels(&self, labels: &BTreeMap<String, String>) -> bool {
+        match labels.get(&self.key) {
+            Some(value) => self.has(value),
+            None => self.allows_absence(),
+        }
+    }
+
+    /// No value at all can satisfy it (the finite empty set).
+    pub fn is_empty_set(&self) -> bool {
+        if self.complement {
+            matches!((self.greater_than, self.less_than), (Some(gt), Some(lt)) if gt.saturating_add(1) >= lt)
+        } else {
+            self.values.is_empty()
+        }
+    }
+
+    /// The number of values, `None` when unbounded.
+    pub fn len(&self) -> Option<usize> {
+        if self.complement {
+            None
+        } else {
+            Some(self.values.len())
+        }
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == Some(0)
+    }
+
+    /// The set of values both requirements allow.
+    pub fn intersect(&self, other: &Requirement) -> Requirement {
+        let greater_than = match (self.greater_than, other.greater_than) {
+            (Some(a), Some(b)) => Some(a.max(b)),
+            (a, b) => a.or(b),
+        };
+        let less_than = match (self.less_than, other.less_than) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        };
+        let min_values = match (self.min_values, other.min_values) {
+            (Some(a), Some(b)) => Some(a.max(b)),
+            (a, b) => a.or(b),
+        };
+        let mut out = match (self.complement, other.complement) {
+            (true, true) => Requirement {
+                values: self.values.union(&other.values).cloned().collect(),
+                ..self.clone()
+            },
+            (true, false) => Requirement {
+                values: other
+                    .values
+                    .iter()
+                    .filter(|v| !self.values.contains(*v))
+                    .cloned()
+                    .collect(),
+                ..other.clone()
+            },
+            (false, true) => Requirement {
+                values: self
+                    .values
+                    .iter()
+                    .filter(|v| !other.values.contains(*v))
+                    .cloned()
+                    .collect(),
+                ..self.clone()
+            },
+            (false, false) => Requirement {
+                values: self.values.intersection(&other.values).cloned().collect(),
+                ..self.clone()
+            },
+        };
+        out.greater_than = greater_than;
+        out.less_than = less_than;
+        out.min_values = min_values;
+        if !out.complement {
+            // A finite set applies its bounds now.
+            let bounded = out.clone();
+            out.values.retain(|v| bounded.within_bounds(v));
+            out.greater_than = None;
+            out.less_than = None;
+        }
+        out
+    }
+
+    /// Values to show a user; a complement shows what is excluded.
+    fn describe_values(&self) -> String {
+        let list: Vec<&str> = self.values.iter().map(String::as_str).collect();
+        format!("[{}]", list.join(","))
+    }
+}
+
+impl fmt::Display for Requirement {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self.operator() {
+            Operator::In => write!(f, "{} In {}", self.key, self.describe_values()),
+            Operator::NotIn => write!(f, "{} NotIn {}", self.key, self.describe_values()),
+            Operator::Exists => write!(f, "{} Exists", self.key),
+            Operator::DoesNotExist => write!(f, "{} DoesNotExist", self.key),
+            _ => {
+                write!(f, "{}", self.key)?;
+                if let Some(gt) = self.greater_than {
+                    write!(f, " Gt {gt}")?;
+                }
+                if let Some(lt) = self.less_than {
+                    write!(f, " Lt {lt}")?;
+                }
+                Ok(())
+            }
+        }
+    }
+}
+
+/// Why two requirement sets cannot both hold.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Conflict {
+    pub key: String,
+    pub wanted: String,
+    pub allowed: String,
+}
+
+impl fmt::Display for Conflict {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if self.allowed.is_empty() {
+            write!(
+                f,
+                "label {:?} has no known values ({} cannot be met)",
+                self.key, self.wanted
+            )
+        } else {
+            write!(f, "{} conflicts with {}", self.wanted, self.allowed)
+        }
+    }
+}
+
+/// One requirement per label key.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct Requirements {
+    by_key: BTreeMap<String, Requirement>,
+}
+
+impl Requirements {
+    pub fn new() -> Self {
+        Requirements::default()
+    }
+
+    pub fn from_specs(specs: &[RequirementSpec]) -> Self {
+        let mut out = Requirements::new();
+        for spec in specs {
+            out.add(spec.to_requirement());
+        }
+        out
+    }
+
+    /// `key In [value]` for every label.
+    pub fn from_labels(labels: &BTreeMap<String, String>) -> Self {
+        let mut out = Requirements::new();
+        for (k, v) in labels {
+            out.add(Requirement::single(k, v));
+        }
+        out
+    }
+
+    /// Adds a requirement, intersecting with any existing one on the same key.
+    pub fn add(&mut self, requirement: Requirement) {
+        match self.by_key.get_mut(&requirement.key) {
+            Some(existing) => *existing = existing.intersect(&requirement),
+            None => {
+                self.by_key.insert(requirement.key.clone(), requirement);
+            }
+        }
+    }
+
+    pub fn get(&self, key: &str) -> Option<&Requirement> {
+        self.by_key.get(key)
+    }
+
+    pub fn has_key(&self, key: &str) -> bool {
+        self.by_key.contains_key(key)
+    }
+
+    pub fn iter(&self) -> impl Iterator<Item = &Requirement> {
+        self.by_key.values()
+    }
+
+    pub fn len(&self) -> usize {
+        self.by_key.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.by_key.is_empty()
+    }
+
+    /// The intersection of both sets, key by key.
+    pub fn intersect(&self, other: &Requirements) -> Requirements {
+        let mut out = self.clone();
+        for r in other.iter() {
+            out.add(r.clone());
+        }
+        out
+    }
+
+    /// Karpenter's `Intersects`: on every key both define, some value must be allowed by both,
+    /// unless both allow the label to be absent.
+    pub fn intersects(&self, incoming: &Requirements) -> Result<(), Conflict> {
+        for theirs in incoming.iter() {
+            if let Some(ours) = self.by_key.get(&theirs.key) {
+                let both = ours.intersect(theirs);
+                if both.is_empty_set() && !(theirs.allows_absence() && ours.allows_absence()) {
+                    return Err(Conflict {
+                        key: theirs.key.clone(),
+                        wanted: theirs.to_string(),
+                        allowed: ours.to_string(),
+                    });
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Karpenter's `Compatible`: like [`Requirements::intersects`], and a key `incoming` needs
+    /// that `self` does not define is refused unless it is well-known (the instance types
+    /// define it) or it only asks for absence.
+    pub fn compatible(&self, incoming: &Requirements) -> Result<(), Conflict> {
+        for theirs in incoming.iter() {
+            if !self.by_key.contains_key(&theirs.key)
+                && !theirs.allows_absence()
+                && !labels::is_well_known(&theirs.key)
+            {
+                return Err(Conflict {
+                    key: theirs.key.clone(),
+                    wanted: theirs.to_string(),
+                    allowed: String::new(),
+                });
+            }
+        }
+        self.intersects(incoming)
+    }
+
+    /// Whether a node with exactly these labels satisfies every requirement.
+    pub fn matches_labels(&self, labels: &BTreeMap<String, String>) -> bool {
+        self.by_key.values().all(|r| r.matches_labels(labels))
+    }
+
+    /// The first requirement a node with these labels fails.
+    pub fn first_unmet(&self, labels: &BTreeMap<String, String>) -> Option<&Requirement> {
+        self.by_key.values().find(|r| !r.matches_labels(labels))
+    }
+
+    /// Labels implied by single-valued `In` requirements (what a launched node will carry).
+    pub fn single_value_labels(&self) -> BTreeMap<String, String> {
+        self.by_key
+            .values()
+            .filter(|r| !r.complement && r.values.len() == 1)
+            .filter_map(|r| r.values.iter().next().map(|v| (r.key.clone(), v.clone())))
+            .collect()
+    }
+}
+
+impl fmt::Display for Requirements {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let parts: Vec<String> = self.by_key.values().map(|r| r.to_string()).collect();
+        write!(f, "{}", parts.join(" AND "))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn spec(key: &str, op: Operator, values: &[&str]) -> Requirement {
+        RequirementSpec::new(key, op, values).to_requirement()
+    }
+
+    #[test]
+    fn every_operator_has_the_right_set() {
+        let in_ab = spec("k", Operator::In, &["a", "b"]);
+        assert!(in_ab.has("a") && !in_ab.has("c") && !in_ab.allows_absence());
+        let not_in = spec("k", Operator::NotIn, &["a"]);
+        assert!(!not_in.has("a") && not_in.has("z") && not_in.allows_absence());
+        let exists = spec("k", Operator::Exists, &[]);
+        assert!(exists.has("anything") && !exists.allows_absence());
+        let dne = spec("k", Operator::DoesNotExist, &[]);
+        assert!(!dne.has("x") && dne.allows_absence());
+        let gt = spec("k", Operator::Gt, &["4"]);
+        assert!(gt.has("5") && !gt.has("4") && !gt.has("x"));
+        let lt = spec("k", Operator::Lt, &["4"]);
+        assert!(lt.has("3") && !lt.has("4"));
+        let gte = spec("k", Operator::Gte, &["4"]);
+        assert!(gte.has("4") && !gte.has("3"));
+        let lte = spec("k", Operator::Lte, &["4"]);
+        assert!(lte.has("4") && !lte.has("5"));
+    }
+
+    #[test]
+    fn intersections() {
+        let in_abc = spec("k", Operator::In, &["a", "b", "c"]);
+        let not_b = spec("k", Operator::NotIn, &["b"]);
+        let both = in_abc.intersect(&not_b);
+        assert_eq!(both.operator(), Operator::In);
+        assert_eq!(both.values.len(), 2);
+        let in_d = spec("k", Operator::In, &["d"]);
+        assert!(in_abc.intersect(&in_d).is_empty_set());
+        let gt = spec("k", Operator::Gt, &["2"]);
+        let lt = spec("k", Operator::Lt, &["3"]);
+        assert!(gt.intersect(&lt).is_empty_set());
+        let nums = spec("k", Operator::In, &["1", "2", "3", "8"]);
+        assert_eq!(nums.intersect(&gt).values.len(), 2);
+    }
+
+    #[test]
+    fn compatible_refuses_unknown_custom_labels_but_not_well_known() {
+        let pool = Requirements::from_specs(&[RequirementSpec::new(
+            "team",
+            Operator::In,
+            &["a", "b"],
+        )]);
+        let pod_team = Requirements::from_specs(&[RequirementSpec::new("team", Operator::In, &["a"])]);
+        assert!(pool.compatible(&pod_team).is_ok());
+        let pod_other = Requirements::from_specs(&[RequirementSpec::new("team", Operator::In, &["c"])]);
+        assert!(pool.compatible(&pod_other).is_err());
+        let pod_custom = Requirements::from_specs(&[RequirementSpec::new("gpu", Operator::In, &["x"])]);
+        assert!(pool.compatible(&pod_custom).is_err());
+        let pod_zone = Requirements::from_specs(&[RequirementSpec::new(
+            labels::ZONE,
+            Operator::In,
+            &["us-east-1a"],
+        )]);
+        assert!(pool.compatible(&pod_zone).is_ok());
+        let pod_absent = Requirements::from_specs(&[RequirementSpec::new(
+            "gpu",
+            Operator::DoesNotExist,
+            &[],
+        )]);
+        assert!(pool.compatible(&pod_absent).is_ok());
+    }
+
+    #[test]
+    fn does_not_exist_meets_does_not_exist() {
+        let a = Requirements::from_specs(&[RequirementSpec::new("k", Operator::DoesNotExist, &[])]);
+        let b = Requirements::from_specs(&[RequirementSpec::new("k", Operator::NotIn, &["x"])]);
+        assert!(a.intersects(&b).is_ok());
+        let c = Requirements::from_specs(&[RequirementSpec::new("k", Operator::In, &["x"])]);
+        assert!(a.intersects(&c).is_err());
+    }
+
+    #[test]
+    fn validation_names_the_problem() {
+        assert!(RequirementSpec::new("k", Operator::In, &[]).validate().is_err());
+        assert!(RequirementSpec::new("k", Operator::Exists, &["a"]).validate().is_err());
+        assert!(RequirementSpec::new("k", Operator::Gt, &["x"]).validate().is_err());
+        assert!(RequirementSpec::new("k", Operator::Gt, &["3"]).validate().is_ok());
+    }
+}

@@ -1,0 +1,251 @@
+//! Resource amounts as exact integers: CPU in milli-cores, memory in bytes, pods as a count, and
+//! extended resources (`nvidia.com/gpu`, `aws.amazon.com/neuron`, ...) as counts by name.
+
+use std::collections::BTreeMap;
+use std::fmt;
+
+use serde::{Deserialize, Serialize};
+
+/// The well-known extended resource name for NVIDIA GPUs.
+pub const NVIDIA_GPU: &str = "nvidia.com/gpu";
+/// The well-known extended resource name for AMD GPUs.
+pub const AMD_GPU: &str = "amd.com/gpu";
+/// The well-known extended resource name for AWS Neuron devices (Inferentia, Trainium).
+pub const AWS_NEURON: &str = "aws.amazon.com/neuron";
+
+/// A bundle of resource amounts. Missing extended resources are zero.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct Resources {
+    pub cpu_milli: i64,
+    pub memory_bytes: i64,
+    pub pods: i64,
+    /// Extended resources by name; zero entries are never stored.
+    pub extended: BTreeMap<String, i64>,
+}
+
+impl Resources {
+    pub fn new(cpu_milli: i64, memory_bytes: i64, pods: i64) -> Self {
+        Resources {
+            cpu_milli,
+            memory_bytes,
+            pods,
+            extended: BTreeMap::new(),
+        }
+    }
+
+    /// Sets an extended resource; zero removes it.
+    pub fn with_extended(mut self, name: &str, amount: i64) -> Self {
+        self.set_extended(name, amount);
+        self
+    }
+
+    pub fn set_extended(&mut self, name: &str, amount: i64) {
+        if amount == 0 {
+            self.extended.remove(name);
+        } else {
+            self.extended.insert(name.to_string(), amount);
+        }
+    }
+
+    pub fn extended(&self, name: &str) -> i64 {
+        self.extended.get(name).copied().unwrap_or(0)
+    }
+
+    /// Reads a resource by its Kubernetes name (`cpu` in milli-cores, `memory` in bytes, `pods`,
+    /// or an extended resource).
+    pub fn get(&self, name: &str) -> i64 {
+        match name {
+            "cpu" => self.cpu_milli,
+            "memory" => self.memory_bytes,
+            "pods" => self.pods,
+            other => self.extended(other),
+        }
+    }
+
+    /// Sets a resource by its Kubernetes name.
+    pub fn set(&mut self, name: &str, amount: i64) {
+        match name {
+            "cpu" => self.cpu_milli = amount,
+            "memory" => self.memory_bytes = amount,
+            "pods" => self.pods = amount,
+            other => self.set_extended(other, amount),
+        }
+    }
+
+    /// The names of every resource with a non-zero amount, in a stable order.
+    pub fn names(&self) -> Vec<String> {
+        let mut names = Vec::new();
+        if self.cpu_milli != 0 {
+            names.push("cpu".to_string());
+        }
+        if self.memory_bytes != 0 {
+            names.push("memory".to_string());
+        }
+        if self.pods != 0 {
+            names.push("pods".to_string());
+        }
+        names.extend(self.extended.keys().cloned());
+        names
+    }
+
+    pub fn add(&mut self, other: &Resources) {
+        self.cpu_milli += other.cpu_milli;
+        self.memory_bytes += other.memory_bytes;
+        self.pods += other.pods;
+        for (name, amount) in &other.extended {
+            let sum = self.extended(name) + amount;
+            self.set_extended(name, sum);
+        }
+    }
+
+    pub fn sub(&mut self, other: &Resources) {
+        self.cpu_milli -= other.cpu_milli;
+        self.memory_bytes -= other.memory_bytes;
+        self.pods -= other.pods;
+        for (name, amount) in &other.extended {
+            let diff = self.extended(name) - amount;
+            self.set_extended(name, diff);
+        }
+    }
+
+    pub fn plus(&self, other: &Resources) -> Resources {
+        let mut sum = self.clone();
+        sum.add(other);
+        sum
+    }
+
+    pub fn minus(&self, other: &Resources) -> Resources {
+        let mut diff = self.clone();
+        diff.sub(other);
+        diff
+    }
+
+    /// Every amount of `self` is at most the same amount of `capacity`.
+    pub fn fits_in(&self, capacity: &Resources) -> bool {
+        self.first_excess(capacity).is_none()
+    }
+
+    /// The first resource (in a stable order) whose amount exceeds `capacity`, if any.
+    pub fn first_excess(&self, capacity: &Resources) -> Option<&'static str> {
+        if self.cpu_milli > capacity.cpu_milli {
+            return Some("cpu");
+        }
+        if self.memory_bytes > capacity.memory_bytes {
+            return Some("memory");
+        }
+        if self.pods > capacity.pods {
+            return Some("pods");
+        }
+        for (name, amount) in &self.extended {
+            if *amount > capacity.extended(name) {
+                return Some(match name.as_str() {
+                    NVIDIA_GPU => NVIDIA_GPU,
+                    AMD_GPU => AMD_GPU,
+                    AWS_NEURON => AWS_NEURON,
+                    _ => "extended resource",
+                });
+            }
+        }
+        None
+    }
+
+    /// Component-wise maximum.
+    pub fn max(&self, other: &Resources) -> Resources {
+        let mut out = Resources::new(
+            self.cpu_milli.max(other.cpu_milli),
+            self.memory_bytes.max(other.memory_bytes),
+            self.pods.max(other.pods),
+        );
+        for name in self.extended.keys().chain(other.extended.keys()) {
+            out.set_extended(name, self.extended(name).max(other.extended(name)));
+        }
+        out
+    }
+
+    /// Component-wise minimum.
+    pub fn min(&self, other: &Resources) -> Resources {
+        let mut out = Resources::new(
+            self.cpu_milli.min(other.cpu_milli),
+            self.memory_bytes.min(other.memory_bytes),
+            self.pods.min(other.pods),
+        );
+        for name in self.extended.keys().chain(other.extended.keys()) {
+            out.set_extended(name, self.extended(name).min(other.extended(name)));
+        }
+        out
+    }
+
+    pub fn is_zero(&self) -> bool {
+        self.cpu_milli == 0 && self.memory_bytes == 0 && self.pods == 0 && self.extended.is_empty()
+    }
+}
+
+impl fmt::Display for Resources {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "cpu={} memory={} pods={}",
+            format_milli_cpu(self.cpu_milli),
+            format_bytes(self.memory_bytes),
+            self.pods
+        )?;
+        for (name, amount) in &self.extended {
+            write!(f, " {name}={amount}")?;
+        }
+        Ok(())
+    }
+}
+
+/// "1500m" → "1500m", "2000m" → "2".
+pub fn format_milli_cpu(milli: i64) -> String {
+    if milli % 1000 == 0 {
+        format!("{}", milli / 1000)
+    } else {
+        format!("{milli}m")
+    }
+}
+
+/// Bytes in the largest binary unit that divides them exactly ("1Gi", "512Mi", "100").
+pub fn format_bytes(bytes: i64) -> String {
+    for (unit, shift) in [("Ti", 40), ("Gi", 30), ("Mi", 20), ("Ki", 10)] {
+        if bytes != 0 && bytes % (1i64 << shift) == 0 {
+            return format!("{}{unit}", bytes >> shift);
+        }
+    }
+    format!("{bytes}")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn arithmetic_keeps_extended_resources_exact() {
+        let a = Resources::new(1000, 1 << 30, 1).with_extended(NVIDIA_GPU, 1);
+        let b = Resources::new(500, 1 << 29, 1).with_extended(NVIDIA_GPU, 1);
+        let sum = a.plus(&b);
+        assert_eq!(sum.cpu_milli, 1500);
+        assert_eq!(sum.extended(NVIDIA_GPU), 2);
+        let back = sum.minus(&b);
+        assert_eq!(back, a);
+        assert_eq!(a.minus(&a).extended.len(), 0);
+    }
+
+    #[test]
+    fn fit_names_the_first_short_resource() {
+        let capacity = Resources::new(2000, 8 << 30, 29);
+        assert!(Resources::new(2000, 8 << 30, 29).fits_in(&capacity));
+        assert_eq!(
+            Resources::new(2001, 0, 0).first_excess(&capacity),
+            Some("cpu")
+        );
+        let gpu = Resources::new(1, 1, 1).with_extended(NVIDIA_GPU, 1);
+        assert_eq!(gpu.first_excess(&capacity), Some(NVIDIA_GPU));
+    }
+
+    #[test]
+    fn display_is_readable() {
+        let r = Resources::new(1500, 512 << 20, 3);
+        assert_eq!(r.to_string(), "cpu=1500m memory=512Mi pods=3");
+    }
+}

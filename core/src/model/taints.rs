@@ -1,0 +1,121 @@
+//! Taints and tolerations with Kubernetes' matching rules.
+
+use std::fmt;
+
+use serde::{Deserialize, Serialize};
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+pub enum TaintEffect {
+    NoSchedule,
+    PreferNoSchedule,
+    NoExecute,
+}
+
+impl TaintEffect {
+    pub fn parse(raw: &str) -> Option<TaintEffect> {
+        Some(match raw {
+            "NoSchedule" => TaintEffect::NoSchedule,
+            "PreferNoSchedule" => TaintEffect::PreferNoSchedule,
+            "NoExecute" => TaintEffect::NoExecute,
+            _ => return None,
+        })
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+pub struct Taint {
+    pub key: String,
+    pub value: Option<String>,
+    pub effect: TaintEffect,
+}
+
+impl Taint {
+    pub fn new(key: &str, value: Option<&str>, effect: TaintEffect) -> Self {
+        Taint {
+            key: key.to_string(),
+            value: value.map(str::to_string),
+            effect,
+        }
+    }
+}
+
+impl fmt::Display for Taint {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match &self.value {
+            Some(v) => write!(f, "{}={}:{:?}", self.key, v, self.effect),
+            None => write!(f, "{}:{:?}", self.key, self.effect),
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum TolerationOperator {
+    Equal,
+    Exists,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct Toleration {
+    /// Empty with `Exists` tolerates every taint.
+    pub key: Option<String>,
+    pub operator: TolerationOperator,
+    pub value: Option<String>,
+    /// `None` tolerates every effect.
+    pub effect: Option<TaintEffect>,
+}
+
+impl Toleration {
+    /// Kubernetes' `ToleratesTaint`.
+    pub fn tolerates(&self, taint: &Taint) -> bool {
+        if let Some(effect) = self.effect
+            && effect != taint.effect
+        {
+            return false;
+        }
+        match &self.key {
+            None => self.operator == TolerationOperator::Exists,
+            Some(key) if key != &taint.key => false,
+            Some(_) => match self.operator {
+                TolerationOperator::Exists => true,
+                TolerationOperator::Equal => {
+                    self.value.as_deref().unwrap_or("") == taint.value.as_deref().unwrap_or("")
+                }
+            },
+        }
+    }
+}
+
+/// The first taint with a scheduling effect (NoSchedule, NoExecute) no toleration tolerates.
+pub fn first_untolerated<'a>(taints: &'a [Taint], tolerations: &[Toleration]) -> Option<&'a Taint> {
+    taints.iter().find(|taint| {
+        taint.effect != TaintEffect::PreferNoSchedule
+            && !tolerations.iter().any(|t| t.tolerates(taint))
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn toleration(key: Option<&str>, op: TolerationOperator, value: Option<&str>, effect: Option<TaintEffect>) -> Toleration {
+        Toleration {
+            key: key.map(str::to_string),
+            operator: op,
+            value: value.map(str::to_string),
+            effect,
+        }
+    }
+
+    #[test]
+    fn matching_rules() {
+        let gpu = Taint::new("nvidia.com/gpu", Some("true"), TaintEffect::NoSchedule);
+        assert!(toleration(Some("nvidia.com/gpu"), TolerationOperator::Exists, None, None).tolerates(&gpu));
+        assert!(toleration(Some("nvidia.com/gpu"), TolerationOperator::Equal, Some("true"), Some(TaintEffect::NoSchedule)).tolerates(&gpu));
+        assert!(!toleration(Some("nvidia.com/gpu"), TolerationOperator::Equal, Some("false"), None).tolerates(&gpu));
+        assert!(!toleration(Some("nvidia.com/gpu"), TolerationOperator::Exists, None, Some(TaintEffect::NoExecute)).tolerates(&gpu));
+        assert!(toleration(None, TolerationOperator::Exists, None, None).tolerates(&gpu));
+        assert!(first_untolerated(std::slice::from_ref(&gpu), &[]).is_some());
+        let soft = Taint::new("soft", None, TaintEffect::PreferNoSchedule);
+        assert!(first_untolerated(&[soft], &[]).is_none());
+    }
+}

@@ -1,0 +1,7 @@
+//! Provisioning: pending pods → nominations onto existing capacity, or new NodeClaims.
+
+pub mod batcher;
+pub mod scheduler;
+
+pub use batcher::Batcher;
+pub use scheduler::{solve, PlannedClaim, SolveResult};

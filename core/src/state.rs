@@ -1,0 +1,234 @@
+//! The cluster as the core knows it, built only from events.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use crate::catalog::{self, Catalog, NodeResources};
+use crate::model::labels;
+use crate::model::node::Node;
+use crate::model::nodeclaim::{Instance, NodeClaimSpec, OfferingKey, TerminationReason};
+use crate::model::nodeclass::{KubeletConfig, NodeClass};
+use crate::model::nodepool::NodePool;
+use crate::model::pod::{Pod, PodKey};
+use crate::model::requirements::Requirements;
+use crate::model::resources::Resources;
+
+/// How long an offering that failed with insufficient capacity is avoided.
+pub const UNAVAILABLE_OFFERING_TTL_MS: u64 = 3 * 60_000;
+
+/// The catalog with what the solver needs precomputed.
+#[derive(Debug, Clone)]
+pub struct PreparedCatalog {
+    pub catalog: Catalog,
+    /// `requirements[i]` belongs to `catalog.instance_types[i]`.
+    pub requirements: Vec<Requirements>,
+}
+
+impl PreparedCatalog {
+    pub fn new(catalog: Catalog) -> Self {
+        let catalog = catalog.normalized();
+        let requirements = catalog.instance_types.iter().map(|it| it.requirements()).collect();
+        PreparedCatalog {
+            catalog,
+            requirements,
+        }
+    }
+
+    /// Node resources of every type under one kubelet config, by type index.
+    pub fn node_resources(&self, kubelet: &KubeletConfig) -> Vec<NodeResources> {
+        self.catalog
+            .instance_types
+            .iter()
+            .map(|it| catalog::capacity(it, kubelet))
+            .collect()
+    }
+}
+
+/// Where a NodeClaim is in its life.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NodeClaimState {
+    pub spec: NodeClaimSpec,
+    pub created_at_ms: u64,
+    pub instance: Option<Instance>,
+    pub launched_at_ms: Option<u64>,
+    pub node_name: Option<String>,
+    pub registered_at_ms: Option<u64>,
+    pub initialized_at_ms: Option<u64>,
+    /// Set once the core has asked for termination.
+    pub terminating: Option<(TerminationReason, u64)>,
+}
+
+impl NodeClaimState {
+    pub fn is_initialized(&self) -> bool {
+        self.initialized_at_ms.is_some()
+    }
+}
+
+/// A node and what runs on it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NodeState {
+    pub node: Node,
+    pub nodeclaim: Option<String>,
+    pub pods: BTreeSet<PodKey>,
+    /// The last time a pod was bound to or removed from the node (or it became ready).
+    pub last_pod_event_ms: u64,
+}
+
+#[derive(Debug, Clone, Default)]
+pub struct ClusterState {
+    pub catalog: Option<PreparedCatalog>,
+    pub nodepools: BTreeMap<String, NodePool>,
+    pub nodeclasses: BTreeMap<String, NodeClass>,
+    pub pods: BTreeMap<PodKey, Pod>,
+    pub nodes: BTreeMap<String, NodeState>,
+    pub nodeclaims: BTreeMap<String, NodeClaimState>,
+    /// Offerings that recently failed for lack of capacity, with the time they may be tried again.
+    pub unavailable: BTreeMap<OfferingKey, u64>,
+}
+
+impl ClusterState {
+    pub fn pending_pods(&self) -> impl Iterator<Item = &Pod> {
+        self.pods
+            .values()
+            .filter(|p| p.node_name.is_none() && !p.is_daemonset_pod())
+    }
+
+    pub fn is_unavailable(&self, key: &OfferingKey, now_ms: u64) -> bool {
+        self.unavailable.get(key).is_some_and(|until| *until > now_ms)
+    }
+
+    /// The sum of requests of the pods bound to a node.
+    pub fn requests_on_node(&self, node: &str) -> Resources {
+        let mut used = Resources::default();
+        if let Some(state) = self.nodes.get(node) {
+            for key in &state.pods {
+                if let Some(pod) = self.pods.get(key) {
+                    used.add(&pod.requests);
+                }
+            }
+        }
+        used
+    }
+
+    /// Workload pods (not DaemonSet pods) bound to a node.
+    pub fn workload_pods_on_node(&self, node: &str) -> Vec<&Pod> {
+        self.nodes
+            .get(node)
+            .map(|state| {
+                state
+                    .pods
+                    .iter()
+                    .filter_map(|k| self.pods.get(k))
+                    .filter(|p| !p.is_daemonset_pod())
+                    .collect()
+            })
+            .unwrap_or_default()
+    }
+
+    /// The node resources of a NodeClaim's machine: its instance type once launched, else the
+    /// smallest of its options in every dimension (what it is sure to offer).
+    pub fn nodeclaim_resources(&self, claim: &NodeClaimState) -> Option<NodeResources> {
+        let prepared = self.catalog.as_ref()?;
+        let kubelet = self
+            .nodeclasses
+            .get(&claim.spec.nodeclass)
+            .map(|nc| nc.kubelet.clone())
+            .unwrap_or_default();
+        let types: Vec<&str> = match &claim.instance {
+            Some(instance) => vec![instance.instance_type.as_str()],
+            None => claim
+                .spec
+                .options
+                .iter()
+                .map(|o| o.instance_type.as_str())
+                .collect(),
+        };
+        let mut out: Option<NodeResources> = None;
+        for name in types {
+            let Some(it) = prepared.catalog.get(name) else {
+                continue;
+            };
+            let r = catalog::capacity(it, &kubelet);
+            out = Some(match out {
+                None => r,
+                Some(acc) => NodeResources {
+                    capacity: acc.capacity.min(&r.capacity),
+                    allocatable: acc.allocatable.min(&r.allocatable),
+                },
+            });
+        }
+        out
+    }
+
+    /// Largest capacity a NodeClaim can have (what counts against NodePool limits).
+    pub fn nodeclaim_limit_capacity(&self, claim: &NodeClaimState) -> Resources {
+        let Some(prepared) = self.catalog.as_ref() else {
+            return Resources::default();
+        };
+        let kubelet = self
+            .nodeclasses
+            .get(&claim.spec.nodeclass)
+            .map(|nc| nc.kubelet.clone())
+            .unwrap_or_default();
+        let names: Vec<&str> = match &claim.instance {
+            Some(instance) => vec![instance.instance_type.as_str()],
+            None => claim
+                .spec
+                .options
+                .iter()
+                .map(|o| o.instance_type.as_str())
+                .collect(),
+        };
+        let mut out = Resources::default();
+        for name in names {
+            if let Some(it) = prepared.catalog.get(name) {
+                out = out.max(&catalog::capacity(it, &kubelet).capacity);
+            }
+        }
+        out
+    }
+
+    /// What a NodePool uses now: capacity of its live NodeClaims, and how many there are.
+    pub fn nodepool_usage(&self, nodepool: &str) -> (Resources, i64) {
+        let mut usage = Resources::default();
+        let mut count = 0;
+        for claim in self.nodeclaims.values() {
+            if claim.spec.nodepool == nodepool && claim.terminating.is_none() {
+                usage.add(&self.nodeclaim_limit_capacity(claim));
+                count += 1;
+            }
+        }
+        (usage, count)
+    }
+
+    /// The labels a launched NodeClaim's node will carry.
+    pub fn nodeclaim_labels(&self, claim: &NodeClaimState) -> BTreeMap<String, String> {
+        let mut out = claim.spec.labels.clone();
+        if let Some(instance) = &claim.instance {
+            if let Some(it) = self
+                .catalog
+                .as_ref()
+                .and_then(|c| c.catalog.get(&instance.instance_type))
+            {
+                out.extend(it.labels.clone());
+            }
+            out.insert(labels::ZONE.to_string(), instance.zone.clone());
+            out.insert(
+                labels::CAPACITY_TYPE.to_string(),
+                instance.capacity_type.as_str().to_string(),
+            );
+        }
+        out
+    }
+
+    /// The NodeClaim whose instance this provider id names.
+    pub fn nodeclaim_for_provider_id(&self, provider_id: &str) -> Option<String> {
+        self.nodeclaims
+            .iter()
+            .find(|(_, c)| {
+                c.instance
+                    .as_ref()
+                    .is_some_and(|i| i.provider_id() == provider_id)
+            })
+            .map(|(name, _)| name.clone())
+    }
+}
