@@ -1,1 +1,235 @@
-fn main() {}
+//! The `nodewright` command line: argument parsing and dispatch, nothing else.
+
+use std::fs::File;
+use std::io::BufWriter;
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+
+use anyhow::{Context, Result};
+use clap::{Parser, Subcommand};
+use nodewright_adapters::eventlog::{LogHeader, LogRecord, MemoryStore};
+use nodewright_core::Command;
+use nodewright_testkit::scenario::{self, Scenario};
+
+#[derive(Parser)]
+#[command(
+    name = "nodewright",
+    version,
+    about = "A Kubernetes node autoscaler for AWS whose every decision can be replayed and explained."
+)]
+struct Cli {
+    #[command(subcommand)]
+    command: Commands,
+}
+
+#[derive(Subcommand)]
+enum Commands {
+    /// Run a scenario in the simulated world (default: the built-in seed tutorial).
+    Simulate {
+        /// A scenario file, or the name of a built-in scenario (seed-tutorial).
+        scenario: Option<String>,
+        /// Override the scenario's seed.
+        #[arg(long)]
+        seed: Option<u64>,
+        /// Write the event log (every event and command) to this .nwlog file.
+        #[arg(long)]
+        log: Option<PathBuf>,
+        /// Write the JSON report to this file.
+        #[arg(long)]
+        report: Option<PathBuf>,
+    },
+    /// Re-run the core over a log.
+    Replay {
+        /// The .nwlog file.
+        log: PathBuf,
+        /// Check that every event gives exactly the recorded commands.
+        #[arg(long)]
+        verify: bool,
+    },
+    /// Read event logs.
+    Log {
+        #[command(subcommand)]
+        command: LogCommands,
+    },
+}
+
+#[derive(Subcommand)]
+enum LogCommands {
+    /// Summarise a log: format, time range, counts by event and command kind.
+    Inspect {
+        /// The .nwlog file.
+        log: PathBuf,
+    },
+}
+
+/// Exit codes: 0 success, 1 a failed check (invariant, expectation, divergence), 2 bad input.
+const EXIT_FAILED_CHECK: u8 = 1;
+const EXIT_BAD_INPUT: u8 = 2;
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let result = match cli.command {
+        Commands::Simulate {
+            scenario,
+            seed,
+            log,
+            report,
+        } => simulate(scenario.as_deref(), seed, log.as_deref(), report.as_deref()),
+        Commands::Replay { log, verify } => replay(&log, verify),
+        Commands::Log {
+            command: LogCommands::Inspect { log },
+        } => inspect(&log),
+    };
+    match result {
+        Ok(code) => ExitCode::from(code),
+        Err(err) => {
+            eprintln!("error: {err:#}");
+            ExitCode::from(EXIT_BAD_INPUT)
+        }
+    }
+}
+
+fn load_scenario(name_or_path: Option<&str>) -> Result<Scenario> {
+    let name = name_or_path.unwrap_or("seed-tutorial");
+    if let Some(builtin) = scenario::builtin(name) {
+        return builtin.with_context(|| format!("the built-in scenario {name} does not load"));
+    }
+    let path = Path::new(name);
+    if !path.exists() {
+        anyhow::bail!(
+            "{name} is neither a scenario file nor a built-in scenario (built-in: {})",
+            scenario::BUILTIN_NAMES.join(", ")
+        );
+    }
+    Ok(scenario::load_file(path)?)
+}
+
+fn simulate(
+    name: Option<&str>,
+    seed: Option<u64>,
+    log: Option<&Path>,
+    report_path: Option<&Path>,
+) -> Result<u8> {
+    let mut scenario = load_scenario(name)?;
+    if let Some(seed) = seed {
+        scenario = scenario.with_seed(seed);
+    }
+    let header = LogHeader::new(scenario.config.clone(), &scenario.name);
+    let store: MemoryStore<LogHeader, LogRecord> = MemoryStore::new(header);
+    let (report, store) = nodewright_testkit::sim::run(&scenario, store)?;
+    if let Some(path) = log {
+        let file =
+            File::create(path).with_context(|| format!("cannot create {}", path.display()))?;
+        store
+            .write_nwlog(BufWriter::new(file))
+            .with_context(|| format!("cannot write the event log {}", path.display()))?;
+    }
+    if let Some(path) = report_path {
+        let json = serde_json::to_string_pretty(&report)?;
+        std::fs::write(path, json + "\n")
+            .with_context(|| format!("cannot write {}", path.display()))?;
+    }
+    print!("{}", report.summary());
+    Ok(if report.passed() {
+        0
+    } else {
+        EXIT_FAILED_CHECK
+    })
+}
+
+fn describe(commands: &[Command]) -> String {
+    if commands.is_empty() {
+        return "  (no commands)".to_string();
+    }
+    commands
+        .iter()
+        .map(|c| {
+            format!(
+                "  {}",
+                serde_json::to_string(c).unwrap_or_else(|e| format!("<{e}>"))
+            )
+        })
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+fn replay(log: &Path, verify: bool) -> Result<u8> {
+    if !verify {
+        anyhow::bail!(
+            "say what to do with the log: `nodewright replay {} --verify`",
+            log.display()
+        );
+    }
+    let outcome = match nodewright_replay::verify_file(log) {
+        Ok(o) => o,
+        Err(err) => {
+            eprintln!("error: {err}");
+            return Ok(EXIT_BAD_INPUT);
+        }
+    };
+    match outcome.divergence {
+        None => {
+            println!(
+                "verified {}: {} events, {} commands replay identically (source {}, {})",
+                log.display(),
+                outcome.events,
+                outcome.commands,
+                outcome.header.source,
+                outcome.header.producer
+            );
+            println!("decision digest {}", outcome.decision_digest);
+            Ok(0)
+        }
+        Some(d) => {
+            println!(
+                "DIVERGENCE at event {} (t={}ms, {}):",
+                d.event_index,
+                d.event.at_ms,
+                d.event.kind.name()
+            );
+            for (i, e) in &d.before {
+                println!("  before: event {i} t={}ms {}", e.at_ms, e.kind.name());
+            }
+            println!("recorded:\n{}", describe(&d.recorded));
+            println!("replayed:\n{}", describe(&d.replayed));
+            Ok(EXIT_FAILED_CHECK)
+        }
+    }
+}
+
+fn inspect(log: &Path) -> Result<u8> {
+    let summary = match nodewright_replay::inspect_file(log) {
+        Ok(s) => s,
+        Err(err) => {
+            eprintln!("error: {err}");
+            return Ok(EXIT_BAD_INPUT);
+        }
+    };
+    println!(
+        "{}: nwlog format version {}, {} bytes",
+        log.display(),
+        summary.format_version,
+        summary.bytes
+    );
+    println!(
+        "written by {} from {}",
+        summary.header.producer, summary.header.source
+    );
+    match (summary.first_event_ms, summary.last_event_ms) {
+        (Some(a), Some(b)) => println!(
+            "time range {:.3}s .. {:.3}s",
+            a as f64 / 1000.0,
+            b as f64 / 1000.0
+        ),
+        _ => println!("no events"),
+    }
+    println!("{} events:", summary.events);
+    for (kind, n) in &summary.events_by_kind {
+        println!("  {kind:<22} {n}");
+    }
+    println!("{} commands:", summary.commands);
+    for (kind, n) in &summary.commands_by_kind {
+        println!("  {kind:<22} {n}");
+    }
+    Ok(0)
+}

@@ -12,9 +12,11 @@ use crate::model::nodeclaim::{LaunchReason, NodeClaimSpec, TerminationReason};
 use crate::model::pod::{Pod, PodKey};
 use crate::model::requirements::RequirementSpec;
 use crate::names::NameGenerator;
-use crate::provisioning::scheduler::{self, PlannedClaim};
 use crate::provisioning::Batcher;
-use crate::state::{ClusterState, NodeClaimState, NodeState, PreparedCatalog, UNAVAILABLE_OFFERING_TTL_MS};
+use crate::provisioning::scheduler::{self, PlannedClaim};
+use crate::state::{
+    ClusterState, NodeClaimState, NodeState, PreparedCatalog, UNAVAILABLE_OFFERING_TTL_MS,
+};
 
 /// The deterministic decision core. Feed it every event in order; it answers with commands.
 #[derive(Debug, Clone)]
@@ -333,7 +335,8 @@ impl Core {
         pools.sort_by(|a, b| a.name.cmp(&b.name));
         let mut acted = false;
         for pool in &pools {
-            let (chosen, pool_next, blocked) = emptiness::select(&self.state, pool, &nominated, now);
+            let (chosen, pool_next, blocked) =
+                emptiness::select(&self.state, pool, &nominated, now);
             if !chosen.is_empty() && !pass_allowed {
                 // Wait for the next pass.
                 let at = self.last_disruption_pass_ms.unwrap_or(now) + poll;
@@ -342,7 +345,12 @@ impl Core {
             }
             for (candidate, detail) in chosen {
                 acted = true;
-                self.terminate(&candidate.nodeclaim, TerminationReason::Empty, detail, commands);
+                self.terminate(
+                    &candidate.nodeclaim,
+                    TerminationReason::Empty,
+                    detail,
+                    commands,
+                );
             }
             if blocked {
                 // Budget-blocked nodes are looked at again on the next pass.
@@ -460,9 +468,10 @@ impl Core {
                 key: r.key.clone(),
                 operator: r.operator(),
                 values: match r.operator() {
-                    crate::model::requirements::Operator::Gt => {
-                        r.greater_than.map(|v| vec![v.to_string()]).unwrap_or_default()
-                    }
+                    crate::model::requirements::Operator::Gt => r
+                        .greater_than
+                        .map(|v| vec![v.to_string()])
+                        .unwrap_or_default(),
                     crate::model::requirements::Operator::Lt => {
                         r.less_than.map(|v| vec![v.to_string()]).unwrap_or_default()
                     }

@@ -28,20 +28,34 @@ pub enum EventKind {
     /// The instance types, offerings and prices the cloud offers now.
     CatalogUpdated(Catalog),
     NodePoolApplied(NodePool),
-    NodePoolDeleted { name: String },
+    NodePoolDeleted {
+        name: String,
+    },
     NodeClassApplied(NodeClass),
-    NodeClassDeleted { name: String },
+    NodeClassDeleted {
+        name: String,
+    },
     /// A pod was created or changed (bound or not: `node_name` says).
     PodApplied(Pod),
     /// The scheduler bound a pod to a node.
-    PodBound { pod: PodKey, node: String },
+    PodBound {
+        pod: PodKey,
+        node: String,
+    },
     /// A pod is gone (deleted, evicted, finished).
-    PodDeleted { pod: PodKey },
+    PodDeleted {
+        pod: PodKey,
+    },
     /// A node object appeared (or changed).
     NodeApplied(Node),
-    NodeDeleted { name: String },
+    NodeDeleted {
+        name: String,
+    },
     /// The cloud started an instance for a NodeClaim.
-    LaunchSucceeded { nodeclaim: String, instance: Instance },
+    LaunchSucceeded {
+        nodeclaim: String,
+        instance: Instance,
+    },
     /// The cloud could not start an instance for a NodeClaim.
     LaunchFailed {
         nodeclaim: String,
@@ -52,7 +66,9 @@ pub enum EventKind {
         unavailable: Vec<OfferingKey>,
     },
     /// The instance behind a NodeClaim is terminated; the NodeClaim is gone.
-    NodeClaimTerminated { nodeclaim: String },
+    NodeClaimTerminated {
+        nodeclaim: String,
+    },
     /// A timer the core asked for fired.
     Tick,
 }

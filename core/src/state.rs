@@ -26,7 +26,11 @@ pub struct PreparedCatalog {
 impl PreparedCatalog {
     pub fn new(catalog: Catalog) -> Self {
         let catalog = catalog.normalized();
-        let requirements = catalog.instance_types.iter().map(|it| it.requirements()).collect();
+        let requirements = catalog
+            .instance_types
+            .iter()
+            .map(|it| it.requirements())
+            .collect();
         PreparedCatalog {
             catalog,
             requirements,
@@ -93,7 +97,9 @@ impl ClusterState {
     }
 
     pub fn is_unavailable(&self, key: &OfferingKey, now_ms: u64) -> bool {
-        self.unavailable.get(key).is_some_and(|until| *until > now_ms)
+        self.unavailable
+            .get(key)
+            .is_some_and(|until| *until > now_ms)
     }
 
     /// The sum of requests of the pods bound to a node.

@@ -1,1 +1,14 @@
-//! placeholder
+//! # nodewright-replay
+//!
+//! Reading nodewright event logs and re-running the core over them: `replay --verify` (the
+//! same events must give the same commands, byte for byte) and `log inspect`. What-if replay
+//! and `explain` build on the same reading.
+//!
+//! It depends on the core and on the log format of the adapters crate, never on a runtime or a
+//! cloud SDK, so an incident log replays on any laptop.
+
+pub mod inspect;
+pub mod verify;
+
+pub use inspect::{LogSummary, inspect_file};
+pub use verify::{Divergence, VerifyOutcome, verify, verify_file};

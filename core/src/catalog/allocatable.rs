@@ -82,11 +82,9 @@ pub fn capacity(it: &InstanceType, kubelet: &KubeletConfig) -> NodeResources {
 
     let mut allocatable = capacity.clone();
     allocatable.cpu_milli = (capacity.cpu_milli - kube_reserved_cpu - system_reserved_cpu).max(0);
-    allocatable.memory_bytes = (capacity.memory_bytes
-        - kube_reserved_memory
-        - system_reserved_memory
-        - eviction_memory)
-        .max(0);
+    allocatable.memory_bytes =
+        (capacity.memory_bytes - kube_reserved_memory - system_reserved_memory - eviction_memory)
+            .max(0);
     NodeResources {
         capacity,
         allocatable,
@@ -101,7 +99,9 @@ mod tests {
     #[test]
     fn m5_large_matches_the_published_formulas() {
         let catalog = builtin::us_east_1();
-        let m5 = catalog.get("m5.large").expect("m5.large in the built-in catalog");
+        let m5 = catalog
+            .get("m5.large")
+            .expect("m5.large in the built-in catalog");
         let kubelet = KubeletConfig::default();
         assert_eq!(max_pods(m5, &kubelet), 29);
         let r = capacity(m5, &kubelet);
@@ -127,7 +127,9 @@ mod tests {
     #[test]
     fn kubelet_overrides() {
         let catalog = builtin::us_east_1();
-        let m5 = catalog.get("m5.large").expect("m5.large in the built-in catalog");
+        let m5 = catalog
+            .get("m5.large")
+            .expect("m5.large in the built-in catalog");
         let kubelet = KubeletConfig {
             max_pods: Some(110),
             pods_per_core: Some(10),

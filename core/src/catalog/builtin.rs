@@ -47,16 +47,34 @@ mod tests {
     #[test]
     fn us_east_1_has_the_joined_types() {
         let catalog = us_east_1();
-        assert!(catalog.instance_types.len() > 1300, "{}", catalog.instance_types.len());
+        assert!(
+            catalog.instance_types.len() > 1300,
+            "{}",
+            catalog.instance_types.len()
+        );
         let m5 = catalog.get("m5.large").expect("m5.large");
         assert_eq!(m5.vcpu, 2);
         assert_eq!(m5.memory_mib, 8192);
-        assert_eq!(m5.labels.get(labels::INSTANCE_CATEGORY).map(String::as_str), Some("m"));
-        assert_eq!(m5.labels.get(labels::ARCH).map(String::as_str), Some("amd64"));
-        assert!(m5.offerings.iter().any(|o| o.capacity_type == super::super::CapacityType::Spot));
+        assert_eq!(
+            m5.labels.get(labels::INSTANCE_CATEGORY).map(String::as_str),
+            Some("m")
+        );
+        assert_eq!(
+            m5.labels.get(labels::ARCH).map(String::as_str),
+            Some("amd64")
+        );
+        assert!(
+            m5.offerings
+                .iter()
+                .any(|o| o.capacity_type == super::super::CapacityType::Spot)
+        );
         for it in &catalog.instance_types {
             assert!(!it.offerings.is_empty(), "{} has no offering", it.name);
-            assert!(it.offerings.iter().all(|o| o.price.0 > 0), "{} has a zero price", it.name);
+            assert!(
+                it.offerings.iter().all(|o| o.price.0 > 0),
+                "{} has a zero price",
+                it.name
+            );
         }
     }
 }

@@ -8,15 +8,17 @@ use std::fmt;
 
 use serde::{Deserialize, Serialize};
 
-pub use allocatable::{capacity, kube_reserved_cpu_milli, max_pods, NodeResources};
+pub use allocatable::{NodeResources, capacity, kube_reserved_cpu_milli, max_pods};
 
 use crate::model::labels;
 use crate::model::requirements::{Requirement, Requirements};
-use crate::model::resources::{Resources, AMD_GPU, AWS_NEURON, NVIDIA_GPU};
+use crate::model::resources::{AMD_GPU, AWS_NEURON, NVIDIA_GPU, Resources};
 
 /// A price in micro-USD per hour (0.096 USD/h = 96 000). Integers keep sums exact and
 /// decisions identical on every machine.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[derive(
+    Debug, Clone, Copy, Default, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize,
+)]
 #[serde(transparent)]
 pub struct Price(pub u64);
 
@@ -135,7 +137,9 @@ impl InstanceType {
         ));
         reqs.add(Requirement::values_in(
             labels::CAPACITY_TYPE,
-            self.offerings.iter().map(|o| o.capacity_type.as_str().to_string()),
+            self.offerings
+                .iter()
+                .map(|o| o.capacity_type.as_str().to_string()),
         ));
         reqs
     }
@@ -167,7 +171,12 @@ impl Catalog {
         self
     }
 
-    pub fn price_of(&self, instance_type: &str, zone: &str, capacity_type: CapacityType) -> Option<Price> {
+    pub fn price_of(
+        &self,
+        instance_type: &str,
+        zone: &str,
+        capacity_type: CapacityType,
+    ) -> Option<Price> {
         self.get(instance_type)?
             .offerings
             .iter()

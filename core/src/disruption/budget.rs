@@ -8,7 +8,11 @@ use crate::state::ClusterState;
 ///
 /// Scheduled budgets (`schedule` + `duration`) are treated as always active, the conservative
 /// reading, until cron windows are evaluated.
-pub fn allowed_disruptions(state: &ClusterState, pool: &NodePool, reason: DisruptionReason) -> (u32, String) {
+pub fn allowed_disruptions(
+    state: &ClusterState,
+    pool: &NodePool,
+    reason: DisruptionReason,
+) -> (u32, String) {
     let claims: Vec<_> = state
         .nodeclaims
         .values()

@@ -30,7 +30,10 @@ pub fn candidates(
     let mut out = Vec::new();
     let mut next: Option<u64> = None;
     for (name, claim) in &state.nodeclaims {
-        if claim.spec.nodepool != pool.name || claim.terminating.is_some() || !claim.is_initialized() {
+        if claim.spec.nodepool != pool.name
+            || claim.terminating.is_some()
+            || !claim.is_initialized()
+        {
             continue;
         }
         let Some(node_name) = &claim.node_name else {
@@ -57,7 +60,11 @@ pub fn candidates(
             next = Some(next.map_or(eligible_at, |n: u64| n.min(eligible_at)));
         }
     }
-    out.sort_by(|a, b| a.empty_since_ms.cmp(&b.empty_since_ms).then(a.nodeclaim.cmp(&b.nodeclaim)));
+    out.sort_by(|a, b| {
+        a.empty_since_ms
+            .cmp(&b.empty_since_ms)
+            .then(a.nodeclaim.cmp(&b.nodeclaim))
+    });
     (out, next)
 }
 

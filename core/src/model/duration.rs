@@ -5,7 +5,9 @@ use thiserror::Error;
 
 /// Why a duration string was refused.
 #[derive(Debug, Clone, PartialEq, Eq, Error)]
-#[error("duration {0:?} is not a Go duration: write a number and a unit, e.g. 500ms, 90s, 5m, 1h30m, 720h")]
+#[error(
+    "duration {0:?} is not a Go duration: write a number and a unit, e.g. 500ms, 90s, 5m, 1h30m, 720h"
+)]
 pub struct DurationError(pub String);
 
 /// A duration that may be `Never` (Karpenter's `expireAfter: Never`, `consolidateAfter: Never`).
@@ -81,7 +83,9 @@ pub fn parse_duration_ms(raw: &str) -> Result<u64, DurationError> {
             .ok_or_else(err)?;
         if !frac_part.is_empty() {
             let frac_digits = frac_part.len().min(18) as u32;
-            let frac: u128 = frac_part[..frac_digits as usize].parse().map_err(|_| err())?;
+            let frac: u128 = frac_part[..frac_digits as usize]
+                .parse()
+                .map_err(|_| err())?;
             total_ns += frac * unit_ns / 10u128.pow(frac_digits);
         }
         rest = after_unit;

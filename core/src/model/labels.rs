@@ -59,7 +59,10 @@ pub const INSTANCE_TYPE_LABELS: &[&str] = &[
 /// Labels whose values the cloud provider or nodewright knows without a NodePool declaring them.
 pub fn is_well_known(key: &str) -> bool {
     INSTANCE_TYPE_LABELS.contains(&key)
-        || matches!(key, ZONE | REGION | ZONE_ID | CAPACITY_TYPE | NODEPOOL | NODECLASS)
+        || matches!(
+            key,
+            ZONE | REGION | ZONE_ID | CAPACITY_TYPE | NODEPOOL | NODECLASS
+        )
 }
 
 /// Label keys a NodePool may not constrain.

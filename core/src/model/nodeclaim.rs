@@ -30,7 +30,11 @@ pub struct OfferingKey {
 
 impl fmt::Display for OfferingKey {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}/{}/{}", self.instance_type, self.zone, self.capacity_type)
+        write!(
+            f,
+            "{}/{}/{}",
+            self.instance_type, self.zone, self.capacity_type
+        )
     }
 }
 

@@ -157,7 +157,11 @@ impl NodePool {
             self.limits
                 .iter()
                 .map(|(name, limit)| {
-                    let used = if name == "nodes" { nodes } else { usage.get(name) };
+                    let used = if name == "nodes" {
+                        nodes
+                    } else {
+                        usage.get(name)
+                    };
                     (name.clone(), limit - used)
                 })
                 .collect(),

@@ -10,7 +10,9 @@ use thiserror::Error;
 pub enum QuantityError {
     #[error("quantity {0:?} is empty")]
     Empty(String),
-    #[error("quantity {0:?} is not a number with an optional suffix (examples: 500m, 2, 1.5, 512Mi, 4Gi, 1G)")]
+    #[error(
+        "quantity {0:?} is not a number with an optional suffix (examples: 500m, 2, 1.5, 512Mi, 4Gi, 1G)"
+    )]
     Malformed(String),
     #[error("quantity {0:?} is negative; requests, limits and capacities must be zero or more")]
     Negative(String),
@@ -137,9 +139,18 @@ mod tests {
     fn bad_quantities_are_refused() {
         assert!(matches!(parse_units(""), Err(QuantityError::Empty(_))));
         assert!(matches!(parse_units("-1"), Err(QuantityError::Negative(_))));
-        assert!(matches!(parse_units("12x"), Err(QuantityError::Malformed(_))));
-        assert!(matches!(parse_units("1.2.3"), Err(QuantityError::Malformed(_))));
-        assert!(matches!(parse_units("Gi"), Err(QuantityError::Malformed(_))));
+        assert!(matches!(
+            parse_units("12x"),
+            Err(QuantityError::Malformed(_))
+        ));
+        assert!(matches!(
+            parse_units("1.2.3"),
+            Err(QuantityError::Malformed(_))
+        ));
+        assert!(matches!(
+            parse_units("Gi"),
+            Err(QuantityError::Malformed(_))
+        ));
         assert!(matches!(
             parse_units("99999999999999999999999999Ei"),
             Err(QuantityError::Overflow(_))

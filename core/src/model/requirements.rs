@@ -544,16 +544,16 @@ mod tests {
 
     #[test]
     fn compatible_refuses_unknown_custom_labels_but_not_well_known() {
-        let pool = Requirements::from_specs(&[RequirementSpec::new(
-            "team",
-            Operator::In,
-            &["a", "b"],
-        )]);
-        let pod_team = Requirements::from_specs(&[RequirementSpec::new("team", Operator::In, &["a"])]);
+        let pool =
+            Requirements::from_specs(&[RequirementSpec::new("team", Operator::In, &["a", "b"])]);
+        let pod_team =
+            Requirements::from_specs(&[RequirementSpec::new("team", Operator::In, &["a"])]);
         assert!(pool.compatible(&pod_team).is_ok());
-        let pod_other = Requirements::from_specs(&[RequirementSpec::new("team", Operator::In, &["c"])]);
+        let pod_other =
+            Requirements::from_specs(&[RequirementSpec::new("team", Operator::In, &["c"])]);
         assert!(pool.compatible(&pod_other).is_err());
-        let pod_custom = Requirements::from_specs(&[RequirementSpec::new("gpu", Operator::In, &["x"])]);
+        let pod_custom =
+            Requirements::from_specs(&[RequirementSpec::new("gpu", Operator::In, &["x"])]);
         assert!(pool.compatible(&pod_custom).is_err());
         let pod_zone = Requirements::from_specs(&[RequirementSpec::new(
             labels::ZONE,
@@ -561,11 +561,8 @@ mod tests {
             &["us-east-1a"],
         )]);
         assert!(pool.compatible(&pod_zone).is_ok());
-        let pod_absent = Requirements::from_specs(&[RequirementSpec::new(
-            "gpu",
-            Operator::DoesNotExist,
-            &[],
-        )]);
+        let pod_absent =
+            Requirements::from_specs(&[RequirementSpec::new("gpu", Operator::DoesNotExist, &[])]);
         assert!(pool.compatible(&pod_absent).is_ok());
     }
 
@@ -580,9 +577,25 @@ mod tests {
 
     #[test]
     fn validation_names_the_problem() {
-        assert!(RequirementSpec::new("k", Operator::In, &[]).validate().is_err());
-        assert!(RequirementSpec::new("k", Operator::Exists, &["a"]).validate().is_err());
-        assert!(RequirementSpec::new("k", Operator::Gt, &["x"]).validate().is_err());
-        assert!(RequirementSpec::new("k", Operator::Gt, &["3"]).validate().is_ok());
+        assert!(
+            RequirementSpec::new("k", Operator::In, &[])
+                .validate()
+                .is_err()
+        );
+        assert!(
+            RequirementSpec::new("k", Operator::Exists, &["a"])
+                .validate()
+                .is_err()
+        );
+        assert!(
+            RequirementSpec::new("k", Operator::Gt, &["x"])
+                .validate()
+                .is_err()
+        );
+        assert!(
+            RequirementSpec::new("k", Operator::Gt, &["3"])
+                .validate()
+                .is_ok()
+        );
     }
 }

@@ -97,7 +97,12 @@ pub fn first_untolerated<'a>(taints: &'a [Taint], tolerations: &[Toleration]) ->
 mod tests {
     use super::*;
 
-    fn toleration(key: Option<&str>, op: TolerationOperator, value: Option<&str>, effect: Option<TaintEffect>) -> Toleration {
+    fn toleration(
+        key: Option<&str>,
+        op: TolerationOperator,
+        value: Option<&str>,
+        effect: Option<TaintEffect>,
+    ) -> Toleration {
         Toleration {
             key: key.map(str::to_string),
             operator: op,
@@ -109,10 +114,42 @@ mod tests {
     #[test]
     fn matching_rules() {
         let gpu = Taint::new("nvidia.com/gpu", Some("true"), TaintEffect::NoSchedule);
-        assert!(toleration(Some("nvidia.com/gpu"), TolerationOperator::Exists, None, None).tolerates(&gpu));
-        assert!(toleration(Some("nvidia.com/gpu"), TolerationOperator::Equal, Some("true"), Some(TaintEffect::NoSchedule)).tolerates(&gpu));
-        assert!(!toleration(Some("nvidia.com/gpu"), TolerationOperator::Equal, Some("false"), None).tolerates(&gpu));
-        assert!(!toleration(Some("nvidia.com/gpu"), TolerationOperator::Exists, None, Some(TaintEffect::NoExecute)).tolerates(&gpu));
+        assert!(
+            toleration(
+                Some("nvidia.com/gpu"),
+                TolerationOperator::Exists,
+                None,
+                None
+            )
+            .tolerates(&gpu)
+        );
+        assert!(
+            toleration(
+                Some("nvidia.com/gpu"),
+                TolerationOperator::Equal,
+                Some("true"),
+                Some(TaintEffect::NoSchedule)
+            )
+            .tolerates(&gpu)
+        );
+        assert!(
+            !toleration(
+                Some("nvidia.com/gpu"),
+                TolerationOperator::Equal,
+                Some("false"),
+                None
+            )
+            .tolerates(&gpu)
+        );
+        assert!(
+            !toleration(
+                Some("nvidia.com/gpu"),
+                TolerationOperator::Exists,
+                None,
+                Some(TaintEffect::NoExecute)
+            )
+            .tolerates(&gpu)
+        );
         assert!(toleration(None, TolerationOperator::Exists, None, None).tolerates(&gpu));
         assert!(first_untolerated(std::slice::from_ref(&gpu), &[]).is_some());
         let soft = Taint::new("soft", None, TaintEffect::PreferNoSchedule);

@@ -4,4 +4,4 @@ pub mod batcher;
 pub mod scheduler;
 
 pub use batcher::Batcher;
-pub use scheduler::{solve, PlannedClaim, SolveResult};
+pub use scheduler::{PlannedClaim, SolveResult, solve};

@@ -13,7 +13,7 @@ use crate::model::nodepool::NodePool;
 use crate::model::pod::{Pod, PodKey};
 use crate::model::requirements::Requirements;
 use crate::model::resources::Resources;
-use crate::model::taints::{first_untolerated, Taint};
+use crate::model::taints::{Taint, first_untolerated};
 use crate::state::{ClusterState, PreparedCatalog};
 
 /// A machine this batch wants: the pods it is for and the instance types that can still hold
@@ -203,7 +203,9 @@ pub fn solve(state: &ClusterState, now_ms: u64, pods: &[&Pod]) -> SolveResult {
         // 1. Existing nodes and machines on their way.
         if let Some(target) = targets.iter_mut().find(|t| t.admits(pod, &alternatives)) {
             target.available.sub(&pod.requests);
-            result.nominations.push((pod.key.clone(), target.name.clone()));
+            result
+                .nominations
+                .push((pod.key.clone(), target.name.clone()));
             continue;
         }
         let Some(prepared) = prepared else {
@@ -253,8 +255,15 @@ pub fn solve(state: &ClusterState, now_ms: u64, pods: &[&Pod]) -> SolveResult {
         // 3. A new machine from the first NodePool that can take the pod.
         let mut reasons = Vec::new();
         for ctx in &contexts {
-            match plan_new_claim(state, prepared, ctx, &result.new_claims, pod, &alternatives, now_ms)
-            {
+            match plan_new_claim(
+                state,
+                prepared,
+                ctx,
+                &result.new_claims,
+                pod,
+                &alternatives,
+                now_ms,
+            ) {
                 Ok(claim) => {
                     result.new_claims.push(claim);
                     continue 'pods;

@@ -1,0 +1,16 @@
+//! # nodewright-adapters
+//!
+//! Everything of nodewright that touches the world, around the pure core:
+//! - [`eventlog`]: the durable event log — the portable `.nwlog` file and the controller's
+//!   redb store, behind one trait;
+//! - [`manifest`]: Kubernetes YAML (NodePool, EC2NodeClass, Pod, Deployment, ...) → the core's
+//!   model, the one place this translation lives;
+//! - [`driver`]: the loop that appends each event to the log, then asks the core, then
+//!   dispatches the commands to executors.
+//!
+//! The driver and the event store build without kube and the AWS SDK, so the simulated world
+//! runs the very same driver as the controller.
+
+pub mod driver;
+pub mod eventlog;
+pub mod manifest;

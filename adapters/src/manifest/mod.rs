@@ -1,0 +1,13 @@
+//! Kubernetes manifests → the core's model. This is the one place where Kubernetes objects are
+//! translated: the scenario loader uses it, and the live watcher feeds the objects it receives
+//! through the same functions (they are serde-compatible with k8s-openapi's types).
+
+mod error;
+pub mod objects;
+mod translate;
+
+pub use error::ManifestError;
+pub use translate::{
+    DaemonSet, Deployment, Manifest, PodDisruptionBudget, PodTemplate, parse_manifests,
+    pod_from_spec,
+};

@@ -1,0 +1,871 @@
+//! The translation itself, with validation.
+
+use std::collections::BTreeMap;
+
+use nodewright_core::model::duration::{MaybeNever, parse_duration_ms, parse_maybe_never};
+use nodewright_core::model::labels;
+use nodewright_core::model::nodeclass::{KubeletConfig, NodeClass, SelectorTerm};
+use nodewright_core::model::nodepool::{
+    BudgetNodes, ConsolidationPolicy, DisruptionBudget, DisruptionReason, NodeClassRef, NodePool,
+};
+use nodewright_core::model::pod::{OwnerRef, Pod, PodKey};
+use nodewright_core::model::quantity::{parse_milli_cpu, parse_units};
+use nodewright_core::model::requirements::{Operator, RequirementSpec};
+use nodewright_core::model::resources::Resources;
+use nodewright_core::model::taints::{Taint, TaintEffect, Toleration, TolerationOperator};
+use serde::de::DeserializeOwned;
+
+use super::error::ManifestError;
+use super::objects::*;
+
+/// A pod template (from a Deployment or DaemonSet): a pod without a name yet.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PodTemplate {
+    pub pod: Pod,
+    pub termination_grace_period_seconds: i64,
+}
+
+impl PodTemplate {
+    /// A pod of this template.
+    pub fn instantiate(&self, namespace: &str, name: &str, created_at_ms: u64) -> Pod {
+        let mut pod = self.pod.clone();
+        pod.key = PodKey::new(namespace, name);
+        pod.created_at_ms = created_at_ms;
+        pod
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Deployment {
+    pub namespace: String,
+    pub name: String,
+    pub replicas: u32,
+    pub template: PodTemplate,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DaemonSet {
+    pub namespace: String,
+    pub name: String,
+    pub template: PodTemplate,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PodDisruptionBudget {
+    pub namespace: String,
+    pub name: String,
+    pub selector: BTreeMap<String, String>,
+    pub min_available: Option<String>,
+    pub max_unavailable: Option<String>,
+}
+
+/// One object of a manifest file.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Manifest {
+    NodePool(NodePool),
+    NodeClass(NodeClass),
+    Pod(Pod),
+    Deployment(Deployment),
+    DaemonSet(DaemonSet),
+    PodDisruptionBudget(PodDisruptionBudget),
+}
+
+/// Splits a YAML stream into documents at `---` lines, with each document's first line.
+fn split_documents(text: &str) -> Vec<(usize, String)> {
+    let mut docs = Vec::new();
+    let mut current = String::new();
+    let mut first_line = 1;
+    for (i, line) in text.lines().enumerate() {
+        if line.trim_end() == "---" || line.starts_with("--- ") {
+            docs.push((first_line, std::mem::take(&mut current)));
+            first_line = i + 2;
+            continue;
+        }
+        current.push_str(line);
+        current.push('\n');
+    }
+    docs.push((first_line, current));
+    docs.into_iter()
+        .filter(|(_, d)| {
+            d.lines()
+                .any(|l| !l.trim().is_empty() && !l.trim_start().starts_with('#'))
+        })
+        .collect()
+}
+
+/// Reads every object of a (possibly multi-document) YAML text. `source_name` names the file
+/// in errors.
+pub fn parse_manifests(text: &str, source_name: &str) -> Result<Vec<Manifest>, ManifestError> {
+    let mut out = Vec::new();
+    for (index, (first_line, doc)) in split_documents(text).into_iter().enumerate() {
+        let document = index + 1;
+        let yaml_error = |e: serde_saphyr::Error| ManifestError::Yaml {
+            source_name: source_name.to_string(),
+            document,
+            first_line,
+            message: e.to_string(),
+        };
+        let probe: TypeProbe = serde_saphyr::from_str(&doc).map_err(yaml_error)?;
+        let kind = probe.kind.unwrap_or_default();
+        let api_version = probe.api_version.unwrap_or_default();
+        let ctx = Ctx {
+            source_name,
+            document,
+            kind: kind.clone(),
+            name: String::new(),
+        };
+        fn typed<T: DeserializeOwned>(
+            doc: &str,
+            source_name: &str,
+            document: usize,
+            first_line: usize,
+        ) -> Result<T, ManifestError> {
+            serde_saphyr::from_str(doc).map_err(|e| ManifestError::Yaml {
+                source_name: source_name.to_string(),
+                document,
+                first_line,
+                message: e.to_string(),
+            })
+        }
+        let manifest = match (kind.as_str(), api_version.as_str()) {
+            ("NodePool", "karpenter.sh/v1") => Manifest::NodePool(translate_nodepool(
+                typed(&doc, source_name, document, first_line)?,
+                ctx,
+            )?),
+            ("EC2NodeClass", "karpenter.k8s.aws/v1") => Manifest::NodeClass(translate_nodeclass(
+                typed(&doc, source_name, document, first_line)?,
+                ctx,
+            )?),
+            ("Pod", "v1") => {
+                let obj: PodObject = typed(&doc, source_name, document, first_line)?;
+                let namespace = obj.metadata.namespace.clone().unwrap_or("default".into());
+                let name = required_name(&obj.metadata, &ctx)?;
+                let ctx = ctx.named(&name);
+                Manifest::Pod(
+                    pod_from_spec(
+                        &namespace,
+                        &name,
+                        &obj.metadata.labels,
+                        &obj.metadata.annotations,
+                        &obj.spec,
+                        None,
+                    )
+                    .map_err(|(field, problem, fix)| ctx.invalid(&field, &problem, &fix))?,
+                )
+            }
+            ("Deployment", "apps/v1") => {
+                let obj: DeploymentObject = typed(&doc, source_name, document, first_line)?;
+                let name = required_name(&obj.metadata, &ctx)?;
+                let ctx = ctx.named(&name);
+                let namespace = obj.metadata.namespace.clone().unwrap_or("default".into());
+                let replicas = obj.spec.replicas.unwrap_or(1);
+                if replicas < 0 {
+                    return Err(ctx.invalid(
+                        "spec.replicas",
+                        &format!("{replicas} is negative"),
+                        "set spec.replicas to 0 or more",
+                    ));
+                }
+                let owner = OwnerRef {
+                    kind: "ReplicaSet".to_string(),
+                    name: name.clone(),
+                };
+                let template = pod_template(&namespace, &obj.spec.template, owner).map_err(
+                    |(field, problem, fix)| {
+                        ctx.invalid(&format!("spec.template.{field}"), &problem, &fix)
+                    },
+                )?;
+                Manifest::Deployment(Deployment {
+                    namespace,
+                    name,
+                    replicas: replicas as u32,
+                    template,
+                })
+            }
+            ("DaemonSet", "apps/v1") => {
+                let obj: DaemonSetObject = typed(&doc, source_name, document, first_line)?;
+                let name = required_name(&obj.metadata, &ctx)?;
+                let ctx = ctx.named(&name);
+                let namespace = obj.metadata.namespace.clone().unwrap_or("default".into());
+                let owner = OwnerRef {
+                    kind: "DaemonSet".to_string(),
+                    name: name.clone(),
+                };
+                let template = pod_template(&namespace, &obj.spec.template, owner).map_err(
+                    |(field, problem, fix)| {
+                        ctx.invalid(&format!("spec.template.{field}"), &problem, &fix)
+                    },
+                )?;
+                Manifest::DaemonSet(DaemonSet {
+                    namespace,
+                    name,
+                    template,
+                })
+            }
+            ("PodDisruptionBudget", "policy/v1") => {
+                let obj: PdbObject = typed(&doc, source_name, document, first_line)?;
+                let name = required_name(&obj.metadata, &ctx)?;
+                let ctx = ctx.named(&name);
+                if obj.spec.min_available.is_some() && obj.spec.max_unavailable.is_some() {
+                    return Err(ctx.invalid(
+                        "spec",
+                        "both minAvailable and maxUnavailable are set",
+                        "keep only one of them",
+                    ));
+                }
+                Manifest::PodDisruptionBudget(PodDisruptionBudget {
+                    namespace: obj.metadata.namespace.clone().unwrap_or("default".into()),
+                    name,
+                    selector: obj
+                        .spec
+                        .selector
+                        .map(|s| s.match_labels)
+                        .unwrap_or_default(),
+                    min_available: obj.spec.min_available.map(|s| s.as_text()),
+                    max_unavailable: obj.spec.max_unavailable.map(|s| s.as_text()),
+                })
+            }
+            _ => {
+                return Err(ManifestError::UnknownKind {
+                    source_name: source_name.to_string(),
+                    document,
+                    kind,
+                    api_version,
+                });
+            }
+        };
+        out.push(manifest);
+    }
+    Ok(out)
+}
+
+/// Where we are, for error messages.
+#[derive(Clone)]
+struct Ctx<'a> {
+    source_name: &'a str,
+    document: usize,
+    kind: String,
+    name: String,
+}
+
+impl<'a> Ctx<'a> {
+    fn named(&self, name: &str) -> Ctx<'a> {
+        Ctx {
+            name: name.to_string(),
+            ..self.clone()
+        }
+    }
+
+    fn invalid(&self, field: &str, problem: &str, fix: &str) -> ManifestError {
+        ManifestError::Invalid {
+            source_name: self.source_name.to_string(),
+            document: self.document,
+            kind: self.kind.clone(),
+            name: self.name.clone(),
+            field: field.to_string(),
+            problem: problem.to_string(),
+            fix: fix.to_string(),
+        }
+    }
+}
+
+fn required_name(meta: &ObjectMeta, ctx: &Ctx) -> Result<String, ManifestError> {
+    match &meta.name {
+        Some(n) if !n.is_empty() => Ok(n.clone()),
+        _ => Err(ctx.invalid(
+            "metadata.name",
+            "is missing",
+            "give the object a name under metadata.name",
+        )),
+    }
+}
+
+type FieldError = (String, String, String);
+
+fn field_error(field: &str, problem: impl Into<String>, fix: &str) -> FieldError {
+    (field.to_string(), problem.into(), fix.to_string())
+}
+
+fn requirement(obj: &RequirementObject, field: &str) -> Result<RequirementSpec, FieldError> {
+    let operator = Operator::parse(&obj.operator).ok_or_else(|| {
+        field_error(
+            &format!("{field}.operator"),
+            format!("unknown operator {:?}", obj.operator),
+            &format!("use one of {}", Operator::NAMES),
+        )
+    })?;
+    let min_values = match obj.min_values {
+        None => None,
+        Some(n) if (1..=50).contains(&n) => Some(n as u32),
+        Some(n) => {
+            return Err(field_error(
+                &format!("{field}.minValues"),
+                format!("{n} is out of range"),
+                "minValues must be between 1 and 50",
+            ));
+        }
+    };
+    let spec = RequirementSpec {
+        key: obj.key.clone(),
+        operator,
+        values: obj.values.iter().map(Scalar::as_text).collect(),
+        min_values,
+    };
+    spec.validate().map_err(|e| {
+        field_error(
+            field,
+            e.to_string(),
+            "In/NotIn take values, Exists/DoesNotExist take none, Gt/Lt/Gte/Lte take one integer",
+        )
+    })?;
+    if let Some(min) = min_values
+        && operator == Operator::In
+        && (spec.values.len() as u32) < min
+    {
+        return Err(field_error(
+            &format!("{field}.minValues"),
+            format!(
+                "minValues {min} is more than the {} values listed",
+                spec.values.len()
+            ),
+            "list at least minValues values, or lower minValues",
+        ));
+    }
+    Ok(spec)
+}
+
+fn taint(obj: &TaintObject, field: &str) -> Result<Taint, FieldError> {
+    let effect = TaintEffect::parse(&obj.effect).ok_or_else(|| {
+        field_error(
+            &format!("{field}.effect"),
+            format!("unknown effect {:?}", obj.effect),
+            "use NoSchedule, PreferNoSchedule or NoExecute",
+        )
+    })?;
+    if obj.key.is_empty() {
+        return Err(field_error(
+            &format!("{field}.key"),
+            "is empty",
+            "give the taint a key",
+        ));
+    }
+    Ok(Taint {
+        key: obj.key.clone(),
+        value: obj.value.clone(),
+        effect,
+    })
+}
+
+/// A resource amount in the core's unit (cpu: milli-cores; everything else: whole units).
+fn resource_amount(name: &str, value: &Scalar, field: &str) -> Result<i64, FieldError> {
+    let text = value.as_text();
+    let parsed = if name == "cpu" {
+        parse_milli_cpu(&text)
+    } else {
+        parse_units(&text)
+    };
+    parsed.map_err(|e| {
+        field_error(
+            &format!("{field}.{name}"),
+            e.to_string(),
+            "write a Kubernetes quantity such as 500m, 2, 512Mi or 4Gi",
+        )
+    })
+}
+
+fn check_resource_name(name: &str, field: &str) -> Result<(), FieldError> {
+    let known = matches!(
+        name,
+        "cpu" | "memory" | "ephemeral-storage" | "pods" | "nodes"
+    ) || name.starts_with("hugepages-")
+        || name.contains('/');
+    if known {
+        Ok(())
+    } else {
+        Err(field_error(
+            &format!("{field}.{name}"),
+            format!("{name:?} is not a resource name"),
+            "use cpu, memory, ephemeral-storage, pods, or a domain-qualified extended resource such as nvidia.com/gpu",
+        ))
+    }
+}
+
+fn translate_nodepool(obj: NodePoolObject, ctx: Ctx) -> Result<NodePool, ManifestError> {
+    let name = required_name(&obj.metadata, &ctx)?;
+    let ctx = ctx.named(&name);
+    let e = |(field, problem, fix): FieldError| ctx.invalid(&field, &problem, &fix);
+    let spec = obj.spec;
+    let tspec = spec.template.spec;
+    let class_ref = tspec.node_class_ref.ok_or_else(|| {
+        ctx.invalid(
+            "spec.template.spec.nodeClassRef",
+            "is missing",
+            "add nodeClassRef {group: karpenter.k8s.aws, kind: EC2NodeClass, name: <your EC2NodeClass>}",
+        )
+    })?;
+    let class_name = class_ref.name.filter(|n| !n.is_empty()).ok_or_else(|| {
+        ctx.invalid(
+            "spec.template.spec.nodeClassRef.name",
+            "is missing",
+            "name the EC2NodeClass this NodePool launches with",
+        )
+    })?;
+    let group = class_ref
+        .group
+        .unwrap_or_else(|| "karpenter.k8s.aws".into());
+    let kind = class_ref.kind.unwrap_or_else(|| "EC2NodeClass".into());
+    if group != "karpenter.k8s.aws" || kind != "EC2NodeClass" {
+        return Err(ctx.invalid(
+            "spec.template.spec.nodeClassRef",
+            &format!("refers to {kind} of group {group}"),
+            "nodewright launches on AWS: use group karpenter.k8s.aws, kind EC2NodeClass",
+        ));
+    }
+    if tspec.requirements.len() > 100 {
+        return Err(ctx.invalid(
+            "spec.template.spec.requirements",
+            &format!("has {} terms", tspec.requirements.len()),
+            "keep at most 100 requirements",
+        ));
+    }
+    let mut requirements = Vec::new();
+    for (i, r) in tspec.requirements.iter().enumerate() {
+        let field = format!("spec.template.spec.requirements[{i}]");
+        if labels::is_restricted_for_nodepool(&r.key) {
+            return Err(ctx.invalid(
+                &format!("{field}.key"),
+                &format!("{} may not be used in NodePool requirements", r.key),
+                "remove it; pods select hostnames, NodePools do not",
+            ));
+        }
+        requirements.push(requirement(r, &field).map_err(e)?);
+    }
+    let taints = tspec
+        .taints
+        .iter()
+        .enumerate()
+        .map(|(i, t)| taint(t, &format!("spec.template.spec.taints[{i}]")))
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(e)?;
+    let startup_taints = tspec
+        .startup_taints
+        .iter()
+        .enumerate()
+        .map(|(i, t)| taint(t, &format!("spec.template.spec.startupTaints[{i}]")))
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(e)?;
+    let never_or_duration = |raw: &Option<String>, field: &str, default: MaybeNever| match raw {
+        None => Ok(default),
+        Some(text) => parse_maybe_never(text).map_err(|err| {
+            ctx.invalid(
+                field,
+                &err.to_string(),
+                "write a duration such as 30s, 5m, 720h, or Never",
+            )
+        }),
+    };
+    let expire_after = never_or_duration(
+        &tspec.expire_after,
+        "spec.template.spec.expireAfter",
+        MaybeNever::After(nodewright_core::model::nodepool::DEFAULT_EXPIRE_AFTER_MS),
+    )?;
+    let termination_grace_period_ms = match &tspec.termination_grace_period {
+        None => None,
+        Some(text) => Some(parse_duration_ms(text).map_err(|err| {
+            ctx.invalid(
+                "spec.template.spec.terminationGracePeriod",
+                &err.to_string(),
+                "write a duration such as 1h or 48h",
+            )
+        })?),
+    };
+    let disruption = spec.disruption;
+    let consolidation_policy = match disruption
+        .as_ref()
+        .and_then(|d| d.consolidation_policy.as_deref())
+    {
+        None | Some("WhenEmptyOrUnderutilized") => ConsolidationPolicy::WhenEmptyOrUnderutilized,
+        Some("WhenEmpty") => ConsolidationPolicy::WhenEmpty,
+        Some(other) => {
+            return Err(ctx.invalid(
+                "spec.disruption.consolidationPolicy",
+                &format!("unknown policy {other:?}"),
+                "use WhenEmpty or WhenEmptyOrUnderutilized",
+            ));
+        }
+    };
+    let consolidate_after = never_or_duration(
+        &disruption
+            .as_ref()
+            .and_then(|d| d.consolidate_after.clone()),
+        "spec.disruption.consolidateAfter",
+        MaybeNever::After(0),
+    )?;
+    let budgets = match disruption.and_then(|d| d.budgets) {
+        None => vec![DisruptionBudget::default_budget()],
+        Some(list) => list
+            .iter()
+            .enumerate()
+            .map(|(i, b)| budget(b, &format!("spec.disruption.budgets[{i}]")))
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(e)?,
+    };
+    let mut limits = BTreeMap::new();
+    for (resource, value) in spec.limits.unwrap_or_default() {
+        check_resource_name(&resource, "spec.limits").map_err(e)?;
+        if let Scalar::Int(n) = value
+            && n < 0
+        {
+            return Err(ctx.invalid(
+                &format!("spec.limits.{resource}"),
+                &format!("{n} is negative"),
+                "limits must be zero or more",
+            ));
+        }
+        let amount = resource_amount(&resource, &value, "spec.limits").map_err(e)?;
+        limits.insert(resource, amount);
+    }
+    let weight = match spec.weight {
+        None => None,
+        Some(w) if (1..=100).contains(&w) => Some(w as u32),
+        Some(w) => {
+            return Err(ctx.invalid(
+                "spec.weight",
+                &format!("{w} is out of range"),
+                "weight must be between 1 and 100",
+            ));
+        }
+    };
+    let meta = spec.template.metadata.unwrap_or_default();
+    Ok(NodePool {
+        name,
+        weight,
+        template_labels: meta.labels,
+        template_annotations: meta.annotations,
+        requirements,
+        taints,
+        startup_taints,
+        node_class_ref: NodeClassRef {
+            group,
+            kind,
+            name: class_name,
+        },
+        expire_after,
+        termination_grace_period_ms,
+        consolidation_policy,
+        consolidate_after,
+        budgets,
+        limits,
+    })
+}
+
+fn budget(obj: &BudgetObject, field: &str) -> Result<DisruptionBudget, FieldError> {
+    let text = obj
+        .nodes
+        .as_ref()
+        .map(Scalar::as_text)
+        .unwrap_or_else(|| "10%".to_string());
+    let bad = || {
+        field_error(
+            &format!("{field}.nodes"),
+            format!("{text:?} is not a node count or percentage"),
+            "write a whole number such as \"5\" or a percentage such as \"10%\"",
+        )
+    };
+    let nodes = match text.strip_suffix('%') {
+        Some(p) => {
+            let p: u32 = p.parse().map_err(|_| bad())?;
+            if p > 100 {
+                return Err(bad());
+            }
+            BudgetNodes::Percent(p)
+        }
+        None => BudgetNodes::Count(text.parse().map_err(|_| bad())?),
+    };
+    let duration_ms = match &obj.duration {
+        None => None,
+        Some(d) => Some(parse_duration_ms(d).map_err(|err| {
+            field_error(
+                &format!("{field}.duration"),
+                err.to_string(),
+                "write a duration such as 8h",
+            )
+        })?),
+    };
+    if obj.schedule.is_some() != duration_ms.is_some() {
+        return Err(field_error(
+            field,
+            "schedule and duration must be set together",
+            "give both a cron schedule and a duration, or neither",
+        ));
+    }
+    let reasons = obj
+        .reasons
+        .iter()
+        .map(|r| match r.as_str() {
+            "Empty" => Ok(DisruptionReason::Empty),
+            "Underutilized" => Ok(DisruptionReason::Underutilized),
+            "Drifted" => Ok(DisruptionReason::Drifted),
+            other => Err(field_error(
+                &format!("{field}.reasons"),
+                format!("unknown reason {other:?}"),
+                "use Empty, Underutilized or Drifted",
+            )),
+        })
+        .collect::<Result<Vec<_>, _>>()?;
+    Ok(DisruptionBudget {
+        nodes,
+        schedule: obj.schedule.clone(),
+        duration_ms,
+        reasons,
+    })
+}
+
+fn selector_terms(terms: &[SelectorTermObject]) -> Vec<SelectorTerm> {
+    terms
+        .iter()
+        .map(|t| SelectorTerm {
+            id: t.id.clone(),
+            name: t.name.clone(),
+            alias: t.alias.clone(),
+            owner: t.owner.clone(),
+            tags: t.tags.clone(),
+        })
+        .collect()
+}
+
+fn translate_nodeclass(obj: NodeClassObject, ctx: Ctx) -> Result<NodeClass, ManifestError> {
+    let name = required_name(&obj.metadata, &ctx)?;
+    let ctx = ctx.named(&name);
+    let e = |(field, problem, fix): FieldError| ctx.invalid(&field, &problem, &fix);
+    let spec = obj.spec;
+    match (&spec.role, &spec.instance_profile) {
+        (Some(_), Some(_)) => {
+            return Err(ctx.invalid(
+                "spec.role",
+                "both role and instanceProfile are set",
+                "set exactly one of spec.role and spec.instanceProfile",
+            ));
+        }
+        (None, None) => {
+            return Err(ctx.invalid(
+                "spec.role",
+                "neither role nor instanceProfile is set",
+                "set spec.role to the node IAM role (or spec.instanceProfile)",
+            ));
+        }
+        _ => {}
+    }
+    if spec.subnet_selector_terms.is_empty() {
+        return Err(ctx.invalid(
+            "spec.subnetSelectorTerms",
+            "is empty",
+            "select subnets, e.g. by tag karpenter.sh/discovery: <cluster>",
+        ));
+    }
+    if spec.security_group_selector_terms.is_empty() {
+        return Err(ctx.invalid(
+            "spec.securityGroupSelectorTerms",
+            "is empty",
+            "select security groups, e.g. by tag karpenter.sh/discovery: <cluster>",
+        ));
+    }
+    if spec.ami_selector_terms.is_empty() {
+        return Err(ctx.invalid(
+            "spec.amiSelectorTerms",
+            "is empty",
+            "select AMIs, e.g. {alias: al2023@latest} or a pinned {id: ami-...}",
+        ));
+    }
+    let mut kubelet = KubeletConfig::default();
+    if let Some(k) = spec.kubelet {
+        kubelet.max_pods = k.max_pods;
+        kubelet.pods_per_core = k.pods_per_core;
+        for (resource, value) in &k.system_reserved {
+            check_resource_name(resource, "spec.kubelet.systemReserved").map_err(e)?;
+            let amount =
+                resource_amount(resource, value, "spec.kubelet.systemReserved").map_err(e)?;
+            kubelet.system_reserved.insert(resource.clone(), amount);
+        }
+        for (resource, value) in &k.kube_reserved {
+            check_resource_name(resource, "spec.kubelet.kubeReserved").map_err(e)?;
+            let amount =
+                resource_amount(resource, value, "spec.kubelet.kubeReserved").map_err(e)?;
+            kubelet.kube_reserved.insert(resource.clone(), amount);
+        }
+        if let Some(v) = k.eviction_hard.get("memory.available") {
+            if let Some(p) = v.strip_suffix('%') {
+                kubelet.eviction_hard_memory_percent = Some(p.parse().map_err(|_| {
+                    ctx.invalid(
+                        "spec.kubelet.evictionHard.memory.available",
+                        &format!("{v:?} is not a percentage"),
+                        "write e.g. 5% or 100Mi",
+                    )
+                })?);
+            } else {
+                kubelet.eviction_hard_memory_bytes = Some(
+                    resource_amount(
+                        "memory.available",
+                        &Scalar::Str(v.clone()),
+                        "spec.kubelet.evictionHard",
+                    )
+                    .map_err(e)?,
+                );
+            }
+        }
+    }
+    Ok(NodeClass {
+        name,
+        ami_family: spec.ami_family,
+        role: spec.role,
+        instance_profile: spec.instance_profile,
+        subnet_selector_terms: selector_terms(&spec.subnet_selector_terms),
+        security_group_selector_terms: selector_terms(&spec.security_group_selector_terms),
+        ami_selector_terms: selector_terms(&spec.ami_selector_terms),
+        kubelet,
+        tags: spec.tags,
+    })
+}
+
+fn pod_template(
+    namespace: &str,
+    template: &PodTemplateObject,
+    owner: OwnerRef,
+) -> Result<PodTemplate, FieldError> {
+    let pod = pod_from_spec(
+        namespace,
+        "",
+        &template.metadata.labels,
+        &template.metadata.annotations,
+        &template.spec,
+        Some(owner),
+    )?;
+    Ok(PodTemplate {
+        pod,
+        termination_grace_period_seconds: template
+            .spec
+            .termination_grace_period_seconds
+            .unwrap_or(30),
+    })
+}
+
+/// Reads a pod spec into the core's [`Pod`]. The effective request is Kubernetes': the sum of
+/// the app containers (a limit stands for a missing request), raised to the largest init
+/// container, plus the pod overhead. Errors are `(field, problem, fix)`.
+pub fn pod_from_spec(
+    namespace: &str,
+    name: &str,
+    labels: &BTreeMap<String, String>,
+    annotations: &BTreeMap<String, String>,
+    spec: &PodSpec,
+    owner: Option<OwnerRef>,
+) -> Result<Pod, FieldError> {
+    let container_requests = |c: &Container, field: &str| -> Result<Resources, FieldError> {
+        let mut r = Resources::default();
+        let mut names: BTreeMap<&String, &Scalar> = c.resources.limits.iter().collect();
+        names.extend(c.resources.requests.iter());
+        for (resource, value) in names {
+            check_resource_name(resource, field)?;
+            if resource == "ephemeral-storage" || resource.starts_with("hugepages-") {
+                continue;
+            }
+            r.set(resource, resource_amount(resource, value, field)?);
+        }
+        Ok(r)
+    };
+    let mut requests = Resources::default();
+    let mut missing = false;
+    for (i, c) in spec.containers.iter().enumerate() {
+        let field = format!("spec.containers[{i}].resources.requests");
+        let r = container_requests(c, &field)?;
+        if r.cpu_milli == 0 && r.memory_bytes == 0 {
+            missing = true;
+        }
+        requests.add(&r);
+    }
+    let mut init_max = Resources::default();
+    for (i, c) in spec.init_containers.iter().enumerate() {
+        let field = format!("spec.initContainers[{i}].resources.requests");
+        let r = container_requests(c, &field)?;
+        if c.restart_policy.as_deref() == Some("Always") {
+            // A sidecar runs alongside the app containers.
+            requests.add(&r);
+        } else {
+            init_max = init_max.max(&r);
+        }
+    }
+    requests = requests.max(&init_max);
+    for (resource, value) in &spec.overhead {
+        check_resource_name(resource, "spec.overhead")?;
+        let mut r = Resources::default();
+        r.set(resource, resource_amount(resource, value, "spec.overhead")?);
+        requests.add(&r);
+    }
+    requests.pods = 1;
+
+    let mut required_node_affinity = Vec::new();
+    if let Some(required) = spec
+        .affinity
+        .as_ref()
+        .and_then(|a| a.node_affinity.as_ref())
+        .and_then(|n| n.required.as_ref())
+    {
+        for (t, term) in required.node_selector_terms.iter().enumerate() {
+            let mut specs = Vec::new();
+            for (i, expr) in term.match_expressions.iter().enumerate() {
+                specs.push(requirement(
+                    expr,
+                    &format!(
+                        "spec.affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution.nodeSelectorTerms[{t}].matchExpressions[{i}]"
+                    ),
+                )?);
+            }
+            required_node_affinity.push(specs);
+        }
+    }
+    let mut tolerations = Vec::new();
+    for (i, t) in spec.tolerations.iter().enumerate() {
+        let field = format!("spec.tolerations[{i}]");
+        let operator = match t.operator.as_deref() {
+            None | Some("Equal") => TolerationOperator::Equal,
+            Some("Exists") => TolerationOperator::Exists,
+            Some(other) => {
+                return Err(field_error(
+                    &format!("{field}.operator"),
+                    format!("unknown operator {other:?}"),
+                    "use Equal or Exists",
+                ));
+            }
+        };
+        let effect = match t.effect.as_deref() {
+            None | Some("") => None,
+            Some(raw) => Some(TaintEffect::parse(raw).ok_or_else(|| {
+                field_error(
+                    &format!("{field}.effect"),
+                    format!("unknown effect {raw:?}"),
+                    "use NoSchedule, PreferNoSchedule or NoExecute",
+                )
+            })?),
+        };
+        tolerations.push(Toleration {
+            key: t.key.clone().filter(|k| !k.is_empty()),
+            operator,
+            value: t.value.clone(),
+            effect,
+        });
+    }
+    Ok(Pod {
+        key: PodKey::new(namespace, name),
+        labels: labels.clone(),
+        annotations: annotations.clone(),
+        requests,
+        missing_requests: missing,
+        node_selector: spec.node_selector.clone(),
+        required_node_affinity,
+        tolerations,
+        priority: spec.priority.unwrap_or(0),
+        owner,
+        node_name: spec.node_name.clone(),
+        created_at_ms: 0,
+    })
+}

@@ -1,0 +1,99 @@
+//! Invariants the simulator checks after every step. This first set covers what the
+//! provisioning and lifecycle rules promise; more come with disruption and interruption.
+
+use nodewright_core::model::nodeclaim::OfferingKey;
+use nodewright_core::{Command, Core};
+
+use crate::report::Violation;
+use crate::sim::cloud::SimInstance;
+
+fn violation(now_ms: u64, kind: &str, detail: String) -> Violation {
+    Violation {
+        at_seconds: now_ms as f64 / 1000.0,
+        kind: kind.to_string(),
+        detail,
+    }
+}
+
+/// Checks on the commands of one step.
+pub fn check_step(core: &Core, commands: &[Command], now_ms: u64) -> Vec<Violation> {
+    let mut out = Vec::new();
+    let state = core.state();
+    for command in commands {
+        if let Command::LaunchNodeClaim { nodeclaim, .. } = command {
+            for o in &nodeclaim.options {
+                let key = OfferingKey {
+                    instance_type: o.instance_type.clone(),
+                    zone: o.zone.clone(),
+                    capacity_type: o.capacity_type,
+                };
+                if state.is_unavailable(&key, now_ms) {
+                    out.push(violation(
+                        now_ms,
+                        "launch-into-unavailable-offering",
+                        format!(
+                            "NodeClaim {} offers {key}, marked unavailable",
+                            nodeclaim.name
+                        ),
+                    ));
+                }
+            }
+            if nodeclaim.options.is_empty() {
+                out.push(violation(
+                    now_ms,
+                    "launch-without-options",
+                    format!("NodeClaim {} has no launch option", nodeclaim.name),
+                ));
+            }
+        }
+    }
+    // NodePool limits, counting every live NodeClaim at its largest possible capacity.
+    for pool in state.nodepools.values() {
+        if pool.limits.is_empty() {
+            continue;
+        }
+        let (usage, count) = state.nodepool_usage(&pool.name);
+        for (resource, limit) in &pool.limits {
+            let used = if resource == "nodes" {
+                count
+            } else {
+                usage.get(resource)
+            };
+            if used > *limit {
+                out.push(violation(
+                    now_ms,
+                    "nodepool-over-limit",
+                    format!(
+                        "NodePool {} uses {used} of limits.{resource} {limit}",
+                        pool.name
+                    ),
+                ));
+            }
+        }
+    }
+    out
+}
+
+/// Checks on the world: no instance runs without a NodeClaim past the registration timeout.
+pub fn check_world<'a>(
+    core: &Core,
+    running: impl Iterator<Item = &'a SimInstance>,
+    now_ms: u64,
+) -> Vec<Violation> {
+    let state = core.state();
+    let grace = core.config().registration_timeout_ms;
+    running
+        .filter(|i| !state.nodeclaims.contains_key(&i.nodeclaim))
+        .filter(|i| now_ms > i.launched_at_ms + grace)
+        .map(|i| {
+            violation(
+                now_ms,
+                "orphan-instance",
+                format!(
+                    "instance {} ({}) runs without NodeClaim {} for longer than the registration timeout",
+                    i.instance.instance_id, i.instance.instance_type, i.nodeclaim
+                ),
+            )
+        })
+        .collect()
+}

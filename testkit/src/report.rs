@@ -1,0 +1,235 @@
+//! The run report (contract keys in `docs/scenarios.md`), and its text summary.
+
+use std::fmt::Write;
+
+use serde::Serialize;
+
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct Report {
+    pub scenario: String,
+    pub seed: u64,
+    pub events: u64,
+    pub commands: u64,
+    pub decision_digest: String,
+    pub duration_seconds: f64,
+    pub pods: PodsReport,
+    pub nodes: NodesReport,
+    pub cost: CostReport,
+    pub utilization: UtilizationReport,
+    pub disruptions: DisruptionsReport,
+    pub invariant_violations: Vec<Violation>,
+    pub expectations: Vec<ExpectationResult>,
+    pub machines: Vec<MachineReport>,
+    pub pod_placements: Vec<PodPlacement>,
+    pub unschedulable: Vec<Unschedulable>,
+}
+
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct PodsReport {
+    pub total: u64,
+    pub scheduled: u64,
+    pub never_scheduled: u64,
+    pub missing_requests: u64,
+    pub pending_seconds: Percentiles,
+}
+
+#[derive(Debug, Clone, Serialize, PartialEq, Default)]
+pub struct Percentiles {
+    pub p50: f64,
+    pub p99: f64,
+    pub max: f64,
+}
+
+impl Percentiles {
+    /// Nearest-rank percentiles of `values` (seconds).
+    pub fn of(values: &mut [f64]) -> Self {
+        if values.is_empty() {
+            return Percentiles::default();
+        }
+        values.sort_by(f64::total_cmp);
+        let rank = |p: f64| {
+            let idx = ((p * values.len() as f64).ceil() as usize).clamp(1, values.len()) - 1;
+            values[idx]
+        };
+        Percentiles {
+            p50: rank(0.50),
+            p99: rank(0.99),
+            max: values[values.len() - 1],
+        }
+    }
+}
+
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct NodesReport {
+    pub launched: u64,
+    pub terminated: u64,
+    pub peak: u64,
+    #[serde(rename = "final")]
+    pub final_count: u64,
+}
+
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct CostReport {
+    pub total_usd: f64,
+    pub final_usd_per_hour: f64,
+    pub peak_usd_per_hour: f64,
+    /// A lower bound is computed by the trace work; until then it is 0 (no claim made).
+    pub lower_bound_usd: f64,
+}
+
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct UtilizationReport {
+    pub cpu_mean: f64,
+    pub memory_mean: f64,
+}
+
+#[derive(Debug, Clone, Serialize, PartialEq, Default)]
+pub struct DisruptionsReport {
+    pub empty: u64,
+    pub underutilized: u64,
+    pub drifted: u64,
+    pub expired: u64,
+    pub interrupted: u64,
+    pub evictions: u64,
+}
+
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct Violation {
+    pub at_seconds: f64,
+    pub kind: String,
+    pub detail: String,
+}
+
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct ExpectationResult {
+    pub name: String,
+    pub passed: bool,
+    pub detail: String,
+}
+
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct MachineReport {
+    pub name: String,
+    pub nodepool: String,
+    pub instance_type: String,
+    pub zone: String,
+    pub capacity_type: String,
+    pub price_usd_per_hour: f64,
+    pub launched_at_seconds: f64,
+    pub terminated_at_seconds: Option<f64>,
+    pub launch_reason: String,
+    pub termination_reason: Option<String>,
+}
+
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct PodPlacement {
+    pub pod: String,
+    pub node: Option<String>,
+    pub created_at_seconds: f64,
+    pub bound_at_seconds: Option<f64>,
+    pub evictions: u64,
+}
+
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct Unschedulable {
+    pub pod: String,
+    pub reason: String,
+}
+
+impl Report {
+    /// True when no invariant broke and every expectation held.
+    pub fn passed(&self) -> bool {
+        self.invariant_violations.is_empty() && self.expectations.iter().all(|e| e.passed)
+    }
+
+    /// The summary `nodewright simulate` prints.
+    pub fn summary(&self) -> String {
+        let mut s = String::new();
+        let _ = writeln!(
+            s,
+            "scenario {} (seed {}): {} events, {} commands, {:.0}s simulated",
+            self.scenario, self.seed, self.events, self.commands, self.duration_seconds
+        );
+        let _ = writeln!(
+            s,
+            "pods: {} total, {} scheduled, {} never scheduled; pending p50 {:.1}s p99 {:.1}s max {:.1}s",
+            self.pods.total,
+            self.pods.scheduled,
+            self.pods.never_scheduled,
+            self.pods.pending_seconds.p50,
+            self.pods.pending_seconds.p99,
+            self.pods.pending_seconds.max
+        );
+        if self.pods.missing_requests > 0 {
+            let _ = writeln!(
+                s,
+                "warning: {} pods set no CPU or memory request (scheduled as zero; they pack badly)",
+                self.pods.missing_requests
+            );
+        }
+        let _ = writeln!(
+            s,
+            "machines: {} launched, {} terminated, peak {}, final {}; cost ${:.4} total, ${:.4}/h at the end",
+            self.nodes.launched,
+            self.nodes.terminated,
+            self.nodes.peak,
+            self.nodes.final_count,
+            self.cost.total_usd,
+            self.cost.final_usd_per_hour
+        );
+        for m in &self.machines {
+            let end = match m.terminated_at_seconds {
+                Some(t) => format!(
+                    "terminated at {t:.0}s ({})",
+                    m.termination_reason.as_deref().unwrap_or("")
+                ),
+                None => "still running".to_string(),
+            };
+            let _ = writeln!(
+                s,
+                "  {} {} {} {} ${:.4}/h launched at {:.0}s, {}",
+                m.name,
+                m.instance_type,
+                m.zone,
+                m.capacity_type,
+                m.price_usd_per_hour,
+                m.launched_at_seconds,
+                end
+            );
+            let _ = writeln!(s, "    why: {}", m.launch_reason);
+        }
+        let _ = writeln!(
+            s,
+            "utilization: cpu {:.1}%, memory {:.1}% (requests / allocatable of launched machines, time-weighted)",
+            self.utilization.cpu_mean * 100.0,
+            self.utilization.memory_mean * 100.0
+        );
+        let d = &self.disruptions;
+        let _ = writeln!(
+            s,
+            "disruptions: empty {}, underutilized {}, drifted {}, expired {}, interrupted {}; evictions {}",
+            d.empty, d.underutilized, d.drifted, d.expired, d.interrupted, d.evictions
+        );
+        for u in &self.unschedulable {
+            let _ = writeln!(s, "unschedulable {}: {}", u.pod, u.reason);
+        }
+        for v in &self.invariant_violations {
+            let _ = writeln!(
+                s,
+                "INVARIANT BROKEN at {:.0}s: {}: {}",
+                v.at_seconds, v.kind, v.detail
+            );
+        }
+        for e in &self.expectations {
+            let _ = writeln!(
+                s,
+                "expect {}: {} ({})",
+                e.name,
+                if e.passed { "passed" } else { "FAILED" },
+                e.detail
+            );
+        }
+        let _ = writeln!(s, "decision digest {}", self.decision_digest);
+        s
+    }
+}

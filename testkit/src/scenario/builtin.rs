@@ -1,0 +1,34 @@
+//! The built-in scenarios, compiled into the binary so they run without the source tree.
+
+use super::load::{Embedded, Scenario, ScenarioError, load_str};
+
+const SEED_TUTORIAL: &str = include_str!("../../../scenarios/seed-tutorial.yaml");
+const FILES: &[(&str, &str)] = &[
+    (
+        "tutorial/nodepool.yaml",
+        include_str!("../../../scenarios/tutorial/nodepool.yaml"),
+    ),
+    (
+        "tutorial/ec2nodeclass.yaml",
+        include_str!("../../../scenarios/tutorial/ec2nodeclass.yaml"),
+    ),
+    (
+        "tutorial/inflate.yaml",
+        include_str!("../../../scenarios/tutorial/inflate.yaml"),
+    ),
+];
+
+/// Names of the built-in scenarios.
+pub const BUILTIN_NAMES: &[&str] = &["seed-tutorial"];
+
+/// A built-in scenario by name.
+pub fn builtin(name: &str) -> Option<Result<Scenario, ScenarioError>> {
+    match name {
+        "seed-tutorial" => Some(load_str(
+            SEED_TUTORIAL,
+            "scenarios/seed-tutorial.yaml",
+            &Embedded(FILES),
+        )),
+        _ => None,
+    }
+}

@@ -1,0 +1,136 @@
+//! The scenario file format (see `docs/scenarios.md`). Unknown keys are errors, so a typo never
+//! silently changes a test.
+
+use serde::Deserialize;
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ScenarioFile {
+    pub name: String,
+    pub description: Option<String>,
+    pub region: Option<String>,
+    pub seed: Option<u64>,
+    pub duration: Option<String>,
+    pub settings: Option<SettingsFile>,
+    pub cloud: Option<CloudFile>,
+    pub cluster: Option<ClusterFile>,
+    #[serde(default)]
+    pub manifests: Vec<ManifestSource>,
+    #[serde(default)]
+    pub timeline: Vec<TimelineFile>,
+    #[serde(default)]
+    pub expect: Vec<ExpectationFile>,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SettingsFile {
+    #[serde(rename = "batchIdleDuration")]
+    pub batch_idle_duration: Option<String>,
+    #[serde(rename = "batchMaxDuration")]
+    pub batch_max_duration: Option<String>,
+    #[serde(rename = "clusterName")]
+    pub cluster_name: Option<String>,
+}
+
+/// `40s`, or `{min: 30s, max: 60s}` (uniform, from the scenario's seed).
+#[derive(Debug, Clone, Deserialize)]
+#[serde(untagged)]
+pub enum LatencyFile {
+    Fixed(String),
+    Range { min: String, max: String },
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CloudFile {
+    #[serde(rename = "launchLatency")]
+    pub launch_latency: Option<LatencyFile>,
+    #[serde(rename = "registrationLatency")]
+    pub registration_latency: Option<LatencyFile>,
+    #[serde(default, rename = "insufficientCapacity")]
+    pub insufficient_capacity: Vec<IceWindowFile>,
+    #[serde(rename = "apiErrorRate")]
+    pub api_error_rate: Option<f64>,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct IceWindowFile {
+    #[serde(default, rename = "instanceTypes")]
+    pub instance_types: Vec<String>,
+    #[serde(default)]
+    pub zones: Vec<String>,
+    #[serde(rename = "capacityType")]
+    pub capacity_type: Option<String>,
+    pub from: Option<String>,
+    pub until: Option<String>,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ClusterFile {
+    #[serde(default)]
+    pub nodes: Vec<NodeGroupFile>,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct NodeGroupFile {
+    pub name: String,
+    #[serde(rename = "instanceType")]
+    pub instance_type: String,
+    pub zone: String,
+    pub count: Option<u32>,
+    #[serde(default)]
+    pub labels: std::collections::BTreeMap<String, String>,
+}
+
+/// `- file: path.yaml` or an inline YAML string.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(untagged)]
+pub enum ManifestSource {
+    File { file: String },
+    Inline(String),
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TimelineFile {
+    pub at: String,
+    pub scale: Option<ScaleFile>,
+    pub delete: Option<DeleteFile>,
+    pub apply: Option<String>,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ScaleFile {
+    pub deployment: String,
+    pub namespace: Option<String>,
+    pub replicas: i64,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct DeleteFile {
+    pub kind: String,
+    pub name: String,
+    pub namespace: Option<String>,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ExpectationFile {
+    #[serde(rename = "podsScheduledWithin")]
+    pub pods_scheduled_within: Option<String>,
+    #[serde(rename = "maxNodes")]
+    pub max_nodes: Option<u32>,
+    #[serde(rename = "finalNodes")]
+    pub final_nodes: Option<u32>,
+    #[serde(rename = "maxCostPerHour")]
+    pub max_cost_per_hour: Option<f64>,
+    #[serde(rename = "maxDisruptions")]
+    pub max_disruptions: Option<u32>,
+    pub unschedulable: Option<Vec<String>>,
+}

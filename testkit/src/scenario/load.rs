@@ -1,0 +1,544 @@
+//! From a scenario file to a checked [`Scenario`]: every duration parsed, every manifest
+//! translated, every instance type and zone known. Errors name the file, the field and the fix.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use nodewright_adapters::manifest::{Manifest, ManifestError, parse_manifests};
+use nodewright_core::Config;
+use nodewright_core::catalog::{CapacityType, Catalog, builtin as catalogs};
+use nodewright_core::model::duration::parse_duration_ms;
+use thiserror::Error;
+
+use super::format::*;
+
+#[derive(Debug, Error)]
+pub enum ScenarioError {
+    #[error("{file}: cannot read it: {source}")]
+    Io {
+        file: String,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("{file}: not a valid scenario: {message}")]
+    Yaml { file: String, message: String },
+    #[error("{file}: field `{field}`: {problem}; fix: {fix}")]
+    Invalid {
+        file: String,
+        field: String,
+        problem: String,
+        fix: String,
+    },
+    #[error(transparent)]
+    Manifest(#[from] ManifestError),
+}
+
+/// A latency drawn uniformly from `min..=max` milliseconds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Latency {
+    pub min_ms: u64,
+    pub max_ms: u64,
+}
+
+/// A window during which some offerings have no capacity.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct IceWindow {
+    /// Empty = every type.
+    pub instance_types: Vec<String>,
+    /// Empty = every zone.
+    pub zones: Vec<String>,
+    pub capacity_type: Option<CapacityType>,
+    pub from_ms: u64,
+    pub until_ms: u64,
+}
+
+impl IceWindow {
+    pub fn covers(
+        &self,
+        instance_type: &str,
+        zone: &str,
+        capacity_type: CapacityType,
+        at_ms: u64,
+    ) -> bool {
+        (self.instance_types.is_empty() || self.instance_types.iter().any(|t| t == instance_type))
+            && (self.zones.is_empty() || self.zones.iter().any(|z| z == zone))
+            && self.capacity_type.is_none_or(|c| c == capacity_type)
+            && (self.from_ms..self.until_ms).contains(&at_ms)
+    }
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct CloudSpec {
+    pub launch_latency: Latency,
+    pub registration_latency: Latency,
+    pub insufficient_capacity: Vec<IceWindow>,
+    pub api_error_rate: f64,
+}
+
+/// Capacity that exists before nodewright (a managed node group); never disrupted by it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ExistingNodeGroup {
+    pub name: String,
+    pub instance_type: String,
+    pub zone: String,
+    pub count: u32,
+    pub labels: BTreeMap<String, String>,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub enum Action {
+    Scale {
+        namespace: String,
+        deployment: String,
+        replicas: u32,
+    },
+    Delete {
+        kind: String,
+        namespace: String,
+        name: String,
+    },
+    Apply(Vec<Manifest>),
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct TimelineAction {
+    pub at_ms: u64,
+    pub action: Action,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub enum Expectation {
+    PodsScheduledWithin(u64),
+    MaxNodes(u32),
+    FinalNodes(u32),
+    MaxCostPerHour(f64),
+    MaxDisruptions(u32),
+    Unschedulable(Vec<String>),
+}
+
+#[derive(Debug, Clone)]
+pub struct Scenario {
+    pub name: String,
+    pub description: String,
+    pub region: String,
+    pub seed: u64,
+    pub duration_ms: u64,
+    pub config: Config,
+    pub catalog: Catalog,
+    pub cloud: CloudSpec,
+    pub existing_nodes: Vec<ExistingNodeGroup>,
+    pub manifests: Vec<Manifest>,
+    pub timeline: Vec<TimelineAction>,
+    pub expectations: Vec<Expectation>,
+}
+
+impl Scenario {
+    /// The same scenario under another seed (the core's name generator and the world's draws).
+    pub fn with_seed(mut self, seed: u64) -> Self {
+        self.seed = seed;
+        self.config.seed = seed;
+        self
+    }
+}
+
+/// Where `file:` manifests come from.
+pub trait ManifestFiles {
+    fn read(&self, relative: &str) -> Result<(String, String), ScenarioError>;
+}
+
+struct Directory(PathBuf);
+
+impl ManifestFiles for Directory {
+    fn read(&self, relative: &str) -> Result<(String, String), ScenarioError> {
+        let path = self.0.join(relative);
+        let shown = path.display().to_string();
+        std::fs::read_to_string(&path)
+            .map(|text| (shown.clone(), text))
+            .map_err(|source| ScenarioError::Io {
+                file: shown,
+                source,
+            })
+    }
+}
+
+/// Loads a scenario file; `file:` manifests are read relative to it.
+pub fn load_file(path: &Path) -> Result<Scenario, ScenarioError> {
+    let shown = path.display().to_string();
+    let text = std::fs::read_to_string(path).map_err(|source| ScenarioError::Io {
+        file: shown.clone(),
+        source,
+    })?;
+    let dir = path.parent().map(Path::to_path_buf).unwrap_or_default();
+    load_str(&text, &shown, &Directory(dir))
+}
+
+/// Loads a scenario from text; `file_name` names it in errors.
+pub fn load_str(
+    text: &str,
+    file_name: &str,
+    files: &dyn ManifestFiles,
+) -> Result<Scenario, ScenarioError> {
+    let raw: ScenarioFile = serde_saphyr::from_str(text).map_err(|e| ScenarioError::Yaml {
+        file: file_name.to_string(),
+        message: e.to_string(),
+    })?;
+    let invalid = |field: &str, problem: String, fix: &str| ScenarioError::Invalid {
+        file: file_name.to_string(),
+        field: field.to_string(),
+        problem,
+        fix: fix.to_string(),
+    };
+    let duration = |field: &str, text: &str| {
+        parse_duration_ms(text).map_err(|e| {
+            invalid(
+                field,
+                e.to_string(),
+                "write a Go duration such as 90s, 5m or 1h30m",
+            )
+        })
+    };
+
+    let region = raw
+        .region
+        .clone()
+        .unwrap_or_else(|| "us-east-1".to_string());
+    let catalog = catalogs::for_region(&region).ok_or_else(|| {
+        invalid(
+            "region",
+            format!("no built-in catalog for {region:?}"),
+            "use region: us-east-1",
+        )
+    })?;
+    let seed = raw.seed.unwrap_or(1);
+    let duration_ms = duration("duration", raw.duration.as_deref().unwrap_or("30m"))?;
+    if duration_ms == 0 {
+        return Err(invalid(
+            "duration",
+            "is zero".into(),
+            "give the run a length such as 30m",
+        ));
+    }
+
+    let mut config = Config {
+        seed,
+        ..Config::default()
+    };
+    if let Some(settings) = &raw.settings {
+        if let Some(d) = &settings.batch_idle_duration {
+            config.batch_idle_ms = duration("settings.batchIdleDuration", d)?;
+        }
+        if let Some(d) = &settings.batch_max_duration {
+            config.batch_max_ms = duration("settings.batchMaxDuration", d)?;
+        }
+        if let Some(name) = &settings.cluster_name {
+            config.cluster_name = name.clone();
+        }
+        if config.batch_idle_ms > config.batch_max_ms {
+            return Err(invalid(
+                "settings.batchIdleDuration",
+                "is longer than batchMaxDuration".into(),
+                "keep batchIdleDuration at most batchMaxDuration (defaults 1s and 10s)",
+            ));
+        }
+    }
+
+    let zones: Vec<String> = {
+        let mut z: Vec<String> = catalog
+            .instance_types
+            .iter()
+            .flat_map(|it| it.offerings.iter().map(|o| o.zone.clone()))
+            .collect();
+        z.sort();
+        z.dedup();
+        z
+    };
+    let latency = |field: &str, value: &Option<LatencyFile>, default_ms: u64| match value {
+        None => Ok(Latency {
+            min_ms: default_ms,
+            max_ms: default_ms,
+        }),
+        Some(LatencyFile::Fixed(d)) => {
+            let ms = duration(field, d)?;
+            Ok(Latency {
+                min_ms: ms,
+                max_ms: ms,
+            })
+        }
+        Some(LatencyFile::Range { min, max }) => {
+            let min_ms = duration(&format!("{field}.min"), min)?;
+            let max_ms = duration(&format!("{field}.max"), max)?;
+            if min_ms > max_ms {
+                return Err(invalid(
+                    field,
+                    "min is above max".into(),
+                    "swap min and max",
+                ));
+            }
+            Ok(Latency { min_ms, max_ms })
+        }
+    };
+    let cloud_file = raw.cloud.clone();
+    let mut ice = Vec::new();
+    for (i, w) in cloud_file
+        .as_ref()
+        .map(|c| c.insufficient_capacity.clone())
+        .unwrap_or_default()
+        .iter()
+        .enumerate()
+    {
+        let field = format!("cloud.insufficientCapacity[{i}]");
+        for t in &w.instance_types {
+            if catalog.get(t).is_none() {
+                return Err(invalid(
+                    &format!("{field}.instanceTypes"),
+                    format!("{t:?} is not an instance type of {region}"),
+                    "use a type of the built-in catalog, e.g. m5.large",
+                ));
+            }
+        }
+        for z in &w.zones {
+            if !zones.contains(z) {
+                return Err(invalid(
+                    &format!("{field}.zones"),
+                    format!("{z:?} is not a zone of {region}"),
+                    &format!("use one of {}", zones.join(", ")),
+                ));
+            }
+        }
+        let capacity_type = match &w.capacity_type {
+            None => None,
+            Some(c) => Some(CapacityType::parse(c).ok_or_else(|| {
+                invalid(
+                    &format!("{field}.capacityType"),
+                    format!("{c:?} is not a capacity type"),
+                    "use spot, on-demand or reserved",
+                )
+            })?),
+        };
+        let from_ms = match &w.from {
+            Some(d) => duration(&format!("{field}.from"), d)?,
+            None => 0,
+        };
+        let until_ms = match &w.until {
+            Some(d) => duration(&format!("{field}.until"), d)?,
+            None => u64::MAX,
+        };
+        ice.push(IceWindow {
+            instance_types: w.instance_types.clone(),
+            zones: w.zones.clone(),
+            capacity_type,
+            from_ms,
+            until_ms,
+        });
+    }
+    let api_error_rate = cloud_file
+        .as_ref()
+        .and_then(|c| c.api_error_rate)
+        .unwrap_or(0.0);
+    if !(0.0..=1.0).contains(&api_error_rate) {
+        return Err(invalid(
+            "cloud.apiErrorRate",
+            format!("{api_error_rate} is not a fraction"),
+            "use a number between 0.0 and 1.0",
+        ));
+    }
+    if api_error_rate > 0.0 {
+        return Err(invalid(
+            "cloud.apiErrorRate",
+            "API faults are not simulated by this version".into(),
+            "remove cloud.apiErrorRate or set it to 0.0",
+        ));
+    }
+    let cloud = CloudSpec {
+        launch_latency: latency(
+            "cloud.launchLatency",
+            &cloud_file.as_ref().and_then(|c| c.launch_latency.clone()),
+            40_000,
+        )?,
+        registration_latency: latency(
+            "cloud.registrationLatency",
+            &cloud_file
+                .as_ref()
+                .and_then(|c| c.registration_latency.clone()),
+            20_000,
+        )?,
+        insufficient_capacity: ice,
+        api_error_rate,
+    };
+
+    let mut existing_nodes = Vec::new();
+    for (i, group) in raw
+        .cluster
+        .as_ref()
+        .map(|c| c.nodes.clone())
+        .unwrap_or_default()
+        .into_iter()
+        .enumerate()
+    {
+        let field = format!("cluster.nodes[{i}]");
+        if catalog.get(&group.instance_type).is_none() {
+            return Err(invalid(
+                &format!("{field}.instanceType"),
+                format!(
+                    "{:?} is not an instance type of {region}",
+                    group.instance_type
+                ),
+                "use a type of the built-in catalog, e.g. m5.large",
+            ));
+        }
+        if !zones.contains(&group.zone) {
+            return Err(invalid(
+                &format!("{field}.zone"),
+                format!("{:?} is not a zone of {region}", group.zone),
+                &format!("use one of {}", zones.join(", ")),
+            ));
+        }
+        existing_nodes.push(ExistingNodeGroup {
+            name: group.name,
+            instance_type: group.instance_type,
+            zone: group.zone,
+            count: group.count.unwrap_or(1),
+            labels: group.labels,
+        });
+    }
+
+    let mut manifests = Vec::new();
+    for (i, source) in raw.manifests.iter().enumerate() {
+        let (name, text) = match source {
+            ManifestSource::File { file } => files.read(file)?,
+            ManifestSource::Inline(text) => (format!("{file_name} manifests[{i}]"), text.clone()),
+        };
+        manifests.extend(parse_manifests(&text, &name)?);
+    }
+
+    let mut timeline = Vec::new();
+    for (i, entry) in raw.timeline.iter().enumerate() {
+        let field = format!("timeline[{i}]");
+        let at_ms = duration(&format!("{field}.at"), &entry.at)?;
+        let set = [
+            entry.scale.is_some(),
+            entry.delete.is_some(),
+            entry.apply.is_some(),
+        ]
+        .iter()
+        .filter(|b| **b)
+        .count();
+        if set != 1 {
+            return Err(invalid(
+                &field,
+                format!("has {set} actions"),
+                "give each timeline entry exactly one of scale, delete, apply",
+            ));
+        }
+        let action = if let Some(scale) = &entry.scale {
+            if scale.replicas < 0 {
+                return Err(invalid(
+                    &format!("{field}.scale.replicas"),
+                    format!("{} is negative", scale.replicas),
+                    "scale to 0 or more replicas",
+                ));
+            }
+            Action::Scale {
+                namespace: scale.namespace.clone().unwrap_or_else(|| "default".into()),
+                deployment: scale.deployment.clone(),
+                replicas: scale.replicas as u32,
+            }
+        } else if let Some(delete) = &entry.delete {
+            let known = [
+                "Deployment",
+                "Pod",
+                "NodePool",
+                "EC2NodeClass",
+                "DaemonSet",
+                "PodDisruptionBudget",
+            ];
+            if !known.contains(&delete.kind.as_str()) {
+                return Err(invalid(
+                    &format!("{field}.delete.kind"),
+                    format!("{:?} cannot be deleted in a scenario", delete.kind),
+                    &format!("use one of {}", known.join(", ")),
+                ));
+            }
+            Action::Delete {
+                kind: delete.kind.clone(),
+                namespace: delete.namespace.clone().unwrap_or_else(|| "default".into()),
+                name: delete.name.clone(),
+            }
+        } else {
+            let text = entry.apply.clone().unwrap_or_default();
+            Action::Apply(parse_manifests(
+                &text,
+                &format!("{file_name} {field}.apply"),
+            )?)
+        };
+        timeline.push(TimelineAction { at_ms, action });
+    }
+    // In time order; entries at the same time keep their file order.
+    timeline.sort_by_key(|t| t.at_ms);
+
+    let mut expectations = Vec::new();
+    for (i, e) in raw.expect.iter().enumerate() {
+        let field = format!("expect[{i}]");
+        let mut found = Vec::new();
+        if let Some(d) = &e.pods_scheduled_within {
+            found.push(Expectation::PodsScheduledWithin(duration(
+                &format!("{field}.podsScheduledWithin"),
+                d,
+            )?));
+        }
+        if let Some(n) = e.max_nodes {
+            found.push(Expectation::MaxNodes(n));
+        }
+        if let Some(n) = e.final_nodes {
+            found.push(Expectation::FinalNodes(n));
+        }
+        if let Some(c) = e.max_cost_per_hour {
+            found.push(Expectation::MaxCostPerHour(c));
+        }
+        if let Some(n) = e.max_disruptions {
+            found.push(Expectation::MaxDisruptions(n));
+        }
+        if let Some(pods) = &e.unschedulable {
+            found.push(Expectation::Unschedulable(pods.clone()));
+        }
+        if found.len() != 1 {
+            return Err(invalid(
+                &field,
+                format!("has {} assertions", found.len()),
+                "write one assertion per list item, e.g. `- maxNodes: 4`",
+            ));
+        }
+        expectations.extend(found);
+    }
+
+    Ok(Scenario {
+        name: raw.name,
+        description: raw.description.unwrap_or_default().trim().to_string(),
+        region,
+        seed,
+        duration_ms,
+        config,
+        catalog,
+        cloud,
+        existing_nodes,
+        manifests,
+        timeline,
+        expectations,
+    })
+}
+
+/// Manifest files held in memory (the built-in scenarios).
+pub struct Embedded(pub &'static [(&'static str, &'static str)]);
+
+impl ManifestFiles for Embedded {
+    fn read(&self, relative: &str) -> Result<(String, String), ScenarioError> {
+        self.0
+            .iter()
+            .find(|(name, _)| *name == relative)
+            .map(|(name, text)| (format!("built-in {name}"), text.to_string()))
+            .ok_or_else(|| ScenarioError::Io {
+                file: relative.to_string(),
+                source: std::io::Error::new(std::io::ErrorKind::NotFound, "not a built-in file"),
+            })
+    }
+}

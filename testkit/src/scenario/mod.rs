@@ -1,0 +1,11 @@
+//! Scenarios: a simulated world and what should happen in it, read from one YAML file.
+
+mod builtin;
+mod format;
+mod load;
+
+pub use builtin::{BUILTIN_NAMES, builtin};
+pub use load::{
+    Action, CloudSpec, ExistingNodeGroup, Expectation, IceWindow, Latency, Scenario, ScenarioError,
+    TimelineAction, load_file, load_str,
+};

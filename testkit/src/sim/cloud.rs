@@ -1,0 +1,141 @@
+//! The simulated EC2: CreateFleet over a NodeClaim's options with insufficient-capacity windows,
+//! instances with prices, launch and registration latency, termination.
+
+use std::collections::BTreeMap;
+
+use nodewright_core::catalog::{CapacityType, Price};
+use nodewright_core::model::nodeclaim::{Instance, NodeClaimSpec, OfferingKey};
+
+use super::rng::SimRng;
+use crate::scenario::CloudSpec;
+
+/// One simulated instance and its billing period.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SimInstance {
+    pub instance: Instance,
+    pub nodeclaim: String,
+    pub nodepool: String,
+    pub launched_at_ms: u64,
+    pub terminated_at_ms: Option<u64>,
+}
+
+/// Why CreateFleet launched nothing.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FleetError {
+    pub code: String,
+    pub message: String,
+    pub unavailable: Vec<OfferingKey>,
+}
+
+#[derive(Debug, Clone)]
+pub struct SimCloud {
+    pub spec: CloudSpec,
+    pub instances: BTreeMap<String, SimInstance>,
+}
+
+impl SimCloud {
+    pub fn new(spec: CloudSpec) -> Self {
+        SimCloud {
+            spec,
+            instances: BTreeMap::new(),
+        }
+    }
+
+    /// CreateFleet (type instant, target capacity 1): the preferred capacity type among the
+    /// options (reserved, then spot, then on-demand), cheapest offering first that has capacity.
+    pub fn create_fleet(
+        &mut self,
+        claim: &NodeClaimSpec,
+        now_ms: u64,
+        rng: &mut SimRng,
+    ) -> Result<Instance, FleetError> {
+        let preferred = [
+            CapacityType::Reserved,
+            CapacityType::Spot,
+            CapacityType::OnDemand,
+        ]
+        .into_iter()
+        .find(|ct| claim.options.iter().any(|o| o.capacity_type == *ct));
+        let Some(capacity_type) = preferred else {
+            return Err(FleetError {
+                code: "InvalidParameterValue".to_string(),
+                message: "the fleet request has no overrides".to_string(),
+                unavailable: Vec::new(),
+            });
+        };
+        let mut options: Vec<_> = claim
+            .options
+            .iter()
+            .filter(|o| o.capacity_type == capacity_type)
+            .collect();
+        options.sort_by(|a, b| {
+            a.price
+                .cmp(&b.price)
+                .then(a.instance_type.cmp(&b.instance_type))
+                .then(a.zone.cmp(&b.zone))
+        });
+        let mut unavailable = Vec::new();
+        for option in options {
+            let ice = self.spec.insufficient_capacity.iter().any(|w| {
+                w.covers(
+                    &option.instance_type,
+                    &option.zone,
+                    option.capacity_type,
+                    now_ms,
+                )
+            });
+            if ice {
+                unavailable.push(OfferingKey {
+                    instance_type: option.instance_type.clone(),
+                    zone: option.zone.clone(),
+                    capacity_type: option.capacity_type,
+                });
+                continue;
+            }
+            let instance = Instance {
+                instance_id: format!("i-{:017x}", rng.next_u64() >> 4),
+                instance_type: option.instance_type.clone(),
+                zone: option.zone.clone(),
+                capacity_type: option.capacity_type,
+                price: option.price,
+            };
+            self.instances.insert(
+                instance.instance_id.clone(),
+                SimInstance {
+                    instance: instance.clone(),
+                    nodeclaim: claim.name.clone(),
+                    nodepool: claim.nodepool.clone(),
+                    launched_at_ms: now_ms,
+                    terminated_at_ms: None,
+                },
+            );
+            return Ok(instance);
+        }
+        Err(FleetError {
+            code: "InsufficientInstanceCapacity".to_string(),
+            message: format!(
+                "no capacity for any of the {} {capacity_type} offerings requested",
+                unavailable.len()
+            ),
+            unavailable,
+        })
+    }
+
+    /// TerminateInstances; idempotent.
+    pub fn terminate(&mut self, instance_id: &str, now_ms: u64) {
+        if let Some(i) = self.instances.get_mut(instance_id) {
+            i.terminated_at_ms.get_or_insert(now_ms);
+        }
+    }
+
+    pub fn running(&self) -> impl Iterator<Item = &SimInstance> {
+        self.instances
+            .values()
+            .filter(|i| i.terminated_at_ms.is_none())
+    }
+
+    /// USD per hour of the running instances.
+    pub fn price_now(&self) -> Price {
+        Price(self.running().map(|i| i.instance.price.0).sum())
+    }
+}

@@ -1,0 +1,469 @@
+//! The simulated Kubernetes cluster: nodes, pods, the Deployment and DaemonSet controllers, and
+//! a binder that places pending pods the way kube-scheduler does (filter on resources, node
+//! selectors, required node affinity and taints; score least-allocated; ties by name).
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use nodewright_adapters::manifest::{DaemonSet, Deployment, PodDisruptionBudget};
+use nodewright_core::model::labels;
+use nodewright_core::model::node::Node;
+use nodewright_core::model::pod::{Pod, PodKey};
+use nodewright_core::model::resources::Resources;
+use nodewright_core::model::taints::first_untolerated;
+use nodewright_core::{Event, EventKind};
+
+use super::rng::SimRng;
+
+#[derive(Debug, Clone)]
+pub struct SimNode {
+    pub node: Node,
+    /// Set for machines nodewright launched.
+    pub nodeclaim: Option<String>,
+    pub used: Resources,
+}
+
+#[derive(Debug, Clone, Default)]
+pub struct SimCluster {
+    pub nodes: BTreeMap<String, SimNode>,
+    pub pods: BTreeMap<PodKey, Pod>,
+    pub deployments: BTreeMap<(String, String), Deployment>,
+    pub daemonsets: BTreeMap<(String, String), DaemonSet>,
+    pub pdbs: BTreeMap<(String, String), PodDisruptionBudget>,
+    /// Pods by the Deployment that owns them.
+    pub deployment_pods: BTreeMap<(String, String), BTreeSet<PodKey>>,
+}
+
+/// What happened to pods, for the report.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum PodChange {
+    Created {
+        pod: PodKey,
+        at_ms: u64,
+    },
+    Bound {
+        pod: PodKey,
+        node: String,
+        at_ms: u64,
+    },
+    Deleted {
+        pod: PodKey,
+        at_ms: u64,
+        evicted: bool,
+    },
+}
+
+impl SimCluster {
+    /// Adds a node; the core hears of it.
+    pub fn add_node(
+        &mut self,
+        node: Node,
+        nodeclaim: Option<String>,
+        now_ms: u64,
+        out: &mut Vec<Event>,
+    ) {
+        out.push(Event::new(now_ms, EventKind::NodeApplied(node.clone())));
+        self.nodes.insert(
+            node.name.clone(),
+            SimNode {
+                node,
+                nodeclaim,
+                used: Resources::default(),
+            },
+        );
+    }
+
+    /// Creates a pod; bound at once if the scheduler finds a node, else reported pending.
+    pub fn create_pod(
+        &mut self,
+        mut pod: Pod,
+        now_ms: u64,
+        out: &mut Vec<Event>,
+        changes: &mut Vec<PodChange>,
+    ) {
+        pod.created_at_ms = now_ms;
+        changes.push(PodChange::Created {
+            pod: pod.key.clone(),
+            at_ms: now_ms,
+        });
+        if pod.node_name.is_none()
+            && let Some(node) = self.pick_node(&pod)
+        {
+            pod.node_name = Some(node.clone());
+            changes.push(PodChange::Bound {
+                pod: pod.key.clone(),
+                node,
+                at_ms: now_ms,
+            });
+        }
+        if let Some(node) = pod.node_name.clone()
+            && let Some(n) = self.nodes.get_mut(&node)
+        {
+            n.used.add(&pod.requests);
+        }
+        out.push(Event::new(now_ms, EventKind::PodApplied(pod.clone())));
+        self.pods.insert(pod.key.clone(), pod);
+    }
+
+    /// Deletes a pod (gone at once: grace periods are not simulated yet).
+    pub fn delete_pod(
+        &mut self,
+        key: &PodKey,
+        evicted: bool,
+        now_ms: u64,
+        out: &mut Vec<Event>,
+        changes: &mut Vec<PodChange>,
+    ) {
+        if let Some(pod) = self.pods.remove(key) {
+            if let Some(node) = &pod.node_name
+                && let Some(n) = self.nodes.get_mut(node)
+            {
+                n.used.sub(&pod.requests);
+            }
+            for pods in self.deployment_pods.values_mut() {
+                pods.remove(key);
+            }
+            changes.push(PodChange::Deleted {
+                pod: key.clone(),
+                at_ms: now_ms,
+                evicted,
+            });
+            out.push(Event::new(
+                now_ms,
+                EventKind::PodDeleted { pod: key.clone() },
+            ));
+        }
+    }
+
+    /// The scheduler's choice for a pod: feasible nodes, least allocated first, then by name.
+    fn pick_node(&self, pod: &Pod) -> Option<String> {
+        let alternatives = pod.requirement_alternatives();
+        let mut best: Option<(i64, &String)> = None;
+        for (name, n) in &self.nodes {
+            if !n.node.ready || n.node.unschedulable {
+                continue;
+            }
+            if first_untolerated(&n.node.taints, &pod.tolerations).is_some() {
+                continue;
+            }
+            if !alternatives
+                .iter()
+                .any(|a| a.matches_labels(&n.node.labels))
+            {
+                continue;
+            }
+            let free = n.node.allocatable.minus(&n.used);
+            if !pod.requests.fits_in(&free) {
+                continue;
+            }
+            let cpu = n.node.allocatable.cpu_milli.max(1);
+            let mem = n.node.allocatable.memory_bytes.max(1);
+            let score = (free.cpu_milli - pod.requests.cpu_milli) * 1000 / cpu
+                + (free.memory_bytes - pod.requests.memory_bytes) * 1000 / mem;
+            if best.is_none_or(|(s, _)| score > s) {
+                best = Some((score, name));
+            }
+        }
+        best.map(|(_, name)| name.clone())
+    }
+
+    /// Binds every pending pod that fits somewhere now (oldest first).
+    pub fn bind_pending(
+        &mut self,
+        now_ms: u64,
+        out: &mut Vec<Event>,
+        changes: &mut Vec<PodChange>,
+    ) {
+        let mut pending: Vec<(u64, PodKey)> = self
+            .pods
+            .values()
+            .filter(|p| p.node_name.is_none())
+            .map(|p| (p.created_at_ms, p.key.clone()))
+            .collect();
+        pending.sort();
+        for (_, key) in pending {
+            let Some(pod) = self.pods.get(&key) else {
+                continue;
+            };
+            let Some(node) = self.pick_node(pod) else {
+                continue;
+            };
+            let requests = pod.requests.clone();
+            if let Some(p) = self.pods.get_mut(&key) {
+                p.node_name = Some(node.clone());
+            }
+            if let Some(n) = self.nodes.get_mut(&node) {
+                n.used.add(&requests);
+            }
+            changes.push(PodChange::Bound {
+                pod: key.clone(),
+                node: node.clone(),
+                at_ms: now_ms,
+            });
+            out.push(Event::new(now_ms, EventKind::PodBound { pod: key, node }));
+        }
+    }
+
+    /// Applies a Deployment (create or update) and reconciles its replicas.
+    pub fn apply_deployment(
+        &mut self,
+        d: Deployment,
+        now_ms: u64,
+        rng: &mut SimRng,
+        out: &mut Vec<Event>,
+        changes: &mut Vec<PodChange>,
+    ) {
+        let key = (d.namespace.clone(), d.name.clone());
+        self.deployments.insert(key.clone(), d);
+        self.reconcile_deployment(&key, now_ms, rng, out, changes);
+    }
+
+    pub fn scale_deployment(
+        &mut self,
+        key: &(String, String),
+        replicas: u32,
+        now_ms: u64,
+        rng: &mut SimRng,
+        out: &mut Vec<Event>,
+        changes: &mut Vec<PodChange>,
+    ) -> bool {
+        match self.deployments.get_mut(key) {
+            Some(d) => {
+                d.replicas = replicas;
+                self.reconcile_deployment(key, now_ms, rng, out, changes);
+                true
+            }
+            None => false,
+        }
+    }
+
+    pub fn delete_deployment(
+        &mut self,
+        key: &(String, String),
+        now_ms: u64,
+        out: &mut Vec<Event>,
+        changes: &mut Vec<PodChange>,
+    ) -> bool {
+        if self.deployments.remove(key).is_none() {
+            return false;
+        }
+        let pods: Vec<PodKey> = self
+            .deployment_pods
+            .remove(key)
+            .unwrap_or_default()
+            .into_iter()
+            .collect();
+        for pod in pods {
+            self.delete_pod(&pod, false, now_ms, out, changes);
+        }
+        true
+    }
+
+    /// Creates or deletes pods until the Deployment has its replicas. Scale-down removes
+    /// pending pods first, then the newest.
+    pub fn reconcile_deployment(
+        &mut self,
+        key: &(String, String),
+        now_ms: u64,
+        rng: &mut SimRng,
+        out: &mut Vec<Event>,
+        changes: &mut Vec<PodChange>,
+    ) {
+        let Some(d) = self.deployments.get(key).cloned() else {
+            return;
+        };
+        let current: Vec<PodKey> = self
+            .deployment_pods
+            .get(key)
+            .map(|s| s.iter().cloned().collect())
+            .unwrap_or_default();
+        let want = d.replicas as usize;
+        if current.len() < want {
+            let hash = template_hash(&d.name);
+            for _ in current.len()..want {
+                let name = loop {
+                    let candidate = format!("{}-{}-{}", d.name, hash, rng.name_suffix());
+                    if !self
+                        .pods
+                        .contains_key(&PodKey::new(&d.namespace, &candidate))
+                    {
+                        break candidate;
+                    }
+                };
+                let pod = d.template.instantiate(&d.namespace, &name, now_ms);
+                self.deployment_pods
+                    .entry(key.clone())
+                    .or_default()
+                    .insert(pod.key.clone());
+                self.create_pod(pod, now_ms, out, changes);
+            }
+        } else if current.len() > want {
+            let mut ranked: Vec<(bool, u64, PodKey)> = current
+                .iter()
+                .filter_map(|k| self.pods.get(k))
+                .map(|p| {
+                    (
+                        p.node_name.is_some(),
+                        u64::MAX - p.created_at_ms,
+                        p.key.clone(),
+                    )
+                })
+                .collect();
+            ranked.sort();
+            for (_, _, pod) in ranked.into_iter().take(current.len() - want) {
+                self.delete_pod(&pod, false, now_ms, out, changes);
+            }
+        }
+    }
+
+    /// Creates the DaemonSet's pod on every node it may run on.
+    pub fn apply_daemonset(
+        &mut self,
+        ds: DaemonSet,
+        now_ms: u64,
+        out: &mut Vec<Event>,
+        changes: &mut Vec<PodChange>,
+    ) {
+        let key = (ds.namespace.clone(), ds.name.clone());
+        self.daemonsets.insert(key, ds.clone());
+        let nodes: Vec<String> = self.nodes.keys().cloned().collect();
+        for node in nodes {
+            self.place_daemon_pod(&ds, &node, now_ms, out, changes);
+        }
+    }
+
+    /// Runs every DaemonSet on a node that just became ready.
+    pub fn start_daemons(
+        &mut self,
+        node: &str,
+        now_ms: u64,
+        out: &mut Vec<Event>,
+        changes: &mut Vec<PodChange>,
+    ) {
+        let sets: Vec<DaemonSet> = self.daemonsets.values().cloned().collect();
+        for ds in sets {
+            self.place_daemon_pod(&ds, node, now_ms, out, changes);
+        }
+    }
+
+    fn place_daemon_pod(
+        &mut self,
+        ds: &DaemonSet,
+        node: &str,
+        now_ms: u64,
+        out: &mut Vec<Event>,
+        changes: &mut Vec<PodChange>,
+    ) {
+        let Some(n) = self.nodes.get(node) else {
+            return;
+        };
+        let template = &ds.template.pod;
+        let fits_labels = template
+            .requirement_alternatives()
+            .iter()
+            .any(|a| a.matches_labels(&n.node.labels));
+        if !fits_labels || first_untolerated(&n.node.taints, &template.tolerations).is_some() {
+            return;
+        }
+        let name = format!("{}-{}", ds.name, node);
+        let key = PodKey::new(&ds.namespace, &name);
+        if self.pods.contains_key(&key) {
+            return;
+        }
+        let mut pod = ds.template.instantiate(&ds.namespace, &name, now_ms);
+        pod.node_name = Some(node.to_string());
+        self.create_pod(pod, now_ms, out, changes);
+    }
+
+    /// Taints the node as disrupted and evicts its pods (Deployments recreate theirs).
+    pub fn drain_node(
+        &mut self,
+        node: &str,
+        now_ms: u64,
+        rng: &mut SimRng,
+        out: &mut Vec<Event>,
+        changes: &mut Vec<PodChange>,
+    ) -> usize {
+        let Some(n) = self.nodes.get_mut(node) else {
+            return 0;
+        };
+        if !n
+            .node
+            .taints
+            .iter()
+            .any(|t| t.key == labels::DISRUPTED_TAINT)
+        {
+            n.node
+                .taints
+                .push(nodewright_core::model::taints::Taint::new(
+                    labels::DISRUPTED_TAINT,
+                    None,
+                    nodewright_core::model::taints::TaintEffect::NoSchedule,
+                ));
+            out.push(Event::new(now_ms, EventKind::NodeApplied(n.node.clone())));
+        }
+        let pods: Vec<PodKey> = self
+            .pods
+            .values()
+            .filter(|p| p.node_name.as_deref() == Some(node) && !p.is_daemonset_pod())
+            .map(|p| p.key.clone())
+            .collect();
+        let evicted = pods.len();
+        for pod in &pods {
+            self.delete_pod(pod, true, now_ms, out, changes);
+        }
+        let owners: Vec<(String, String)> = self.deployments.keys().cloned().collect();
+        for key in owners {
+            self.reconcile_deployment(&key, now_ms, rng, out, changes);
+        }
+        evicted
+    }
+
+    /// Removes a node and whatever still runs on it.
+    pub fn remove_node(
+        &mut self,
+        node: &str,
+        now_ms: u64,
+        rng: &mut SimRng,
+        out: &mut Vec<Event>,
+        changes: &mut Vec<PodChange>,
+    ) {
+        let pods: Vec<PodKey> = self
+            .pods
+            .values()
+            .filter(|p| p.node_name.as_deref() == Some(node))
+            .map(|p| p.key.clone())
+            .collect();
+        for pod in &pods {
+            self.delete_pod(pod, false, now_ms, out, changes);
+        }
+        if self.nodes.remove(node).is_some() {
+            out.push(Event::new(
+                now_ms,
+                EventKind::NodeDeleted {
+                    name: node.to_string(),
+                },
+            ));
+        }
+        let owners: Vec<(String, String)> = self.deployments.keys().cloned().collect();
+        for key in owners {
+            self.reconcile_deployment(&key, now_ms, rng, out, changes);
+        }
+    }
+}
+
+/// A stable stand-in for the pod-template hash of a ReplicaSet name.
+fn template_hash(name: &str) -> String {
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    for b in name.bytes() {
+        h ^= b as u64;
+        h = h.wrapping_mul(0x100_0000_01b3);
+    }
+    const ALPHABET: &[u8] = b"bcdfghjklmnpqrstvwxz2456789";
+    (0..9)
+        .map(|_| {
+            let c = ALPHABET[(h % ALPHABET.len() as u64) as usize] as char;
+            h /= ALPHABET.len() as u64;
+            c
+        })
+        .collect()
+}

@@ -1,0 +1,8 @@
+//! The simulated world: EC2, the cluster, and the loop that runs the real driver over them.
+
+pub mod cloud;
+pub mod cluster;
+pub mod rng;
+pub mod world;
+
+pub use world::{RunError, run};

@@ -1,0 +1,724 @@
+//! The simulated world and its run loop. The world plays EC2 and Kubernetes; the real driver
+//! (log → core → dispatch) sits in the middle, exactly as in the controller.
+
+use std::collections::BTreeMap;
+
+use nodewright_adapters::driver::{CommandExecutor, Driver, DriverError};
+use nodewright_adapters::eventlog::{DecisionDigest, EventStore, LogHeader, LogRecord};
+use nodewright_adapters::manifest::Manifest;
+use nodewright_core::catalog::{self, CapacityType, Catalog};
+use nodewright_core::model::labels;
+use nodewright_core::model::node::Node;
+use nodewright_core::model::nodeclaim::{NodeClaimSpec, TerminationReason};
+use nodewright_core::model::nodeclass::NodeClass;
+use nodewright_core::model::pod::PodKey;
+use nodewright_core::{Command, Event, EventKind};
+
+use super::cloud::SimCloud;
+use super::cluster::{PodChange, SimCluster};
+use super::rng::SimRng;
+use crate::invariants;
+use crate::report::*;
+use crate::scenario::{Action, Scenario};
+
+/// How long CreateFleet takes to answer.
+const FLEET_API_LATENCY_MS: u64 = 1_000;
+/// From TerminateInstances to the instance being gone (and billing stopping).
+const TERMINATION_LATENCY_MS: u64 = 10_000;
+
+#[derive(Debug, Clone)]
+enum WorldEvent {
+    Timeline(usize),
+    FleetCall { nodeclaim: String },
+    NodeJoin { instance_id: String },
+    TerminationDone { nodeclaim: String },
+}
+
+/// A machine nodewright asked for, from decision to termination.
+#[derive(Debug, Clone)]
+struct Machine {
+    spec: NodeClaimSpec,
+    launch_reason: String,
+    instance_id: Option<String>,
+    node: Option<String>,
+    launched_at_ms: Option<u64>,
+    terminated_at_ms: Option<u64>,
+    termination: Option<(TerminationReason, String)>,
+    cancelled: bool,
+}
+
+#[derive(Debug, Clone, Default)]
+struct PodRecord {
+    created_at_ms: u64,
+    bound_at_ms: Option<u64>,
+    node: Option<String>,
+    deleted_at_ms: Option<u64>,
+    evictions: u64,
+}
+
+/// The world: simulated EC2, simulated cluster, and what the report needs.
+pub struct World {
+    now_ms: u64,
+    rng: SimRng,
+    catalog: Catalog,
+    cloud: SimCloud,
+    cluster: SimCluster,
+    nodeclasses: BTreeMap<String, NodeClass>,
+    queue: BTreeMap<(u64, u64), WorldEvent>,
+    seq: u64,
+    outbox: Vec<Event>,
+    changes: Vec<PodChange>,
+    machines: BTreeMap<String, Machine>,
+    pods: BTreeMap<PodKey, PodRecord>,
+    unschedulable: BTreeMap<PodKey, String>,
+    missing_requests: u64,
+    disruptions: DisruptionsReport,
+    /// Commands of the current step, for the invariant checks.
+    step_commands: Vec<Command>,
+    peak_nodes: u64,
+    peak_price: u64,
+    cost_micro_usd_ms: u128,
+    cpu_used_ms: i128,
+    cpu_alloc_ms: i128,
+    mem_used_ms: i128,
+    mem_alloc_ms: i128,
+}
+
+impl World {
+    fn new(scenario: &Scenario) -> Self {
+        World {
+            now_ms: 0,
+            rng: SimRng::new(scenario.seed),
+            catalog: scenario.catalog.clone(),
+            cloud: SimCloud::new(scenario.cloud.clone()),
+            cluster: SimCluster::default(),
+            nodeclasses: BTreeMap::new(),
+            queue: BTreeMap::new(),
+            seq: 0,
+            outbox: Vec::new(),
+            changes: Vec::new(),
+            machines: BTreeMap::new(),
+            pods: BTreeMap::new(),
+            unschedulable: BTreeMap::new(),
+            missing_requests: 0,
+            disruptions: DisruptionsReport::default(),
+            step_commands: Vec::new(),
+            peak_nodes: 0,
+            peak_price: 0,
+            cost_micro_usd_ms: 0,
+            cpu_used_ms: 0,
+            cpu_alloc_ms: 0,
+            mem_used_ms: 0,
+            mem_alloc_ms: 0,
+        }
+    }
+
+    fn schedule(&mut self, at_ms: u64, event: WorldEvent) {
+        self.seq += 1;
+        self.queue.insert((at_ms, self.seq), event);
+    }
+
+    fn emit(&mut self, kind: EventKind) {
+        self.outbox.push(Event::new(self.now_ms, kind));
+    }
+
+    /// Applies manifests as `kubectl apply` would.
+    fn apply(&mut self, manifests: &[Manifest]) {
+        for m in manifests {
+            let now = self.now_ms;
+            match m {
+                Manifest::NodeClass(nc) => {
+                    self.nodeclasses.insert(nc.name.clone(), nc.clone());
+                    self.emit(EventKind::NodeClassApplied(nc.clone()));
+                }
+                Manifest::NodePool(np) => self.emit(EventKind::NodePoolApplied(np.clone())),
+                Manifest::Deployment(d) => self.cluster.apply_deployment(
+                    d.clone(),
+                    now,
+                    &mut self.rng,
+                    &mut self.outbox,
+                    &mut self.changes,
+                ),
+                Manifest::DaemonSet(ds) => self.cluster.apply_daemonset(
+                    ds.clone(),
+                    now,
+                    &mut self.outbox,
+                    &mut self.changes,
+                ),
+                Manifest::Pod(p) => {
+                    self.cluster
+                        .create_pod(p.clone(), now, &mut self.outbox, &mut self.changes)
+                }
+                Manifest::PodDisruptionBudget(pdb) => {
+                    self.cluster
+                        .pdbs
+                        .insert((pdb.namespace.clone(), pdb.name.clone()), pdb.clone());
+                }
+            }
+        }
+    }
+
+    fn node_for(
+        &mut self,
+        instance_type: &str,
+        zone: &str,
+        capacity_type: CapacityType,
+        nodeclass: Option<&str>,
+    ) -> Option<Node> {
+        let it = self.catalog.get(instance_type)?;
+        let kubelet = nodeclass
+            .and_then(|n| self.nodeclasses.get(n))
+            .map(|n| n.kubelet.clone())
+            .unwrap_or_default();
+        let resources = catalog::capacity(it, &kubelet);
+        let name = format!(
+            "ip-192-168-{}-{}.ec2.internal",
+            self.rng.between(0, 255),
+            self.rng.between(1, 254)
+        );
+        let mut node_labels = it.labels.clone();
+        node_labels.insert(labels::ZONE.into(), zone.into());
+        node_labels.insert(labels::REGION.into(), self.catalog.region.clone());
+        node_labels.insert(labels::CAPACITY_TYPE.into(), capacity_type.as_str().into());
+        node_labels.insert(labels::HOSTNAME.into(), name.clone());
+        Some(Node {
+            name,
+            provider_id: None,
+            labels: node_labels,
+            annotations: BTreeMap::new(),
+            taints: Vec::new(),
+            allocatable: resources.allocatable,
+            ready: true,
+            unschedulable: false,
+        })
+    }
+
+    fn run_world_event(&mut self, event: WorldEvent, scenario: &Scenario) {
+        let now = self.now_ms;
+        match event {
+            WorldEvent::Timeline(i) => match &scenario.timeline[i].action {
+                Action::Scale {
+                    namespace,
+                    deployment,
+                    replicas,
+                } => {
+                    let key = (namespace.clone(), deployment.clone());
+                    self.cluster.scale_deployment(
+                        &key,
+                        *replicas,
+                        now,
+                        &mut self.rng,
+                        &mut self.outbox,
+                        &mut self.changes,
+                    );
+                }
+                Action::Delete {
+                    kind,
+                    namespace,
+                    name,
+                } => match kind.as_str() {
+                    "Deployment" => {
+                        let key = (namespace.clone(), name.clone());
+                        self.cluster.delete_deployment(
+                            &key,
+                            now,
+                            &mut self.outbox,
+                            &mut self.changes,
+                        );
+                    }
+                    "Pod" => self.cluster.delete_pod(
+                        &PodKey::new(namespace, name),
+                        false,
+                        now,
+                        &mut self.outbox,
+                        &mut self.changes,
+                    ),
+                    "NodePool" => self.emit(EventKind::NodePoolDeleted { name: name.clone() }),
+                    "EC2NodeClass" => {
+                        self.nodeclasses.remove(name);
+                        self.emit(EventKind::NodeClassDeleted { name: name.clone() });
+                    }
+                    "DaemonSet" => {
+                        self.cluster
+                            .daemonsets
+                            .remove(&(namespace.clone(), name.clone()));
+                    }
+                    _ => {
+                        self.cluster.pdbs.remove(&(namespace.clone(), name.clone()));
+                    }
+                },
+                Action::Apply(manifests) => {
+                    let manifests = manifests.clone();
+                    self.apply(&manifests);
+                }
+            },
+            WorldEvent::FleetCall { nodeclaim } => {
+                let Some(machine) = self.machines.get(&nodeclaim).cloned() else {
+                    return;
+                };
+                if machine.cancelled {
+                    self.emit(EventKind::NodeClaimTerminated { nodeclaim });
+                    return;
+                }
+                match self.cloud.create_fleet(&machine.spec, now, &mut self.rng) {
+                    Ok(instance) => {
+                        let latency = &scenario.cloud;
+                        let join_after = self
+                            .rng
+                            .between(latency.launch_latency.min_ms, latency.launch_latency.max_ms)
+                            + self.rng.between(
+                                latency.registration_latency.min_ms,
+                                latency.registration_latency.max_ms,
+                            );
+                        if let Some(m) = self.machines.get_mut(&nodeclaim) {
+                            m.instance_id = Some(instance.instance_id.clone());
+                            m.launched_at_ms = Some(now);
+                        }
+                        self.schedule(
+                            now + join_after,
+                            WorldEvent::NodeJoin {
+                                instance_id: instance.instance_id.clone(),
+                            },
+                        );
+                        self.emit(EventKind::LaunchSucceeded {
+                            nodeclaim,
+                            instance,
+                        });
+                    }
+                    Err(e) => self.emit(EventKind::LaunchFailed {
+                        nodeclaim,
+                        code: e.code,
+                        message: e.message,
+                        unavailable: e.unavailable,
+                    }),
+                }
+            }
+            WorldEvent::NodeJoin { instance_id } => {
+                let Some(instance) = self.cloud.instances.get(&instance_id).cloned() else {
+                    return;
+                };
+                if instance.terminated_at_ms.is_some() {
+                    return;
+                }
+                let nodeclass = self
+                    .machines
+                    .get(&instance.nodeclaim)
+                    .map(|m| m.spec.nodeclass.clone());
+                let Some(mut node) = self.node_for(
+                    &instance.instance.instance_type,
+                    &instance.instance.zone,
+                    instance.instance.capacity_type,
+                    nodeclass.as_deref(),
+                ) else {
+                    return;
+                };
+                node.provider_id = Some(instance.instance.provider_id());
+                if let Some(m) = self.machines.get_mut(&instance.nodeclaim) {
+                    node.labels.extend(m.spec.labels.clone());
+                    node.annotations.extend(m.spec.annotations.clone());
+                    node.taints = m.spec.taints.clone();
+                    m.node = Some(node.name.clone());
+                }
+                let name = node.name.clone();
+                self.cluster.add_node(
+                    node,
+                    Some(instance.nodeclaim.clone()),
+                    now,
+                    &mut self.outbox,
+                );
+                self.cluster
+                    .start_daemons(&name, now, &mut self.outbox, &mut self.changes);
+            }
+            WorldEvent::TerminationDone { nodeclaim } => {
+                let Some(machine) = self.machines.get(&nodeclaim).cloned() else {
+                    return;
+                };
+                if let Some(id) = &machine.instance_id {
+                    self.cloud.terminate(id, now);
+                }
+                if let Some(node) = &machine.node {
+                    self.cluster.remove_node(
+                        node,
+                        now,
+                        &mut self.rng,
+                        &mut self.outbox,
+                        &mut self.changes,
+                    );
+                }
+                if let Some(m) = self.machines.get_mut(&nodeclaim) {
+                    m.terminated_at_ms.get_or_insert(now);
+                }
+                self.emit(EventKind::NodeClaimTerminated { nodeclaim });
+            }
+        }
+        self.cluster
+            .bind_pending(now, &mut self.outbox, &mut self.changes);
+    }
+
+    /// Moves the clock, integrating cost and utilization over the interval.
+    fn advance_to(&mut self, t_ms: u64) {
+        if t_ms <= self.now_ms {
+            return;
+        }
+        let dt = (t_ms - self.now_ms) as i128;
+        self.cost_micro_usd_ms += self.cloud.price_now().0 as u128 * dt as u128;
+        for n in self
+            .cluster
+            .nodes
+            .values()
+            .filter(|n| n.nodeclaim.is_some())
+        {
+            self.cpu_used_ms += n.used.cpu_milli as i128 * dt;
+            self.cpu_alloc_ms += n.node.allocatable.cpu_milli as i128 * dt;
+            self.mem_used_ms += n.used.memory_bytes as i128 * dt;
+            self.mem_alloc_ms += n.node.allocatable.memory_bytes as i128 * dt;
+        }
+        self.now_ms = t_ms;
+    }
+
+    fn record_changes(&mut self) {
+        for change in std::mem::take(&mut self.changes) {
+            match change {
+                PodChange::Created { pod, at_ms } => {
+                    self.pods.insert(
+                        pod,
+                        PodRecord {
+                            created_at_ms: at_ms,
+                            ..PodRecord::default()
+                        },
+                    );
+                }
+                PodChange::Bound { pod, node, at_ms } => {
+                    if let Some(r) = self.pods.get_mut(&pod) {
+                        r.bound_at_ms.get_or_insert(at_ms);
+                        r.node = Some(node);
+                    }
+                    self.unschedulable.remove(&pod);
+                }
+                PodChange::Deleted {
+                    pod,
+                    at_ms,
+                    evicted,
+                } => {
+                    if let Some(r) = self.pods.get_mut(&pod) {
+                        r.deleted_at_ms = Some(at_ms);
+                        if evicted {
+                            r.evictions += 1;
+                            self.disruptions.evictions += 1;
+                        }
+                    }
+                    self.unschedulable.remove(&pod);
+                }
+            }
+        }
+        let running = self.cloud.running().count() as u64;
+        self.peak_nodes = self.peak_nodes.max(running);
+        self.peak_price = self.peak_price.max(self.cloud.price_now().0);
+    }
+}
+
+impl CommandExecutor for World {
+    fn execute(&mut self, command: &Command) {
+        self.step_commands.push(command.clone());
+        let now = self.now_ms;
+        match command {
+            Command::LaunchNodeClaim { nodeclaim, reason } => {
+                self.machines.insert(
+                    nodeclaim.name.clone(),
+                    Machine {
+                        spec: nodeclaim.clone(),
+                        launch_reason: reason.summary.clone(),
+                        instance_id: None,
+                        node: None,
+                        launched_at_ms: None,
+                        terminated_at_ms: None,
+                        termination: None,
+                        cancelled: false,
+                    },
+                );
+                self.schedule(
+                    now + FLEET_API_LATENCY_MS,
+                    WorldEvent::FleetCall {
+                        nodeclaim: nodeclaim.name.clone(),
+                    },
+                );
+            }
+            Command::NominatePod { .. } => {}
+            Command::ReportUnschedulable { pod, reason } => {
+                self.unschedulable.insert(pod.clone(), reason.clone());
+            }
+            Command::WarnMissingRequests { .. } => self.missing_requests += 1,
+            Command::TerminateNodeClaim {
+                nodeclaim,
+                reason,
+                detail,
+                instance_id,
+                ..
+            } => {
+                match reason {
+                    TerminationReason::Empty => self.disruptions.empty += 1,
+                    TerminationReason::Expired => self.disruptions.expired += 1,
+                    _ => {}
+                }
+                let Some(machine) = self.machines.get_mut(nodeclaim) else {
+                    // A machine the world never launched for this run (a late launch result):
+                    // terminate the instance the command names.
+                    if let Some(id) = instance_id {
+                        self.cloud.terminate(id, now);
+                    }
+                    return;
+                };
+                machine.termination = Some((*reason, detail.clone()));
+                if machine.instance_id.is_none() {
+                    // No instance yet: the pending CreateFleet is cancelled, or there is none.
+                    machine.cancelled = true;
+                    if machine.launched_at_ms.is_none()
+                        && !self.queue.values().any(|e| matches!(e, WorldEvent::FleetCall { nodeclaim: n } if n == nodeclaim))
+                    {
+                        let name = nodeclaim.clone();
+                        self.schedule(now, WorldEvent::TerminationDone { nodeclaim: name });
+                    }
+                    return;
+                }
+                if let Some(node) = machine.node.clone() {
+                    self.cluster.drain_node(
+                        &node,
+                        now,
+                        &mut self.rng,
+                        &mut self.outbox,
+                        &mut self.changes,
+                    );
+                }
+                let name = nodeclaim.clone();
+                self.schedule(
+                    now + TERMINATION_LATENCY_MS,
+                    WorldEvent::TerminationDone { nodeclaim: name },
+                );
+            }
+        }
+    }
+}
+
+/// Why a run stopped early.
+#[derive(Debug, thiserror::Error)]
+pub enum RunError {
+    #[error(transparent)]
+    Driver(#[from] DriverError),
+}
+
+/// Runs a scenario to its end through the real driver, logging into `store`.
+pub fn run<S: EventStore<LogHeader, LogRecord>>(
+    scenario: &Scenario,
+    store: S,
+) -> Result<(Report, S), RunError> {
+    let mut driver = Driver::new(store);
+    let mut world = World::new(scenario);
+    let mut digest = DecisionDigest::new();
+    let mut violations: Vec<Violation> = Vec::new();
+
+    // t = 0: the catalog, the capacity that already exists, then the manifests.
+    world.emit(EventKind::CatalogUpdated(scenario.catalog.clone()));
+    for group in &scenario.existing_nodes {
+        for _ in 0..group.count {
+            if let Some(mut node) = world.node_for(
+                &group.instance_type,
+                &group.zone,
+                CapacityType::OnDemand,
+                None,
+            ) {
+                node.labels
+                    .insert("eks.amazonaws.com/nodegroup".into(), group.name.clone());
+                node.labels.extend(group.labels.clone());
+                node.provider_id = Some(format!(
+                    "aws:///{}/i-{:017x}",
+                    group.zone,
+                    world.rng.next_u64() >> 4
+                ));
+                world.cluster.add_node(node, None, 0, &mut world.outbox);
+            }
+        }
+    }
+    world.apply(&scenario.manifests);
+    for (i, t) in scenario.timeline.iter().enumerate() {
+        world.schedule(t.at_ms, WorldEvent::Timeline(i));
+    }
+
+    loop {
+        // Feed every observation of this instant through the driver.
+        while !world.outbox.is_empty() {
+            let batch: Vec<Event> = std::mem::take(&mut world.outbox);
+            for event in batch {
+                world.step_commands.clear();
+                let commands = driver.step(event, &mut world)?;
+                digest.add_all(&commands);
+                world.record_changes();
+                violations.extend(invariants::check_step(
+                    driver.core(),
+                    &world.step_commands,
+                    world.now_ms,
+                ));
+            }
+        }
+        world.record_changes();
+        violations.extend(invariants::check_world(
+            driver.core(),
+            world.cloud.running(),
+            world.now_ms,
+        ));
+
+        let next_world = world.queue.keys().next().map(|(t, _)| *t);
+        let next_timer = driver.next_timer_ms();
+        let next = match (next_world, next_timer) {
+            (Some(w), Some(t)) => w.min(t),
+            (Some(w), None) => w,
+            (None, Some(t)) => t,
+            (None, None) => break,
+        };
+        if next > scenario.duration_ms {
+            break;
+        }
+        world.advance_to(next);
+        if next_world == Some(next) {
+            let Some((_, event)) = world.queue.pop_first() else {
+                break;
+            };
+            world.run_world_event(event, scenario);
+        } else {
+            world.emit(EventKind::Tick);
+        }
+    }
+    world.advance_to(scenario.duration_ms);
+    world.record_changes();
+
+    let report = build_report(scenario, &world, &driver, &digest, violations);
+    Ok((report, driver.into_store()))
+}
+
+fn secs(ms: u64) -> f64 {
+    ms as f64 / 1000.0
+}
+
+fn build_report<S: EventStore<LogHeader, LogRecord>>(
+    scenario: &Scenario,
+    world: &World,
+    driver: &Driver<S>,
+    digest: &DecisionDigest,
+    invariant_violations: Vec<Violation>,
+) -> Report {
+    let end = scenario.duration_ms;
+    let mut pending: Vec<f64> = Vec::new();
+    let mut placements = Vec::new();
+    let mut scheduled = 0;
+    for (key, r) in &world.pods {
+        if let Some(bound) = r.bound_at_ms {
+            scheduled += 1;
+            pending.push(secs(bound - r.created_at_ms));
+        }
+        placements.push(PodPlacement {
+            pod: key.to_string(),
+            node: r.node.clone(),
+            created_at_seconds: secs(r.created_at_ms),
+            bound_at_seconds: r.bound_at_ms.map(secs),
+            evictions: r.evictions,
+        });
+    }
+    let unschedulable: Vec<Unschedulable> = world
+        .pods
+        .iter()
+        .filter(|(_, r)| r.deleted_at_ms.is_none() && r.bound_at_ms.is_none())
+        .map(|(key, _)| Unschedulable {
+            pod: key.to_string(),
+            reason: world
+                .unschedulable
+                .get(key)
+                .cloned()
+                .unwrap_or_else(|| "still waiting for a machine to become ready".to_string()),
+        })
+        .collect();
+    let machines: Vec<MachineReport> = world
+        .machines
+        .iter()
+        .filter_map(|(name, m)| {
+            let id = m.instance_id.as_ref()?;
+            let instance = world.cloud.instances.get(id)?;
+            Some(MachineReport {
+                name: name.clone(),
+                nodepool: m.spec.nodepool.clone(),
+                instance_type: instance.instance.instance_type.clone(),
+                zone: instance.instance.zone.clone(),
+                capacity_type: instance.instance.capacity_type.as_str().to_string(),
+                price_usd_per_hour: instance.instance.price.usd_per_hour(),
+                launched_at_seconds: secs(instance.launched_at_ms),
+                terminated_at_seconds: instance.terminated_at_ms.map(secs),
+                launch_reason: m.launch_reason.clone(),
+                termination_reason: m
+                    .termination
+                    .as_ref()
+                    .map(|(reason, detail)| format!("{reason}: {detail}")),
+            })
+        })
+        .collect();
+    let launched = machines.len() as u64;
+    let terminated = machines
+        .iter()
+        .filter(|m| m.terminated_at_seconds.is_some())
+        .count() as u64;
+    let ratio = |used: i128, alloc: i128| {
+        if alloc > 0 {
+            used as f64 / alloc as f64
+        } else {
+            0.0
+        }
+    };
+    let mut report = Report {
+        scenario: scenario.name.clone(),
+        seed: scenario.seed,
+        events: driver.events(),
+        commands: driver.commands(),
+        decision_digest: digest.hex(),
+        duration_seconds: secs(end),
+        pods: PodsReport {
+            total: world.pods.len() as u64,
+            scheduled,
+            never_scheduled: world.pods.len() as u64 - scheduled,
+            missing_requests: world.missing_requests,
+            pending_seconds: Percentiles::of(&mut pending),
+        },
+        nodes: NodesReport {
+            launched,
+            terminated,
+            peak: world.peak_nodes,
+            final_count: launched - terminated,
+        },
+        cost: CostReport {
+            total_usd: world.cost_micro_usd_ms as f64 / 1e6 / 3.6e6,
+            final_usd_per_hour: world.cloud.price_now().usd_per_hour(),
+            peak_usd_per_hour: world.peak_price as f64 / 1e6,
+            lower_bound_usd: 0.0,
+        },
+        utilization: UtilizationReport {
+            cpu_mean: ratio(world.cpu_used_ms, world.cpu_alloc_ms),
+            memory_mean: ratio(world.mem_used_ms, world.mem_alloc_ms),
+        },
+        disruptions: world.disruptions.clone(),
+        invariant_violations,
+        expectations: Vec::new(),
+        machines,
+        pod_placements: placements,
+        unschedulable,
+    };
+    let pod_times: Vec<(String, u64, Option<u64>, Option<u64>)> = world
+        .pods
+        .iter()
+        .map(|(k, r)| {
+            (
+                k.to_string(),
+                r.created_at_ms,
+                r.bound_at_ms,
+                r.deleted_at_ms,
+            )
+        })
+        .collect();
+    report.expectations = crate::expect::evaluate(&scenario.expectations, &report, &pod_times, end);
+    report
+}
