@@ -10,7 +10,7 @@ use crate::model::pod::PodKey;
 pub enum Command {
     /// Create the NodeClaim and launch an instance for it (one EC2 CreateFleet over its options).
     LaunchNodeClaim {
-        nodeclaim: NodeClaimSpec,
+        nodeclaim: Box<NodeClaimSpec>,
         reason: LaunchReason,
     },
     /// Tell the pod where it is expected to run (Kubernetes event `Nominated`).

@@ -100,14 +100,18 @@ impl Core {
                 self.trigger_if_pending();
             }
             EventKind::NodePoolApplied(pool) => {
-                self.state.nodepools.insert(pool.name.clone(), pool.clone());
+                self.state
+                    .nodepools
+                    .insert(pool.name.clone(), pool.as_ref().clone());
                 self.trigger_if_pending();
             }
             EventKind::NodePoolDeleted { name } => {
                 self.state.nodepools.remove(name);
             }
             EventKind::NodeClassApplied(class) => {
-                self.state.nodeclasses.insert(class.name.clone(), class.clone());
+                self.state
+                    .nodeclasses
+                    .insert(class.name.clone(), class.as_ref().clone());
                 self.trigger_if_pending();
             }
             EventKind::NodeClassDeleted { name } => {
@@ -145,13 +149,13 @@ impl Core {
                     .nodes
                     .entry(node.name.clone())
                     .or_insert_with(|| NodeState {
-                        node: node.clone(),
+                        node: node.as_ref().clone(),
                         nodeclaim: claim_name.clone(),
                         pods: BTreeSet::new(),
                         last_pod_event_ms: now,
                     });
                 let became_ready = node.ready && !entry.node.ready;
-                entry.node = node.clone();
+                entry.node = node.as_ref().clone();
                 if entry.nodeclaim.is_none() {
                     entry.nodeclaim = claim_name.clone();
                 }
@@ -429,7 +433,7 @@ impl Core {
                     },
                 );
                 commands.push(Command::LaunchNodeClaim {
-                    nodeclaim: spec,
+                    nodeclaim: Box::new(spec),
                     reason,
                 });
             }

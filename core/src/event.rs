@@ -27,16 +27,16 @@ impl Event {
 pub enum EventKind {
     /// The instance types, offerings and prices the cloud offers now.
     CatalogUpdated(Catalog),
-    NodePoolApplied(NodePool),
+    NodePoolApplied(Box<NodePool>),
     NodePoolDeleted {
         name: String,
     },
-    NodeClassApplied(NodeClass),
+    NodeClassApplied(Box<NodeClass>),
     NodeClassDeleted {
         name: String,
     },
     /// A pod was created or changed (bound or not: `node_name` says).
-    PodApplied(Pod),
+    PodApplied(Box<Pod>),
     /// The scheduler bound a pod to a node.
     PodBound {
         pod: PodKey,
@@ -47,7 +47,7 @@ pub enum EventKind {
         pod: PodKey,
     },
     /// A node object appeared (or changed).
-    NodeApplied(Node),
+    NodeApplied(Box<Node>),
     NodeDeleted {
         name: String,
     },

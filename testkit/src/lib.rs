@@ -8,10 +8,21 @@
 //! adapters. It depends on no runtime and no cloud SDK.
 
 pub mod expect;
+pub mod harness;
 pub mod invariants;
 pub mod report;
 pub mod scenario;
 pub mod sim;
+pub mod strategies;
 
 pub use report::Report;
 pub use scenario::Scenario;
+
+/// The built-in us-east-1 catalog, parsed once per process (tests build many cores).
+pub fn us_east_1_catalog() -> nodewright_core::catalog::Catalog {
+    static CATALOG: std::sync::OnceLock<nodewright_core::catalog::Catalog> =
+        std::sync::OnceLock::new();
+    CATALOG
+        .get_or_init(nodewright_core::catalog::builtin::us_east_1)
+        .clone()
+}

@@ -22,16 +22,21 @@ pub enum ManifestError {
         kind: String,
         api_version: String,
     },
-    #[error(
-        "{source_name}: document {document} ({kind} {name:?}): field `{field}`: {problem}; fix: {fix}"
-    )]
-    Invalid {
-        source_name: String,
-        document: usize,
-        kind: String,
-        name: String,
-        field: String,
-        problem: String,
-        fix: String,
-    },
+    #[error(transparent)]
+    Invalid(Box<InvalidField>),
+}
+
+/// A field whose value nodewright refuses, with the fix.
+#[derive(Debug, Clone, PartialEq, Eq, Error)]
+#[error(
+    "{source_name}: document {document} ({kind} {name:?}): field `{field}`: {problem}; fix: {fix}"
+)]
+pub struct InvalidField {
+    pub source_name: String,
+    pub document: usize,
+    pub kind: String,
+    pub name: String,
+    pub field: String,
+    pub problem: String,
+    pub fix: String,
 }

@@ -6,7 +6,7 @@ mod error;
 pub mod objects;
 mod translate;
 
-pub use error::ManifestError;
+pub use error::{InvalidField, ManifestError};
 pub use translate::{
     DaemonSet, Deployment, Manifest, PodDisruptionBudget, PodTemplate, parse_manifests,
     pod_from_spec,

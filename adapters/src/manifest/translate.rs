@@ -15,7 +15,7 @@ use nodewright_core::model::resources::Resources;
 use nodewright_core::model::taints::{Taint, TaintEffect, Toleration, TolerationOperator};
 use serde::de::DeserializeOwned;
 
-use super::error::ManifestError;
+use super::error::{InvalidField, ManifestError};
 use super::objects::*;
 
 /// A pod template (from a Deployment or DaemonSet): a pod without a name yet.
@@ -257,7 +257,7 @@ impl<'a> Ctx<'a> {
     }
 
     fn invalid(&self, field: &str, problem: &str, fix: &str) -> ManifestError {
-        ManifestError::Invalid {
+        ManifestError::Invalid(Box::new(InvalidField {
             source_name: self.source_name.to_string(),
             document: self.document,
             kind: self.kind.clone(),
@@ -265,7 +265,7 @@ impl<'a> Ctx<'a> {
             field: field.to_string(),
             problem: problem.to_string(),
             fix: fix.to_string(),
-        }
+        }))
     }
 }
 

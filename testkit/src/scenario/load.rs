@@ -202,7 +202,11 @@ pub fn load_str(
         .region
         .clone()
         .unwrap_or_else(|| "us-east-1".to_string());
-    let catalog = catalogs::for_region(&region).ok_or_else(|| {
+    let catalog = match region.as_str() {
+        "us-east-1" => Some(crate::us_east_1_catalog()),
+        other => catalogs::for_region(other),
+    }
+    .ok_or_else(|| {
         invalid(
             "region",
             format!("no built-in catalog for {region:?}"),

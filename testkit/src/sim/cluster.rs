@@ -61,7 +61,10 @@ impl SimCluster {
         now_ms: u64,
         out: &mut Vec<Event>,
     ) {
-        out.push(Event::new(now_ms, EventKind::NodeApplied(node.clone())));
+        out.push(Event::new(
+            now_ms,
+            EventKind::NodeApplied(Box::new(node.clone())),
+        ));
         self.nodes.insert(
             node.name.clone(),
             SimNode {
@@ -100,7 +103,10 @@ impl SimCluster {
         {
             n.used.add(&pod.requests);
         }
-        out.push(Event::new(now_ms, EventKind::PodApplied(pod.clone())));
+        out.push(Event::new(
+            now_ms,
+            EventKind::PodApplied(Box::new(pod.clone())),
+        ));
         self.pods.insert(pod.key.clone(), pod);
     }
 
@@ -399,7 +405,10 @@ impl SimCluster {
                     None,
                     nodewright_core::model::taints::TaintEffect::NoSchedule,
                 ));
-            out.push(Event::new(now_ms, EventKind::NodeApplied(n.node.clone())));
+            out.push(Event::new(
+                now_ms,
+                EventKind::NodeApplied(Box::new(n.node.clone())),
+            ));
         }
         let pods: Vec<PodKey> = self
             .pods

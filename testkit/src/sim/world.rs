@@ -129,9 +129,11 @@ impl World {
             match m {
                 Manifest::NodeClass(nc) => {
                     self.nodeclasses.insert(nc.name.clone(), nc.clone());
-                    self.emit(EventKind::NodeClassApplied(nc.clone()));
+                    self.emit(EventKind::NodeClassApplied(Box::new(nc.clone())));
                 }
-                Manifest::NodePool(np) => self.emit(EventKind::NodePoolApplied(np.clone())),
+                Manifest::NodePool(np) => {
+                    self.emit(EventKind::NodePoolApplied(Box::new(np.clone())))
+                }
                 Manifest::Deployment(d) => self.cluster.apply_deployment(
                     d.clone(),
                     now,
@@ -426,7 +428,7 @@ impl CommandExecutor for World {
                 self.machines.insert(
                     nodeclaim.name.clone(),
                     Machine {
-                        spec: nodeclaim.clone(),
+                        spec: nodeclaim.as_ref().clone(),
                         launch_reason: reason.summary.clone(),
                         instance_id: None,
                         node: None,
@@ -614,9 +616,18 @@ fn build_report<S: EventStore<LogHeader, LogRecord>>(
             scheduled += 1;
             pending.push(secs(bound - r.created_at_ms));
         }
+        // A machine nodewright launched is named by its NodeClaim; other nodes by their name.
+        let node = r.node.as_ref().map(|n| {
+            world
+                .machines
+                .iter()
+                .find(|(_, m)| m.node.as_ref() == Some(n))
+                .map(|(claim, _)| claim.clone())
+                .unwrap_or_else(|| n.clone())
+        });
         placements.push(PodPlacement {
             pod: key.to_string(),
-            node: r.node.clone(),
+            node,
             created_at_seconds: secs(r.created_at_ms),
             bound_at_seconds: r.bound_at_ms.map(secs),
             evictions: r.evictions,

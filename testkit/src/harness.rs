@@ -1,0 +1,214 @@
+//! A small harness to drive the core directly in tests: a catalog, node classes, NodePools,
+//! pods, and time. It speaks the event contract only, as the driver does.
+
+use nodewright_core::catalog::{self, CapacityType, Catalog};
+use nodewright_core::model::labels;
+use nodewright_core::model::node::Node;
+use nodewright_core::model::nodeclaim::{Instance, NodeClaimSpec, OfferingKey};
+use nodewright_core::model::nodeclass::NodeClass;
+use nodewright_core::model::nodepool::NodePool;
+use nodewright_core::model::pod::{Pod, PodKey};
+use nodewright_core::{Command, Config, Core, Event, EventKind};
+
+/// A core, a clock, and every command it returned.
+pub struct CoreHarness {
+    pub core: Core,
+    pub now_ms: u64,
+    pub commands: Vec<(u64, Command)>,
+    catalog: Catalog,
+    next_instance: u64,
+}
+
+impl CoreHarness {
+    /// A core with the built-in us-east-1 catalog and an EC2NodeClass named `default`.
+    pub fn new() -> Self {
+        Self::with_config(Config::default())
+    }
+
+    pub fn with_config(config: Config) -> Self {
+        let catalog = crate::us_east_1_catalog();
+        let mut h = CoreHarness {
+            core: Core::new(config),
+            now_ms: 0,
+            commands: Vec::new(),
+            catalog: catalog.clone(),
+            next_instance: 1,
+        };
+        h.send(EventKind::CatalogUpdated(catalog));
+        h.send(EventKind::NodeClassApplied(Box::new(NodeClass::new(
+            "default",
+        ))));
+        h
+    }
+
+    /// Sends one event at the current time; returns its commands.
+    pub fn send(&mut self, kind: EventKind) -> Vec<Command> {
+        let commands = self.core.handle(&Event::new(self.now_ms, kind));
+        for c in &commands {
+            self.commands.push((self.now_ms, c.clone()));
+        }
+        commands
+    }
+
+    pub fn nodepool(&mut self, pool: NodePool) -> Vec<Command> {
+        self.send(EventKind::NodePoolApplied(Box::new(pool)))
+    }
+
+    pub fn nodeclass(&mut self, class: NodeClass) -> Vec<Command> {
+        self.send(EventKind::NodeClassApplied(Box::new(class)))
+    }
+
+    /// A pending pod, created now.
+    pub fn pod(&mut self, mut pod: Pod) -> Vec<Command> {
+        pod.created_at_ms = self.now_ms;
+        self.send(EventKind::PodApplied(Box::new(pod)))
+    }
+
+    pub fn delete_pod(&mut self, namespace: &str, name: &str) -> Vec<Command> {
+        self.send(EventKind::PodDeleted {
+            pod: PodKey::new(namespace, name),
+        })
+    }
+
+    /// Advances the clock to `t_ms`, firing every timer the core asks for on the way.
+    pub fn run_until(&mut self, t_ms: u64) -> Vec<Command> {
+        let mut out = Vec::new();
+        while let Some(timer) = self.core.next_timer_ms() {
+            if timer > t_ms {
+                break;
+            }
+            self.now_ms = timer;
+            out.extend(self.send(EventKind::Tick));
+        }
+        self.now_ms = self.now_ms.max(t_ms);
+        out
+    }
+
+    /// Advances by `ms`.
+    pub fn advance(&mut self, ms: u64) -> Vec<Command> {
+        self.run_until(self.now_ms + ms)
+    }
+
+    /// The launches among `commands`.
+    pub fn launches(commands: &[Command]) -> Vec<NodeClaimSpec> {
+        commands
+            .iter()
+            .filter_map(|c| match c {
+                Command::LaunchNodeClaim { nodeclaim, .. } => Some(nodeclaim.as_ref().clone()),
+                _ => None,
+            })
+            .collect()
+    }
+
+    /// Every launch so far.
+    pub fn all_launches(&self) -> Vec<NodeClaimSpec> {
+        let cmds: Vec<Command> = self.commands.iter().map(|(_, c)| c.clone()).collect();
+        Self::launches(&cmds)
+    }
+
+    /// Launches the claim's cheapest option (as EC2 would), answers for it now, and returns the
+    /// instance.
+    pub fn launch_cheapest(&mut self, claim: &NodeClaimSpec) -> Instance {
+        let option = claim.options.first().expect("a launch has options").clone();
+        let instance = Instance {
+            instance_id: format!("i-{:017x}", self.next_instance),
+            instance_type: option.instance_type,
+            zone: option.zone,
+            capacity_type: option.capacity_type,
+            price: option.price,
+        };
+        self.next_instance += 1;
+        self.send(EventKind::LaunchSucceeded {
+            nodeclaim: claim.name.clone(),
+            instance: instance.clone(),
+        });
+        instance
+    }
+
+    /// Fails the claim's launch with insufficient capacity on the given offerings.
+    pub fn fail_launch(
+        &mut self,
+        claim: &NodeClaimSpec,
+        unavailable: Vec<OfferingKey>,
+    ) -> Vec<Command> {
+        self.send(EventKind::LaunchFailed {
+            nodeclaim: claim.name.clone(),
+            code: "InsufficientInstanceCapacity".to_string(),
+            message: "no capacity".to_string(),
+            unavailable,
+        })
+    }
+
+    /// The node of a launched claim joins, ready; returns its name.
+    pub fn join(&mut self, claim: &NodeClaimSpec, instance: &Instance) -> String {
+        let it = self
+            .catalog
+            .get(&instance.instance_type)
+            .expect("the instance type is in the catalog");
+        let resources = catalog::capacity(it, &Default::default());
+        let name = format!("node-{}", instance.instance_id);
+        let mut node_labels = it.labels.clone();
+        node_labels.extend(claim.labels.clone());
+        node_labels.insert(labels::ZONE.into(), instance.zone.clone());
+        node_labels.insert(
+            labels::CAPACITY_TYPE.into(),
+            instance.capacity_type.as_str().into(),
+        );
+        node_labels.insert(labels::HOSTNAME.into(), name.clone());
+        let node = Node {
+            name: name.clone(),
+            provider_id: Some(instance.provider_id()),
+            labels: node_labels,
+            annotations: Default::default(),
+            taints: claim.taints.clone(),
+            allocatable: resources.allocatable,
+            ready: true,
+            unschedulable: false,
+        };
+        self.send(EventKind::NodeApplied(Box::new(node)));
+        name
+    }
+
+    /// A node nodewright does not manage (a managed node group), ready.
+    pub fn existing_node(&mut self, name: &str, instance_type: &str, zone: &str) {
+        let it = self
+            .catalog
+            .get(instance_type)
+            .expect("known instance type");
+        let resources = catalog::capacity(it, &Default::default());
+        let mut node_labels = it.labels.clone();
+        node_labels.insert(labels::ZONE.into(), zone.into());
+        node_labels.insert(
+            labels::CAPACITY_TYPE.into(),
+            CapacityType::OnDemand.as_str().into(),
+        );
+        node_labels.insert(labels::HOSTNAME.into(), name.into());
+        self.send(EventKind::NodeApplied(Box::new(Node {
+            name: name.to_string(),
+            provider_id: None,
+            labels: node_labels,
+            annotations: Default::default(),
+            taints: Vec::new(),
+            allocatable: resources.allocatable,
+            ready: true,
+            unschedulable: false,
+        })));
+    }
+
+    pub fn bind(&mut self, namespace: &str, pod: &str, node: &str) -> Vec<Command> {
+        self.send(EventKind::PodBound {
+            pod: PodKey::new(namespace, pod),
+            node: node.to_string(),
+        })
+    }
+
+    pub fn catalog(&self) -> &Catalog {
+        &self.catalog
+    }
+}
+
+impl Default for CoreHarness {
+    fn default() -> Self {
+        Self::new()
+    }
+}

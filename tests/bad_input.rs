@@ -1,0 +1,303 @@
+//! Malformed manifests and scenarios are refused with an error that names the file, the field
+//! and the fix, never a panic.
+
+use nodewright_adapters::manifest::{Manifest, ManifestError, parse_manifests};
+use nodewright_testkit::scenario::{ScenarioError, load_file};
+
+const NODECLASS_REF: &str =
+    "      nodeClassRef: {group: karpenter.k8s.aws, kind: EC2NodeClass, name: default}\n";
+
+fn nodepool(spec_extra: &str, template_extra: &str) -> String {
+    format!(
+        "apiVersion: karpenter.sh/v1\nkind: NodePool\nmetadata: {{name: p}}\nspec:\n{spec_extra}  template:\n    spec:\n{template_extra}"
+    )
+}
+
+fn refused(yaml: &str) -> String {
+    match parse_manifests(yaml, "pool.yaml") {
+        Ok(m) => panic!("accepted: {m:?}"),
+        Err(e) => e.to_string(),
+    }
+}
+
+fn assert_mentions(message: &str, parts: &[&str]) {
+    for p in parts {
+        assert!(message.contains(p), "{message:?} does not mention {p:?}");
+    }
+}
+
+#[test]
+fn the_tutorial_manifests_are_accepted_verbatim() {
+    for file in ["nodepool.yaml", "ec2nodeclass.yaml", "inflate.yaml"] {
+        let path = format!("{}/scenarios/tutorial/{file}", env!("CARGO_MANIFEST_DIR"));
+        let text = std::fs::read_to_string(&path).expect("read");
+        let parsed = parse_manifests(&text, &path).unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(parsed.len(), 1);
+    }
+    let text = std::fs::read_to_string(format!(
+        "{}/scenarios/tutorial/nodepool.yaml",
+        env!("CARGO_MANIFEST_DIR")
+    ))
+    .expect("read");
+    let Manifest::NodePool(pool) = &parse_manifests(&text, "nodepool.yaml").expect("parses")[0]
+    else {
+        panic!("a NodePool");
+    };
+    assert_eq!(pool.limits["cpu"], 1_000_000);
+    assert_eq!(pool.requirements.len(), 4);
+    assert_eq!(pool.consolidate_after.as_ms(), Some(60_000));
+    assert_eq!(pool.expire_after.as_ms(), Some(720 * 3_600_000));
+}
+
+#[test]
+fn unknown_operator() {
+    let m = refused(&nodepool(
+        "",
+        &format!(
+            "      requirements:\n        - {{key: kubernetes.io/arch, operator: Inn, values: [amd64]}}\n{NODECLASS_REF}"
+        ),
+    ));
+    assert_mentions(
+        &m,
+        &[
+            "pool.yaml",
+            "requirements[0].operator",
+            "Inn",
+            "In, NotIn, Exists, DoesNotExist, Gt, Lt",
+        ],
+    );
+}
+
+#[test]
+fn in_without_values() {
+    let m = refused(&nodepool(
+        "",
+        &format!(
+            "      requirements:\n        - {{key: kubernetes.io/arch, operator: In}}\n{NODECLASS_REF}"
+        ),
+    ));
+    assert_mentions(&m, &["requirements[0]", "needs at least one value"]);
+}
+
+#[test]
+fn gt_with_a_non_integer() {
+    let m = refused(&nodepool(
+        "",
+        &format!(
+            "      requirements:\n        - {{key: karpenter.k8s.aws/instance-cpu, operator: Gt, values: [four]}}\n{NODECLASS_REF}"
+        ),
+    ));
+    assert_mentions(&m, &["requirements[0]", "integer"]);
+}
+
+#[test]
+fn hostname_in_nodepool_requirements() {
+    let m = refused(&nodepool(
+        "",
+        &format!(
+            "      requirements:\n        - {{key: kubernetes.io/hostname, operator: In, values: [a]}}\n{NODECLASS_REF}"
+        ),
+    ));
+    assert_mentions(&m, &["requirements[0].key", "kubernetes.io/hostname"]);
+}
+
+#[test]
+fn bad_quantity_in_limits() {
+    let m = refused(&nodepool("  limits: {cpu: 10x}\n", NODECLASS_REF));
+    assert_mentions(&m, &["spec.limits.cpu", "10x", "500m"]);
+}
+
+#[test]
+fn negative_limits() {
+    let m = refused(&nodepool("  limits: {cpu: -4}\n", NODECLASS_REF));
+    assert_mentions(&m, &["spec.limits.cpu", "negative"]);
+    let m = refused(&nodepool("  limits: {memory: \"-4Gi\"}\n", NODECLASS_REF));
+    assert_mentions(&m, &["spec.limits.memory", "negative"]);
+}
+
+#[test]
+fn unknown_resource_name_in_limits() {
+    let m = refused(&nodepool("  limits: {cpus: 4}\n", NODECLASS_REF));
+    assert_mentions(&m, &["spec.limits.cpus", "not a resource name"]);
+}
+
+#[test]
+fn missing_node_class_ref() {
+    let m = refused(&nodepool("", "      requirements: []\n"));
+    assert_mentions(
+        &m,
+        &[
+            "spec.template.spec.nodeClassRef",
+            "is missing",
+            "EC2NodeClass",
+        ],
+    );
+}
+
+#[test]
+fn a_typo_in_a_nodepool_field_is_an_error_not_ignored() {
+    let m = refused(&nodepool(
+        "",
+        &format!("      requirments: []\n{NODECLASS_REF}"),
+    ));
+    assert_mentions(&m, &["pool.yaml", "requirments"]);
+}
+
+#[test]
+fn weight_out_of_range() {
+    let m = refused(&nodepool("  weight: 101\n", NODECLASS_REF));
+    assert_mentions(&m, &["spec.weight", "between 1 and 100"]);
+}
+
+#[test]
+fn bad_durations() {
+    let m = refused(&nodepool(
+        "  disruption: {consolidateAfter: 5 minutes}\n",
+        NODECLASS_REF,
+    ));
+    assert_mentions(&m, &["spec.disruption.consolidateAfter", "Go duration"]);
+    let m = refused(&nodepool(
+        "",
+        &format!("{NODECLASS_REF}      expireAfter: forever\n"),
+    ));
+    assert_mentions(&m, &["expireAfter", "Never"]);
+}
+
+#[test]
+fn bad_budget() {
+    let m = refused(&nodepool(
+        "  disruption:\n    budgets:\n      - {nodes: \"ten\"}\n",
+        NODECLASS_REF,
+    ));
+    assert_mentions(&m, &["budgets[0].nodes", "10%"]);
+    let m = refused(&nodepool(
+        "  disruption:\n    budgets:\n      - {nodes: \"0\", schedule: \"0 9 * * 1-5\"}\n",
+        NODECLASS_REF,
+    ));
+    assert_mentions(&m, &["budgets[0]", "together"]);
+}
+
+#[test]
+fn unknown_consolidation_policy() {
+    let m = refused(&nodepool(
+        "  disruption: {consolidationPolicy: WhenUnderutilized}\n",
+        NODECLASS_REF,
+    ));
+    assert_mentions(&m, &["consolidationPolicy", "WhenEmptyOrUnderutilized"]);
+}
+
+#[test]
+fn ec2nodeclass_needs_role_subnets_and_amis() {
+    let base = "apiVersion: karpenter.k8s.aws/v1\nkind: EC2NodeClass\nmetadata: {name: c}\nspec:\n";
+    let m = refused(&format!(
+        "{base}  amiSelectorTerms: [{{alias: al2023@latest}}]\n  subnetSelectorTerms: [{{tags: {{a: b}}}}]\n  securityGroupSelectorTerms: [{{tags: {{a: b}}}}]\n"
+    ));
+    assert_mentions(&m, &["spec.role", "instanceProfile"]);
+    let m = refused(&format!(
+        "{base}  role: r\n  amiSelectorTerms: [{{alias: al2023@latest}}]\n  securityGroupSelectorTerms: [{{tags: {{a: b}}}}]\n"
+    ));
+    assert_mentions(&m, &["spec.subnetSelectorTerms", "karpenter.sh/discovery"]);
+}
+
+#[test]
+fn a_bad_pod_request() {
+    let yaml = "apiVersion: v1\nkind: Pod\nmetadata: {name: p}\nspec:\n  containers:\n    - name: c\n      resources: {requests: {memory: 12 gigs}}\n";
+    let m = refused(yaml);
+    assert_mentions(
+        &m,
+        &["Pod \"p\"", "spec.containers[0].resources.requests.memory"],
+    );
+}
+
+#[test]
+fn an_unknown_kind() {
+    let m = refused("apiVersion: v1\nkind: ConfigMap\nmetadata: {name: x}\n");
+    assert_mentions(&m, &["ConfigMap", "NodePool"]);
+}
+
+#[test]
+fn broken_yaml_names_the_document_and_line() {
+    let err = parse_manifests("apiVersion: v1\nkind: Pod\nmetadata: {name: a}\nspec: {containers: []}\n---\nkind: [unclosed\n", "multi.yaml").expect_err("refused");
+    match &err {
+        ManifestError::Yaml {
+            document,
+            first_line,
+            ..
+        } => {
+            assert_eq!(*document, 2);
+            assert_eq!(*first_line, 6);
+        }
+        other => panic!("{other:?}"),
+    }
+    assert_mentions(&err.to_string(), &["multi.yaml", "document 2"]);
+}
+
+fn scenario_error(body: &str) -> String {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = dir.path().join("s.yaml");
+    std::fs::write(&path, body).expect("write");
+    match load_file(&path) {
+        Ok(_) => panic!("accepted"),
+        Err(e) => {
+            let text = e.to_string();
+            assert!(text.contains("s.yaml"), "{text}");
+            text
+        }
+    }
+}
+
+#[test]
+fn scenario_unknown_key() {
+    let m = scenario_error("name: s\ndurration: 5m\n");
+    assert_mentions(&m, &["durration"]);
+}
+
+#[test]
+fn scenario_bad_duration_and_unknown_instance_type() {
+    assert_mentions(
+        &scenario_error("name: s\nduration: 5 mins\n"),
+        &["duration", "Go duration"],
+    );
+    assert_mentions(
+        &scenario_error(
+            "name: s\ncluster:\n  nodes:\n    - {name: sys, instanceType: m5.hyper, zone: us-east-1a}\n",
+        ),
+        &["cluster.nodes[0].instanceType", "m5.hyper"],
+    );
+    assert_mentions(
+        &scenario_error("name: s\ncloud:\n  insufficientCapacity:\n    - {zones: [us-east-9z]}\n"),
+        &["cloud.insufficientCapacity[0].zones", "us-east-1a"],
+    );
+}
+
+#[test]
+fn scenario_timeline_and_expectations_take_one_item_each() {
+    assert_mentions(
+        &scenario_error(
+            "name: s\ntimeline:\n  - at: 1m\n    scale: {deployment: a, replicas: 1}\n    delete: {kind: Deployment, name: a}\n",
+        ),
+        &["timeline[0]", "exactly one of scale, delete, apply"],
+    );
+    assert_mentions(
+        &scenario_error("name: s\nexpect:\n  - {maxNodes: 1, finalNodes: 0}\n"),
+        &["expect[0]", "one assertion per list item"],
+    );
+}
+
+#[test]
+fn scenario_missing_manifest_file() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = dir.path().join("s.yaml");
+    std::fs::write(&path, "name: s\nmanifests:\n  - file: nowhere.yaml\n").expect("write");
+    let err = load_file(&path).expect_err("refused");
+    assert!(matches!(err, ScenarioError::Io { .. }), "{err:?}");
+    assert_mentions(&err.to_string(), &["nowhere.yaml"]);
+}
+
+#[test]
+fn scenario_manifest_errors_carry_the_scenario_file() {
+    let m = scenario_error(
+        "name: s\nmanifests:\n  - |\n    apiVersion: karpenter.sh/v1\n    kind: NodePool\n    metadata: {name: p}\n    spec:\n      limits: {cpu: -1}\n      template:\n        spec:\n          nodeClassRef: {group: karpenter.k8s.aws, kind: EC2NodeClass, name: default}\n",
+    );
+    assert_mentions(&m, &["manifests[0]", "spec.limits.cpu", "negative"]);
+}

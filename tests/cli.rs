@@ -1,0 +1,167 @@
+//! The command line as a user runs it: exit codes, messages, files.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+fn nodewright(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_nodewright"))
+        .args(args)
+        .output()
+        .expect("the binary runs")
+}
+
+fn text(o: &Output) -> String {
+    format!(
+        "{}{}",
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    )
+}
+
+fn tmp(dir: &tempfile::TempDir, name: &str) -> PathBuf {
+    dir.path().join(name)
+}
+
+fn s(p: &Path) -> &str {
+    p.to_str().expect("utf-8 temp path")
+}
+
+#[test]
+fn simulate_then_replay_verify_then_a_flipped_byte() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let log = tmp(&dir, "a.nwlog");
+    let report = tmp(&dir, "a.json");
+    let out = nodewright(&["simulate", "--log", s(&log), "--report", s(&report)]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    assert!(text(&out).contains("scenario seed-tutorial"));
+
+    let json: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&report).expect("report written"))
+            .expect("json");
+    for key in [
+        "scenario",
+        "seed",
+        "events",
+        "commands",
+        "decision_digest",
+        "pods",
+        "nodes",
+        "cost",
+        "utilization",
+        "disruptions",
+        "invariant_violations",
+        "expectations",
+        "machines",
+        "pod_placements",
+        "unschedulable",
+    ] {
+        assert!(json.get(key).is_some(), "report lacks {key}");
+    }
+    assert_eq!(json["nodes"]["final"], 0);
+    assert_eq!(
+        json["pods"]["pending_seconds"].as_object().map(|o| o.len()),
+        Some(3)
+    );
+
+    let verified = nodewright(&["replay", s(&log), "--verify"]);
+    assert_eq!(verified.status.code(), Some(0), "{}", text(&verified));
+    let digest = json["decision_digest"].as_str().expect("digest");
+    assert!(text(&verified).contains(digest), "{}", text(&verified));
+
+    // A second run with the same seed gives the same digest.
+    let report2 = tmp(&dir, "b.json");
+    let again = nodewright(&["simulate", "--seed", "1", "--report", s(&report2)]);
+    assert_eq!(again.status.code(), Some(0));
+    let json2: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&report2).expect("written")).expect("json");
+    assert_eq!(json2["decision_digest"], json["decision_digest"]);
+
+    let mut bytes = std::fs::read(&log).expect("log");
+    let middle = bytes.len() / 2;
+    bytes[middle] ^= 0xff;
+    let flipped = tmp(&dir, "flipped.nwlog");
+    std::fs::write(&flipped, &bytes).expect("write");
+    let broken = nodewright(&["replay", s(&flipped), "--verify"]);
+    assert_eq!(broken.status.code(), Some(2), "{}", text(&broken));
+    let message = text(&broken);
+    assert!(message.contains("frame"), "{message}");
+    assert!(
+        message.contains("checksum") || message.contains("incomplete"),
+        "{message}"
+    );
+    assert!(!message.contains("panicked"), "{message}");
+}
+
+#[test]
+fn log_inspect_summarises() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let log = tmp(&dir, "a.nwlog");
+    assert_eq!(
+        nodewright(&["simulate", "--log", s(&log)]).status.code(),
+        Some(0)
+    );
+    let out = nodewright(&["log", "inspect", s(&log)]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    let t = text(&out);
+    assert!(t.contains("nwlog format version 1"), "{t}");
+    assert!(t.contains("LaunchNodeClaim"), "{t}");
+    assert!(t.contains("PodApplied"), "{t}");
+}
+
+#[test]
+fn unreadable_logs_exit_2_without_a_backtrace() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let not_a_log = tmp(&dir, "x.nwlog");
+    std::fs::write(&not_a_log, b"hello, this is not a log").expect("write");
+    for args in [
+        vec!["replay", s(&not_a_log), "--verify"],
+        vec!["replay", "/nonexistent/nodewright.nwlog", "--verify"],
+        vec!["log", "inspect", s(&not_a_log)],
+    ] {
+        let out = nodewright(&args);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {}", text(&out));
+        assert!(!text(&out).contains("panicked"), "{}", text(&out));
+    }
+}
+
+#[test]
+fn a_truncated_log_names_the_torn_frame() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let log = tmp(&dir, "a.nwlog");
+    assert_eq!(
+        nodewright(&["simulate", "--log", s(&log)]).status.code(),
+        Some(0)
+    );
+    let bytes = std::fs::read(&log).expect("log");
+    let cut = tmp(&dir, "cut.nwlog");
+    std::fs::write(&cut, &bytes[..bytes.len() - 3]).expect("write");
+    let out = nodewright(&["replay", s(&cut), "--verify"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(text(&out).contains("incomplete"), "{}", text(&out));
+}
+
+#[test]
+fn a_bad_scenario_is_refused_before_anything_runs() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = tmp(&dir, "bad.yaml");
+    std::fs::write(
+        &path,
+        "name: bad\nmanifests:\n  - |\n    apiVersion: karpenter.sh/v1\n    kind: NodePool\n    metadata: {name: p}\n    spec:\n      template:\n        spec:\n          requirements:\n            - {key: kubernetes.io/arch, operator: Inn, values: [amd64]}\n          nodeClassRef: {group: karpenter.k8s.aws, kind: EC2NodeClass, name: default}\n",
+    )
+    .expect("write");
+    let log = tmp(&dir, "never.nwlog");
+    let out = nodewright(&["simulate", s(&path), "--log", s(&log)]);
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out));
+    let t = text(&out);
+    assert!(t.contains("bad.yaml"), "{t}");
+    assert!(t.contains("requirements[0].operator"), "{t}");
+    assert!(t.contains("In, NotIn"), "{t}");
+    assert!(!log.exists(), "nothing runs on bad input");
+}
+
+#[test]
+fn an_unknown_scenario_name_is_explained() {
+    let out = nodewright(&["simulate", "no-such-scenario"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(text(&out).contains("seed-tutorial"), "{}", text(&out));
+}

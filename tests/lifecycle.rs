@@ -1,0 +1,292 @@
+//! NodeClaim lifecycle and the first disruption rules: launch and registration timeouts,
+//! emptiness after consolidateAfter within budgets, and forced expiration.
+
+use nodewright_core::model::duration::MaybeNever;
+use nodewright_core::model::labels;
+use nodewright_core::model::nodeclaim::{Instance, NodeClaimSpec, TerminationReason};
+use nodewright_core::model::nodepool::{BudgetNodes, DisruptionBudget, NodePool};
+use nodewright_core::model::pod::{OwnerRef, Pod};
+use nodewright_core::{Command, EventKind};
+use nodewright_testkit::harness::CoreHarness;
+
+const GIB: i64 = 1 << 30;
+const MIN: u64 = 60_000;
+
+fn pool(consolidate_after_ms: u64) -> NodePool {
+    let mut p = NodePool::new("default", "default");
+    p.consolidate_after = MaybeNever::After(consolidate_after_ms);
+    p
+}
+
+fn terminations(commands: &[Command]) -> Vec<(String, TerminationReason, String)> {
+    commands
+        .iter()
+        .filter_map(|c| match c {
+            Command::TerminateNodeClaim {
+                nodeclaim,
+                reason,
+                detail,
+                ..
+            } => Some((nodeclaim.clone(), *reason, detail.clone())),
+            _ => None,
+        })
+        .collect()
+}
+
+fn all_terminations(h: &CoreHarness) -> Vec<(String, TerminationReason, String)> {
+    let cmds: Vec<Command> = h.commands.iter().map(|(_, c)| c.clone()).collect();
+    terminations(&cmds)
+}
+
+/// Provisions one machine for one pod, launches and joins it, binds the pod. Returns the
+/// claim, its instance and node name.
+fn running_machine(h: &mut CoreHarness, pod: &str) -> (NodeClaimSpec, Instance, String) {
+    h.pod(Pod::new("default", pod, 1000, GIB));
+    let claim = CoreHarness::launches(&h.advance(2_000)).remove(0);
+    let instance = h.launch_cheapest(&claim);
+    h.advance(30_000);
+    let node = h.join(&claim, &instance);
+    h.bind("default", pod, &node);
+    (claim, instance, node)
+}
+
+#[test]
+fn a_launch_without_result_is_given_up_after_five_minutes() {
+    let mut h = CoreHarness::new();
+    h.nodepool(pool(0));
+    h.pod(Pod::new("default", "a", 1000, GIB));
+    let claim = CoreHarness::launches(&h.advance(2_000)).remove(0);
+    let created = h.now_ms - 1_000;
+    assert!(terminations(&h.run_until(created + 5 * MIN - 1)).is_empty());
+    let t = terminations(&h.run_until(created + 5 * MIN));
+    assert_eq!(t.len(), 1);
+    assert_eq!(t[0].0, claim.name);
+    assert_eq!(t[0].1, TerminationReason::LaunchTimeout);
+}
+
+#[test]
+fn an_instance_that_never_registers_is_terminated_after_fifteen_minutes() {
+    let mut h = CoreHarness::new();
+    h.nodepool(pool(0));
+    h.pod(Pod::new("default", "a", 1000, GIB));
+    let claim = CoreHarness::launches(&h.advance(2_000)).remove(0);
+    let instance = h.launch_cheapest(&claim);
+    let launched = h.now_ms;
+    assert!(terminations(&h.run_until(launched + 15 * MIN - 1)).is_empty());
+    let cmds = h.run_until(launched + 15 * MIN);
+    let t = terminations(&cmds);
+    assert_eq!(t.len(), 1);
+    assert_eq!(t[0].1, TerminationReason::RegistrationTimeout);
+    assert!(cmds.iter().any(|c| matches!(c, Command::TerminateNodeClaim { instance_id: Some(id), .. } if *id == instance.instance_id)));
+    // The pod is provisioned again.
+    h.send(EventKind::NodeClaimTerminated {
+        nodeclaim: claim.name.clone(),
+    });
+    assert_eq!(CoreHarness::launches(&h.advance(2_000)).len(), 1);
+}
+
+#[test]
+fn a_late_launch_result_for_a_given_up_claim_terminates_its_instance() {
+    let mut h = CoreHarness::new();
+    h.nodepool(pool(0));
+    h.pod(Pod::new("default", "a", 1000, GIB));
+    let claim = CoreHarness::launches(&h.advance(2_000)).remove(0);
+    h.advance(5 * MIN);
+    h.send(EventKind::NodeClaimTerminated {
+        nodeclaim: claim.name.clone(),
+    });
+    let before = h.commands.len();
+    let instance = h.launch_cheapest(&claim);
+    let after: Vec<Command> = h.commands[before..]
+        .iter()
+        .map(|(_, c)| c.clone())
+        .collect();
+    assert!(after.iter().any(|c| matches!(c, Command::TerminateNodeClaim { instance_id: Some(id), .. } if *id == instance.instance_id)));
+}
+
+#[test]
+fn an_empty_node_is_removed_once_consolidate_after_has_passed() {
+    let mut h = CoreHarness::new();
+    h.nodepool(pool(MIN));
+    let (claim, _, _) = running_machine(&mut h, "a");
+    h.advance(5 * MIN);
+    assert!(
+        all_terminations(&h).is_empty(),
+        "a node running a pod stays"
+    );
+    h.delete_pod("default", "a");
+    let emptied = h.now_ms;
+    assert!(
+        terminations(&h.run_until(emptied + MIN - 1)).is_empty(),
+        "not before consolidateAfter"
+    );
+    let t = terminations(&h.run_until(emptied + MIN + 10_000));
+    assert_eq!(t.len(), 1);
+    assert_eq!(t[0].0, claim.name);
+    assert_eq!(t[0].1, TerminationReason::Empty);
+    assert!(t[0].2.contains("consolidateAfter 1m0s"), "{}", t[0].2);
+}
+
+#[test]
+fn consolidate_after_never_keeps_empty_nodes() {
+    let mut h = CoreHarness::new();
+    let mut p = pool(0);
+    p.consolidate_after = MaybeNever::Never;
+    h.nodepool(p);
+    running_machine(&mut h, "a");
+    h.delete_pod("default", "a");
+    h.advance(60 * MIN);
+    assert!(all_terminations(&h).is_empty());
+}
+
+#[test]
+fn a_do_not_disrupt_node_is_not_removed_when_empty() {
+    let mut h = CoreHarness::new();
+    h.nodepool(pool(0));
+    let (claim, instance, node) = running_machine(&mut h, "a");
+    let it = h
+        .catalog()
+        .get(&instance.instance_type)
+        .expect("known")
+        .clone();
+    let resources = nodewright_core::catalog::capacity(&it, &Default::default());
+    let mut labels_map = it.labels.clone();
+    labels_map.extend(claim.labels.clone());
+    h.send(EventKind::NodeApplied(Box::new(
+        nodewright_core::model::node::Node {
+            name: node,
+            provider_id: Some(instance.provider_id()),
+            labels: labels_map,
+            annotations: [(labels::DO_NOT_DISRUPT.to_string(), "true".to_string())].into(),
+            taints: vec![],
+            allocatable: resources.allocatable,
+            ready: true,
+            unschedulable: false,
+        },
+    )));
+    h.delete_pod("default", "a");
+    h.advance(30 * MIN);
+    assert!(all_terminations(&h).is_empty());
+}
+
+#[test]
+fn a_node_running_only_daemonset_pods_is_empty() {
+    let mut h = CoreHarness::new();
+    h.nodepool(pool(0));
+    let (claim, _, node) = running_machine(&mut h, "a");
+    let mut ds = Pod::new("kube-system", "aws-node-x", 50, 64 << 20);
+    ds.owner = Some(OwnerRef {
+        kind: "DaemonSet".into(),
+        name: "aws-node".into(),
+    });
+    ds.node_name = Some(node.clone());
+    h.send(EventKind::PodApplied(Box::new(ds)));
+    h.delete_pod("default", "a");
+    h.advance(20_000);
+    let t = all_terminations(&h);
+    assert_eq!(t.len(), 1, "{t:?}");
+    assert_eq!(t[0].0, claim.name);
+}
+
+#[test]
+fn a_budget_of_zero_nodes_blocks_emptiness() {
+    let mut h = CoreHarness::new();
+    let mut p = pool(0);
+    p.budgets = vec![DisruptionBudget {
+        nodes: BudgetNodes::Count(0),
+        schedule: None,
+        duration_ms: None,
+        reasons: vec![],
+    }];
+    h.nodepool(p);
+    running_machine(&mut h, "a");
+    h.delete_pod("default", "a");
+    h.advance(30 * MIN);
+    assert!(all_terminations(&h).is_empty());
+}
+
+#[test]
+fn the_default_budget_removes_ten_percent_at_a_time_rounded_up() {
+    let mut h = CoreHarness::new();
+    h.nodepool(pool(30_000));
+    let mut claims = Vec::new();
+    for i in 0..12 {
+        // Each pod needs its own machine: 1 machine per pod via a large request.
+        h.pod(Pod::new("default", &format!("p{i}"), 7_000, GIB));
+        let claim = CoreHarness::launches(&h.advance(2_000)).remove(0);
+        let instance = h.launch_cheapest(&claim);
+        let node = h.join(&claim, &instance);
+        h.bind("default", &format!("p{i}"), &node);
+        claims.push(claim);
+    }
+    for i in 0..12 {
+        h.delete_pod("default", &format!("p{i}"));
+    }
+    // 10 % of 12 rounds up to 2: two in the first pass, then none while they terminate.
+    let first = terminations(&h.advance(40_000));
+    assert_eq!(first.len(), 2, "{first:?}");
+    let second = terminations(&h.advance(30_000));
+    assert!(
+        second.is_empty(),
+        "terminating nodes use up the budget: {second:?}"
+    );
+    for (name, _, _) in &first {
+        h.send(EventKind::NodeClaimTerminated {
+            nodeclaim: name.clone(),
+        });
+    }
+    h.advance(10_000);
+    let all = all_terminations(&h);
+    assert_eq!(all.len(), 3, "one more once a slot frees: {all:?}");
+    assert!(
+        all[2]
+            .2
+            .contains("10% of 11 allows 2, 1 already disrupting"),
+        "{}",
+        all[2].2
+    );
+}
+
+#[test]
+fn expire_after_replaces_the_machine_outside_budgets() {
+    let mut h = CoreHarness::new();
+    let mut p = pool(0);
+    p.expire_after = MaybeNever::After(60 * MIN);
+    p.budgets = vec![DisruptionBudget {
+        nodes: BudgetNodes::Count(0),
+        schedule: None,
+        duration_ms: None,
+        reasons: vec![],
+    }];
+    h.nodepool(p);
+    let (claim, _, _) = running_machine(&mut h, "a");
+    let created = h
+        .commands
+        .iter()
+        .find_map(|(t, c)| matches!(c, Command::LaunchNodeClaim { .. }).then_some(*t))
+        .expect("launched");
+    assert!(terminations(&h.run_until(created + 60 * MIN - 1)).is_empty());
+    let t = terminations(&h.run_until(created + 60 * MIN));
+    assert_eq!(t.len(), 1);
+    assert_eq!(t[0].0, claim.name);
+    assert_eq!(t[0].1, TerminationReason::Expired);
+}
+
+#[test]
+fn the_core_never_asks_for_a_timer_in_the_past() {
+    let mut h = CoreHarness::new();
+    h.nodepool(pool(MIN));
+    running_machine(&mut h, "a");
+    for _ in 0..200 {
+        let Some(t) = h.core.next_timer_ms() else {
+            break;
+        };
+        assert!(
+            t > h.core.now_ms(),
+            "timer {t} not after now {}",
+            h.core.now_ms()
+        );
+        h.now_ms = t;
+        h.send(EventKind::Tick);
+    }
+}

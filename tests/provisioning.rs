@@ -1,0 +1,618 @@
+//! Provisioning behaviours a Karpenter user relies on, driven through the core's event
+//! contract.
+
+use nodewright_core::Command;
+use nodewright_core::catalog::CapacityType;
+use nodewright_core::model::duration::MaybeNever;
+use nodewright_core::model::labels;
+use nodewright_core::model::nodeclaim::{NodeClaimSpec, OfferingKey};
+use nodewright_core::model::nodeclass::{KubeletConfig, NodeClass};
+use nodewright_core::model::nodepool::NodePool;
+use nodewright_core::model::pod::Pod;
+use nodewright_core::model::requirements::{Operator, RequirementSpec};
+use nodewright_core::model::resources::NVIDIA_GPU;
+use nodewright_core::model::taints::{Taint, TaintEffect, Toleration, TolerationOperator};
+use nodewright_testkit::harness::CoreHarness;
+
+const GIB: i64 = 1 << 30;
+
+fn pool(name: &str) -> NodePool {
+    NodePool::new(name, "default")
+}
+
+fn req(key: &str, op: Operator, values: &[&str]) -> RequirementSpec {
+    RequirementSpec::new(key, op, values)
+}
+
+fn tutorial_pool() -> NodePool {
+    let mut p = pool("default");
+    p.requirements = vec![
+        req(labels::ARCH, Operator::In, &["amd64"]),
+        req(labels::OS, Operator::In, &["linux"]),
+        req(labels::CAPACITY_TYPE, Operator::In, &["on-demand"]),
+        req(labels::INSTANCE_CATEGORY, Operator::In, &["c", "m", "r"]),
+    ];
+    p.limits.insert("cpu".into(), 1_000_000);
+    p
+}
+
+/// Sends the pods, closes the batch, returns the launches.
+fn provision(h: &mut CoreHarness, pods: Vec<Pod>) -> Vec<NodeClaimSpec> {
+    for p in pods {
+        h.pod(p);
+    }
+    let commands = h.advance(11_000);
+    CoreHarness::launches(&commands)
+}
+
+fn unschedulable(commands: &[(u64, Command)]) -> Vec<(String, String)> {
+    commands
+        .iter()
+        .filter_map(|(_, c)| match c {
+            Command::ReportUnschedulable { pod, reason } => Some((pod.to_string(), reason.clone())),
+            _ => None,
+        })
+        .collect()
+}
+
+fn option_labels<'a>(
+    h: &'a CoreHarness,
+    claim: &NodeClaimSpec,
+) -> Vec<&'a std::collections::BTreeMap<String, String>> {
+    claim
+        .options
+        .iter()
+        .map(|o| &h.catalog().get(&o.instance_type).expect("known").labels)
+        .collect()
+}
+
+#[test]
+fn batch_waits_for_one_idle_second() {
+    let mut h = CoreHarness::new();
+    h.nodepool(tutorial_pool());
+    h.pod(Pod::new("default", "a", 1000, GIB));
+    assert!(
+        CoreHarness::launches(&h.advance(900)).is_empty(),
+        "too early"
+    );
+    h.pod(Pod::new("default", "b", 1000, GIB));
+    assert!(
+        CoreHarness::launches(&h.advance(900)).is_empty(),
+        "a new pod extends the window"
+    );
+    let launches = CoreHarness::launches(&h.advance(200));
+    assert_eq!(launches.len(), 1, "one machine for both pods");
+    assert_eq!(launches[0].requests.cpu_milli, 2000);
+}
+
+#[test]
+fn batch_closes_after_ten_seconds_even_if_pods_keep_coming() {
+    let mut h = CoreHarness::new();
+    h.nodepool(tutorial_pool());
+    let mut launched_at = None;
+    for i in 0..40 {
+        h.pod(Pod::new("default", &format!("p{i}"), 100, GIB / 4));
+        let cmds = h.advance(500);
+        if !CoreHarness::launches(&cmds).is_empty() && launched_at.is_none() {
+            launched_at = Some(h.now_ms);
+        }
+    }
+    assert_eq!(launched_at, Some(10_000));
+}
+
+#[test]
+fn tutorial_pool_picks_the_cheapest_on_demand_amd64_c_m_r_type() {
+    let mut h = CoreHarness::new();
+    h.nodepool(tutorial_pool());
+    let launches = provision(
+        &mut h,
+        (0..5)
+            .map(|i| Pod::new("default", &format!("inflate-{i}"), 1000, 0))
+            .collect(),
+    );
+    assert_eq!(launches.len(), 1);
+    let claim = &launches[0];
+    for (o, l) in claim.options.iter().zip(option_labels(&h, claim)) {
+        assert_eq!(o.capacity_type, CapacityType::OnDemand);
+        assert_eq!(l[labels::ARCH], "amd64");
+        assert!(["c", "m", "r"].contains(&l[labels::INSTANCE_CATEGORY].as_str()));
+    }
+    // Cheapest first, and nothing cheaper in the whole catalog fits 5 CPU under the pool.
+    let cheapest = claim.options[0].price;
+    assert!(claim.options.windows(2).all(|w| w[0].price <= w[1].price));
+    for it in &h.catalog().instance_types {
+        let l = &it.labels;
+        if l[labels::ARCH] != "amd64"
+            || !["c", "m", "r"].contains(
+                &l.get(labels::INSTANCE_CATEGORY)
+                    .map(String::as_str)
+                    .unwrap_or(""),
+            )
+        {
+            continue;
+        }
+        let r = nodewright_core::catalog::capacity(it, &KubeletConfig::default());
+        if r.allocatable.cpu_milli < 5000 || r.allocatable.pods < 5 {
+            continue;
+        }
+        for o in it
+            .offerings
+            .iter()
+            .filter(|o| o.capacity_type == CapacityType::OnDemand)
+        {
+            assert!(
+                o.price >= cheapest,
+                "{} at {} is cheaper than {}",
+                it.name,
+                o.price,
+                cheapest
+            );
+        }
+    }
+}
+
+#[test]
+fn launch_options_are_cut_to_the_sixty_cheapest_types() {
+    let mut h = CoreHarness::new();
+    h.nodepool(pool("default"));
+    let claim = &provision(&mut h, vec![Pod::new("default", "a", 500, GIB)])[0];
+    let types: std::collections::BTreeSet<&str> = claim
+        .options
+        .iter()
+        .map(|o| o.instance_type.as_str())
+        .collect();
+    assert_eq!(types.len(), 60);
+}
+
+#[test]
+fn node_selector_on_arch_is_honoured() {
+    let mut h = CoreHarness::new();
+    h.nodepool(pool("default"));
+    let mut p = Pod::new("default", "arm", 1000, GIB);
+    p.node_selector.insert(labels::ARCH.into(), "arm64".into());
+    let claim = &provision(&mut h, vec![p])[0];
+    assert!(
+        option_labels(&h, claim)
+            .iter()
+            .all(|l| l[labels::ARCH] == "arm64")
+    );
+}
+
+#[test]
+fn required_node_affinity_with_or_terms_uses_an_alternative_that_fits() {
+    let mut h = CoreHarness::new();
+    h.nodepool(tutorial_pool());
+    let mut p = Pod::new("default", "p", 1000, GIB);
+    p.required_node_affinity = vec![
+        vec![req(labels::ARCH, Operator::In, &["arm64"])],
+        vec![req(labels::INSTANCE_FAMILY, Operator::In, &["m5"])],
+    ];
+    let claim = &provision(&mut h, vec![p])[0];
+    assert!(
+        option_labels(&h, claim)
+            .iter()
+            .all(|l| l[labels::INSTANCE_FAMILY] == "m5")
+    );
+}
+
+#[test]
+fn gt_and_lt_on_instance_cpu() {
+    let mut h = CoreHarness::new();
+    h.nodepool(pool("default"));
+    let mut p = Pod::new("default", "p", 100, GIB);
+    p.required_node_affinity = vec![vec![
+        req(labels::INSTANCE_CPU, Operator::Gt, &["7"]),
+        req(labels::INSTANCE_CPU, Operator::Lt, &["17"]),
+    ]];
+    let claim = &provision(&mut h, vec![p])[0];
+    for l in option_labels(&h, claim) {
+        let cpu: i64 = l[labels::INSTANCE_CPU].parse().expect("int");
+        assert!((8..=16).contains(&cpu), "{cpu}");
+    }
+}
+
+#[test]
+fn not_in_and_does_not_exist_exclude() {
+    let mut h = CoreHarness::new();
+    let mut p0 = pool("default");
+    p0.requirements = vec![
+        req(labels::INSTANCE_CATEGORY, Operator::NotIn, &["t", "c"]),
+        req(labels::INSTANCE_GPU_NAME, Operator::DoesNotExist, &[]),
+    ];
+    h.nodepool(p0);
+    let claim = &provision(&mut h, vec![Pod::new("default", "p", 100, GIB)])[0];
+    for l in option_labels(&h, claim) {
+        assert!(!["t", "c"].contains(&l[labels::INSTANCE_CATEGORY].as_str()));
+        assert!(!l.contains_key(labels::INSTANCE_GPU_NAME));
+    }
+}
+
+#[test]
+fn a_pod_tolerating_no_taint_never_lands_on_a_tainted_nodepool() {
+    let mut h = CoreHarness::new();
+    let mut gpu = pool("gpu");
+    gpu.weight = Some(100);
+    gpu.taints.push(Taint::new(
+        "nvidia.com/gpu",
+        Some("true"),
+        TaintEffect::NoSchedule,
+    ));
+    h.nodepool(gpu);
+    h.nodepool(pool("general"));
+    let launches = provision(&mut h, vec![Pod::new("default", "plain", 1000, GIB)]);
+    assert_eq!(launches[0].nodepool, "general");
+}
+
+#[test]
+fn a_tolerating_pod_may_use_the_tainted_pool_and_its_machine_carries_the_taint() {
+    let mut h = CoreHarness::new();
+    let mut gpu = pool("gpu");
+    gpu.weight = Some(100);
+    gpu.taints.push(Taint::new(
+        "dedicated",
+        Some("gpu"),
+        TaintEffect::NoSchedule,
+    ));
+    h.nodepool(gpu);
+    h.nodepool(pool("general"));
+    let mut p = Pod::new("default", "tolerant", 1000, GIB);
+    p.tolerations.push(Toleration {
+        key: Some("dedicated".into()),
+        operator: TolerationOperator::Equal,
+        value: Some("gpu".into()),
+        effect: Some(TaintEffect::NoSchedule),
+    });
+    let launches = provision(&mut h, vec![p]);
+    assert_eq!(launches[0].nodepool, "gpu");
+    assert_eq!(launches[0].taints.len(), 1);
+}
+
+#[test]
+fn prefer_no_schedule_taints_do_not_block() {
+    let mut h = CoreHarness::new();
+    let mut soft = pool("soft");
+    soft.taints
+        .push(Taint::new("soft", None, TaintEffect::PreferNoSchedule));
+    h.nodepool(soft);
+    assert_eq!(
+        provision(&mut h, vec![Pod::new("default", "p", 100, GIB)]).len(),
+        1
+    );
+}
+
+#[test]
+fn heavier_nodepool_is_tried_first_and_ties_go_by_name() {
+    let mut h = CoreHarness::new();
+    h.nodepool(pool("b-pool"));
+    h.nodepool(pool("a-pool"));
+    assert_eq!(
+        provision(&mut h, vec![Pod::new("default", "p1", 100, GIB)])[0].nodepool,
+        "a-pool"
+    );
+    let mut heavy = pool("z-pool");
+    heavy.weight = Some(50);
+    h.nodepool(heavy);
+    assert_eq!(
+        provision(&mut h, vec![Pod::new("default", "p2", 100, GIB)])[0].nodepool,
+        "z-pool"
+    );
+}
+
+#[test]
+fn limits_cpu_stops_launches_at_the_limit() {
+    let mut h = CoreHarness::new();
+    let mut p = tutorial_pool();
+    p.limits.insert("cpu".into(), 16_000);
+    h.nodepool(p);
+    // Each pod needs a machine of its own (15 CPU); only one 16-vCPU machine fits the limit.
+    let launches = provision(
+        &mut h,
+        (0..3)
+            .map(|i| Pod::new("default", &format!("big{i}"), 15_000, GIB))
+            .collect(),
+    );
+    assert_eq!(launches.len(), 1);
+    for o in &launches[0].options {
+        assert!(h.catalog().get(&o.instance_type).expect("known").vcpu <= 16);
+    }
+    let reasons = unschedulable(&h.commands);
+    assert_eq!(reasons.len(), 2, "{reasons:?}");
+    assert!(reasons[0].1.contains("limits"), "{}", reasons[0].1);
+}
+
+#[test]
+fn limits_nodes_counts_machines() {
+    let mut h = CoreHarness::new();
+    let mut p = tutorial_pool();
+    p.limits.insert("nodes".into(), 2);
+    // At most 96 vCPU a machine, so each 60-CPU pod needs a machine of its own.
+    p.requirements
+        .push(req(labels::INSTANCE_CPU, Operator::Lt, &["100"]));
+    h.nodepool(p);
+    let launches = provision(
+        &mut h,
+        (0..4)
+            .map(|i| Pod::new("default", &format!("big{i}"), 60_000, GIB))
+            .collect(),
+    );
+    assert_eq!(launches.len(), 2);
+    assert!(
+        unschedulable(&h.commands)
+            .iter()
+            .all(|(_, r)| r.contains("limits.nodes"))
+    );
+}
+
+#[test]
+fn in_flight_machines_count_against_limits() {
+    let mut h = CoreHarness::new();
+    let mut p = tutorial_pool();
+    p.limits.insert("nodes".into(), 1);
+    h.nodepool(p);
+    assert_eq!(
+        provision(&mut h, vec![Pod::new("default", "a", 60_000, GIB)]).len(),
+        1
+    );
+    // The first machine is still launching; a second batch may not exceed the limit.
+    assert!(provision(&mut h, vec![Pod::new("default", "b", 60_000, GIB)]).is_empty());
+}
+
+#[test]
+fn existing_capacity_is_used_before_new_machines() {
+    let mut h = CoreHarness::new();
+    h.nodepool(tutorial_pool());
+    h.existing_node("system-1", "m5.xlarge", "us-east-1a");
+    let launches = provision(&mut h, vec![Pod::new("default", "small", 500, GIB)]);
+    assert!(launches.is_empty());
+    assert!(
+        h.commands
+            .iter()
+            .any(|(_, c)| matches!(c, Command::NominatePod { target, .. } if target == "system-1"))
+    );
+}
+
+#[test]
+fn in_flight_capacity_is_used_before_new_machines() {
+    let mut h = CoreHarness::new();
+    h.nodepool(tutorial_pool());
+    let first = provision(&mut h, vec![Pod::new("default", "a", 1000, GIB)]);
+    assert_eq!(first.len(), 1);
+    let instance = h.launch_cheapest(&first[0]);
+    // A second small pod fits the machine on its way: no new launch, a nomination.
+    let second = provision(&mut h, vec![Pod::new("default", "b", 100, GIB / 8)]);
+    assert!(second.is_empty(), "{second:?}");
+    assert!(h.commands.iter().any(
+        |(_, c)| matches!(c, Command::NominatePod { target, .. } if *target == first[0].name)
+    ));
+    let node = h.join(&first[0], &instance);
+    assert!(node.contains(&instance.instance_id));
+}
+
+#[test]
+fn pods_pack_into_one_machine_while_it_can_hold_them() {
+    let mut h = CoreHarness::new();
+    h.nodepool(tutorial_pool());
+    let launches = provision(
+        &mut h,
+        (0..10)
+            .map(|i| Pod::new("default", &format!("p{i}"), 1000, 2 * GIB))
+            .collect(),
+    );
+    assert_eq!(launches.len(), 1);
+    assert_eq!(launches[0].requests.cpu_milli, 10_000);
+    assert_eq!(launches[0].requests.pods, 10);
+}
+
+#[test]
+fn a_pod_too_big_for_any_type_gets_a_reason_naming_the_requirements() {
+    let mut h = CoreHarness::new();
+    h.nodepool(tutorial_pool());
+    let mut p = Pod::new("default", "huge", 500_000, GIB);
+    p.node_selector.insert(labels::ARCH.into(), "amd64".into());
+    assert!(provision(&mut h, vec![p]).is_empty());
+    let reasons = unschedulable(&h.commands);
+    assert_eq!(reasons.len(), 1);
+    let r = &reasons[0].1;
+    assert!(r.contains("kubernetes.io/arch In [amd64]"), "{r}");
+    assert!(
+        r.contains("karpenter.k8s.aws/instance-category In [c,m,r]"),
+        "{r}"
+    );
+    assert!(r.contains("cpu=500"), "{r}");
+}
+
+#[test]
+fn a_pod_selecting_another_arch_than_the_pool_is_told_which_requirement_conflicts() {
+    let mut h = CoreHarness::new();
+    h.nodepool(tutorial_pool());
+    let mut p = Pod::new("default", "arm", 1000, GIB);
+    p.node_selector.insert(labels::ARCH.into(), "arm64".into());
+    assert!(provision(&mut h, vec![p]).is_empty());
+    let r = &unschedulable(&h.commands)[0].1;
+    assert!(r.contains("kubernetes.io/arch"), "{r}");
+    assert!(r.contains("nodepool default"), "{r}");
+}
+
+#[test]
+fn an_unknown_custom_label_is_not_invented() {
+    let mut h = CoreHarness::new();
+    h.nodepool(pool("default"));
+    let mut p = Pod::new("default", "p", 100, GIB);
+    p.node_selector.insert("team".into(), "blue".into());
+    assert!(provision(&mut h, vec![p]).is_empty());
+    assert!(unschedulable(&h.commands)[0].1.contains("team"));
+}
+
+#[test]
+fn a_custom_label_the_pool_allows_is_set_on_the_machine() {
+    let mut h = CoreHarness::new();
+    let mut p0 = pool("default");
+    p0.requirements
+        .push(req("team", Operator::In, &["blue", "red"]));
+    h.nodepool(p0);
+    let mut p = Pod::new("default", "p", 100, GIB);
+    p.node_selector.insert("team".into(), "blue".into());
+    let claim = &provision(&mut h, vec![p])[0];
+    assert_eq!(claim.labels.get("team").map(String::as_str), Some("blue"));
+}
+
+#[test]
+fn template_labels_are_selectable() {
+    let mut h = CoreHarness::new();
+    let mut p0 = pool("default");
+    p0.template_labels.insert("workload".into(), "batch".into());
+    h.nodepool(p0);
+    let mut p = Pod::new("default", "p", 100, GIB);
+    p.node_selector.insert("workload".into(), "batch".into());
+    let claim = &provision(&mut h, vec![p])[0];
+    assert_eq!(claim.labels["workload"], "batch");
+    assert_eq!(claim.labels[labels::NODEPOOL], "default");
+}
+
+#[test]
+fn gpu_requests_get_gpu_machines() {
+    let mut h = CoreHarness::new();
+    h.nodepool(pool("default"));
+    let mut p = Pod::new("default", "train", 4000, 16 * GIB);
+    p.requests.set_extended(NVIDIA_GPU, 1);
+    let claim = &provision(&mut h, vec![p])[0];
+    for o in &claim.options {
+        let it = h.catalog().get(&o.instance_type).expect("known");
+        assert!(
+            it.gpu
+                .as_ref()
+                .is_some_and(|g| g.count >= 1 && g.manufacturer == "nvidia"),
+            "{}",
+            it.name
+        );
+    }
+}
+
+#[test]
+fn zone_requirement_limits_offerings() {
+    let mut h = CoreHarness::new();
+    h.nodepool(pool("default"));
+    let mut p = Pod::new("default", "p", 100, GIB);
+    p.node_selector
+        .insert(labels::ZONE.into(), "us-east-1b".into());
+    let claim = &provision(&mut h, vec![p])[0];
+    assert!(claim.options.iter().all(|o| o.zone == "us-east-1b"));
+    assert_eq!(claim.labels[labels::ZONE], "us-east-1b");
+}
+
+#[test]
+fn spot_and_on_demand_pool_offers_spot_first_by_price() {
+    let mut h = CoreHarness::new();
+    let mut p0 = pool("default");
+    p0.requirements.push(req(
+        labels::CAPACITY_TYPE,
+        Operator::In,
+        &["spot", "on-demand"],
+    ));
+    h.nodepool(p0);
+    let claim = &provision(&mut h, vec![Pod::new("default", "p", 1000, GIB)])[0];
+    assert_eq!(claim.options[0].capacity_type, CapacityType::Spot);
+    assert!(
+        claim
+            .options
+            .iter()
+            .any(|o| o.capacity_type == CapacityType::OnDemand)
+    );
+}
+
+#[test]
+fn an_offering_that_ran_out_of_capacity_is_avoided_for_three_minutes() {
+    let mut h = CoreHarness::new();
+    h.nodepool(tutorial_pool());
+    let claim = provision(&mut h, vec![Pod::new("default", "a", 1000, GIB)]).remove(0);
+    let failed: Vec<OfferingKey> = claim
+        .options
+        .iter()
+        .filter(|o| o.instance_type == claim.options[0].instance_type)
+        .map(|o| OfferingKey {
+            instance_type: o.instance_type.clone(),
+            zone: o.zone.clone(),
+            capacity_type: o.capacity_type,
+        })
+        .collect();
+    let cmds = h.fail_launch(&claim, failed.clone());
+    assert!(
+        cmds.iter()
+            .any(|c| matches!(c, Command::TerminateNodeClaim { .. }))
+    );
+    let retry = CoreHarness::launches(&h.advance(2_000));
+    assert_eq!(retry.len(), 1, "the pod is provisioned again");
+    assert!(
+        retry[0]
+            .options
+            .iter()
+            .all(|o| o.instance_type != claim.options[0].instance_type)
+    );
+    // After three minutes the offering is tried again.
+    h.advance(181_000);
+    h.fail_launch(&retry[0], vec![]);
+    h.advance(2_000);
+    let later: Vec<NodeClaimSpec> = h.all_launches();
+    let last = later.last().expect("a launch");
+    assert_eq!(
+        last.options[0].instance_type,
+        claim.options[0].instance_type
+    );
+}
+
+#[test]
+fn a_pod_without_requests_is_scheduled_and_flagged() {
+    let mut h = CoreHarness::new();
+    h.nodepool(tutorial_pool());
+    let mut p = Pod::new("default", "lazy", 0, 0);
+    p.missing_requests = true;
+    let cmds = h.pod(p);
+    assert!(
+        cmds.iter()
+            .any(|c| matches!(c, Command::WarnMissingRequests { .. }))
+    );
+    assert_eq!(CoreHarness::launches(&h.advance(2_000)).len(), 1);
+}
+
+#[test]
+fn max_pods_from_the_node_class_limits_packing() {
+    let mut h = CoreHarness::new();
+    let mut nc = NodeClass::new("default");
+    nc.kubelet.max_pods = Some(4);
+    h.nodeclass(nc);
+    h.nodepool(tutorial_pool());
+    let launches = provision(
+        &mut h,
+        (0..10)
+            .map(|i| Pod::new("default", &format!("p{i}"), 10, 1 << 20))
+            .collect(),
+    );
+    assert_eq!(launches.len(), 3, "4 + 4 + 2 pods");
+}
+
+#[test]
+fn no_nodepool_means_no_launch_and_a_reason() {
+    let mut h = CoreHarness::new();
+    assert!(provision(&mut h, vec![Pod::new("default", "p", 100, GIB)]).is_empty());
+    assert!(unschedulable(&h.commands)[0].1.contains("no NodePool"));
+}
+
+#[test]
+fn a_nodepool_whose_node_class_is_missing_says_so() {
+    let mut h = CoreHarness::new();
+    h.nodepool(NodePool::new("default", "missing"));
+    assert!(provision(&mut h, vec![Pod::new("default", "p", 100, GIB)]).is_empty());
+    assert!(unschedulable(&h.commands)[0].1.contains("\"missing\""));
+}
+
+#[test]
+fn expire_after_is_copied_to_the_claim() {
+    let mut h = CoreHarness::new();
+    let mut p = tutorial_pool();
+    p.expire_after = MaybeNever::Never;
+    h.nodepool(p);
+    assert_eq!(
+        provision(&mut h, vec![Pod::new("default", "a", 100, GIB)])[0].expire_after_ms,
+        None
+    );
+}
