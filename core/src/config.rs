@@ -20,6 +20,28 @@ pub struct Config {
     pub disruption_poll_ms: u64,
     /// The launch offers EC2 at most this many instance types.
     pub max_instance_types: usize,
+    /// ENIs kept for other uses (custom networking): they carry no pod IPs (`reservedENIs`).
+    pub reserved_enis: u32,
+    /// Whether preferred affinities and ScheduleAnyway spreads are honoured (`preferencePolicy`).
+    pub preference_policy: PreferencePolicy,
+    /// Whether `minValues` may be relaxed when it cannot be met (`minValuesPolicy`).
+    pub min_values_policy: MinValuesPolicy,
+}
+
+/// `Respect`: preferences are tried as requirements first, then relaxed one by one.
+/// `Ignore`: preferences play no part in provisioning.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum PreferencePolicy {
+    Respect,
+    Ignore,
+}
+
+/// `Strict`: a machine whose options cannot meet `minValues` is not launched.
+/// `BestEffort`: it is launched with as many distinct values as there are.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum MinValuesPolicy {
+    Strict,
+    BestEffort,
 }
 
 impl Default for Config {
@@ -33,6 +55,9 @@ impl Default for Config {
             registration_timeout_ms: 15 * 60_000,
             disruption_poll_ms: 10_000,
             max_instance_types: 60,
+            reserved_enis: 0,
+            preference_policy: PreferencePolicy::Respect,
+            min_values_policy: MinValuesPolicy::Strict,
         }
     }
 }

@@ -41,9 +41,13 @@ pub struct Core {
 impl Core {
     pub fn new(config: Config) -> Self {
         let names = NameGenerator::new(config.seed);
+        let state = ClusterState {
+            reserved_enis: config.reserved_enis,
+            ..ClusterState::default()
+        };
         Core {
             config,
-            state: ClusterState::default(),
+            state,
             batcher: Batcher::default(),
             names,
             now_ms: 0,
@@ -244,6 +248,17 @@ impl Core {
                 self.trigger_if_pending();
             }
             EventKind::Tick => {}
+            EventKind::DaemonSetApplied(ds) => {
+                self.state
+                    .daemonsets
+                    .insert((ds.namespace.clone(), ds.name.clone()), ds.as_ref().clone());
+                self.trigger_if_pending();
+            }
+            EventKind::DaemonSetDeleted { namespace, name } => {
+                self.state
+                    .daemonsets
+                    .remove(&(namespace.clone(), name.clone()));
+            }
         }
     }
 
@@ -401,7 +416,7 @@ impl Core {
         if pending.is_empty() {
             return;
         }
-        let result = scheduler::solve(&self.state, now, &pending);
+        let result = scheduler::solve(&self.state, &self.config, now, &pending);
         for (pod, target) in result.nominations {
             self.unschedulable.remove(&pod);
             if self.nominations.get(&pod) != Some(&target) {

@@ -71,6 +71,18 @@ pub enum EventKind {
     },
     /// A timer the core asked for fired.
     Tick,
+    /// A DaemonSet was created or changed: its pods run on every node they fit, and count as
+    /// overhead when sizing a machine.
+    DaemonSetApplied(Box<DaemonSet>),
+    DaemonSetDeleted { namespace: String, name: String },
+}
+
+/// A DaemonSet: its pod template (the pod's name is empty).
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct DaemonSet {
+    pub namespace: String,
+    pub name: String,
+    pub template: Pod,
 }
 
 impl EventKind {
@@ -91,6 +103,8 @@ impl EventKind {
             EventKind::LaunchFailed { .. } => "LaunchFailed",
             EventKind::NodeClaimTerminated { .. } => "NodeClaimTerminated",
             EventKind::Tick => "Tick",
+            EventKind::DaemonSetApplied(_) => "DaemonSetApplied",
+            EventKind::DaemonSetDeleted { .. } => "DaemonSetDeleted",
         }
     }
 }

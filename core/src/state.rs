@@ -3,6 +3,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use crate::catalog::{self, Catalog, NodeResources};
+use crate::event::DaemonSet;
 use crate::model::labels;
 use crate::model::node::Node;
 use crate::model::nodeclaim::{Instance, NodeClaimSpec, OfferingKey, TerminationReason};
@@ -38,11 +39,11 @@ impl PreparedCatalog {
     }
 
     /// Node resources of every type under one kubelet config, by type index.
-    pub fn node_resources(&self, kubelet: &KubeletConfig) -> Vec<NodeResources> {
+    pub fn node_resources(&self, kubelet: &KubeletConfig, reserved_enis: u32) -> Vec<NodeResources> {
         self.catalog
             .instance_types
             .iter()
-            .map(|it| catalog::capacity(it, kubelet))
+            .map(|it| catalog::capacity_with_reserved_enis(it, kubelet, reserved_enis))
             .collect()
     }
 }
@@ -87,6 +88,10 @@ pub struct ClusterState {
     pub nodeclaims: BTreeMap<String, NodeClaimState>,
     /// Offerings that recently failed for lack of capacity, with the time they may be tried again.
     pub unavailable: BTreeMap<OfferingKey, u64>,
+    /// DaemonSets by (namespace, name).
+    pub daemonsets: BTreeMap<(String, String), DaemonSet>,
+    /// ENIs reserved for other uses (from the configuration).
+    pub reserved_enis: u32,
 }
 
 impl ClusterState {
@@ -153,7 +158,7 @@ impl ClusterState {
             let Some(it) = prepared.catalog.get(name) else {
                 continue;
             };
-            let r = catalog::capacity(it, &kubelet);
+            let r = catalog::capacity_with_reserved_enis(it, &kubelet, self.reserved_enis);
             out = Some(match out {
                 None => r,
                 Some(acc) => NodeResources {
@@ -187,7 +192,9 @@ impl ClusterState {
         let mut out = Resources::default();
         for name in names {
             if let Some(it) = prepared.catalog.get(name) {
-                out = out.max(&catalog::capacity(it, &kubelet).capacity);
+                out = out.max(
+                    &catalog::capacity_with_reserved_enis(it, &kubelet, self.reserved_enis).capacity,
+                );
             }
         }
         out

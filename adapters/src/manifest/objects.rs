@@ -266,6 +266,8 @@ pub struct PodSpec {
     pub affinity: Option<Affinity>,
     #[serde(default)]
     pub tolerations: Vec<TolerationObject>,
+    #[serde(default, rename = "topologySpreadConstraints")]
+    pub topology_spread_constraints: Vec<TopologySpreadObject>,
     pub priority: Option<i32>,
     #[serde(rename = "nodeName")]
     pub node_name: Option<String>,
@@ -280,8 +282,21 @@ pub struct Container {
     pub name: Option<String>,
     #[serde(default)]
     pub resources: ContainerResources,
+    #[serde(default)]
+    pub ports: Vec<ContainerPort>,
     #[serde(rename = "restartPolicy")]
     pub restart_policy: Option<String>,
+}
+
+#[derive(Debug, Clone, Default, Deserialize)]
+pub struct ContainerPort {
+    #[serde(rename = "containerPort")]
+    pub container_port: Option<i64>,
+    #[serde(rename = "hostPort")]
+    pub host_port: Option<i64>,
+    pub protocol: Option<String>,
+    #[serde(rename = "hostIP")]
+    pub host_ip: Option<String>,
 }
 
 #[derive(Debug, Clone, Default, Deserialize)]
@@ -296,12 +311,70 @@ pub struct ContainerResources {
 pub struct Affinity {
     #[serde(rename = "nodeAffinity")]
     pub node_affinity: Option<NodeAffinity>,
+    #[serde(rename = "podAffinity")]
+    pub pod_affinity: Option<PodAffinityObject>,
+    #[serde(rename = "podAntiAffinity")]
+    pub pod_anti_affinity: Option<PodAffinityObject>,
 }
 
 #[derive(Debug, Clone, Default, Deserialize)]
 pub struct NodeAffinity {
     #[serde(rename = "requiredDuringSchedulingIgnoredDuringExecution")]
     pub required: Option<NodeSelector>,
+    #[serde(default, rename = "preferredDuringSchedulingIgnoredDuringExecution")]
+    pub preferred: Vec<PreferredSchedulingTerm>,
+}
+
+#[derive(Debug, Clone, Default, Deserialize)]
+pub struct PreferredSchedulingTerm {
+    pub weight: i64,
+    #[serde(default)]
+    pub preference: NodeSelectorTerm,
+}
+
+#[derive(Debug, Clone, Default, Deserialize)]
+pub struct PodAffinityObject {
+    #[serde(default, rename = "requiredDuringSchedulingIgnoredDuringExecution")]
+    pub required: Vec<PodAffinityTermObject>,
+    #[serde(default, rename = "preferredDuringSchedulingIgnoredDuringExecution")]
+    pub preferred: Vec<WeightedPodAffinityTerm>,
+}
+
+#[derive(Debug, Clone, Default, Deserialize)]
+pub struct PodAffinityTermObject {
+    #[serde(rename = "labelSelector")]
+    pub label_selector: Option<LabelSelector>,
+    #[serde(default)]
+    pub namespaces: Vec<String>,
+    #[serde(rename = "topologyKey")]
+    pub topology_key: String,
+}
+
+#[derive(Debug, Clone, Default, Deserialize)]
+pub struct WeightedPodAffinityTerm {
+    pub weight: i64,
+    #[serde(rename = "podAffinityTerm")]
+    pub pod_affinity_term: PodAffinityTermObject,
+}
+
+#[derive(Debug, Clone, Default, Deserialize)]
+pub struct TopologySpreadObject {
+    #[serde(rename = "maxSkew")]
+    pub max_skew: i64,
+    #[serde(rename = "topologyKey")]
+    pub topology_key: String,
+    #[serde(rename = "whenUnsatisfiable")]
+    pub when_unsatisfiable: String,
+    #[serde(rename = "labelSelector")]
+    pub label_selector: Option<LabelSelector>,
+    #[serde(rename = "minDomains")]
+    pub min_domains: Option<i64>,
+    #[serde(rename = "nodeAffinityPolicy")]
+    pub node_affinity_policy: Option<String>,
+    #[serde(rename = "nodeTaintsPolicy")]
+    pub node_taints_policy: Option<String>,
+    #[serde(default, rename = "matchLabelKeys")]
+    pub match_label_keys: Vec<String>,
 }
 
 #[derive(Debug, Clone, Default, Deserialize)]
@@ -368,4 +441,6 @@ pub struct PdbSpec {
 pub struct LabelSelector {
     #[serde(default, rename = "matchLabels")]
     pub match_labels: BTreeMap<String, String>,
+    #[serde(default, rename = "matchExpressions")]
+    pub match_expressions: Vec<RequirementObject>,
 }

@@ -2,6 +2,10 @@
 
 use std::collections::BTreeMap;
 
+use nodewright_core::model::affinity::{
+    HostPort, InclusionPolicy, LabelSelector as Selector, PodAffinityTerm,
+    TopologySpreadConstraint, WhenUnsatisfiable,
+};
 use nodewright_core::model::duration::{MaybeNever, parse_duration_ms, parse_maybe_never};
 use nodewright_core::model::labels;
 use nodewright_core::model::nodeclass::{KubeletConfig, NodeClass, SelectorTerm};
@@ -823,6 +827,63 @@ pub fn pod_from_spec(
             required_node_affinity.push(specs);
         }
     }
+    let affinity = spec.affinity.as_ref();
+    let mut preferred_node_affinity = Vec::new();
+    for (t, term) in affinity
+        .and_then(|a| a.node_affinity.as_ref())
+        .map(|n| n.preferred.as_slice())
+        .unwrap_or_default()
+        .iter()
+        .enumerate()
+    {
+        let field = format!(
+            "spec.affinity.nodeAffinity.preferredDuringSchedulingIgnoredDuringExecution[{t}]"
+        );
+        let weight = check_weight(term.weight, &format!("{field}.weight"))?;
+        let mut specs = Vec::new();
+        for (i, expr) in term.preference.match_expressions.iter().enumerate() {
+            specs.push(requirement(
+                expr,
+                &format!("{field}.preference.matchExpressions[{i}]"),
+            )?);
+        }
+        preferred_node_affinity.push((weight, specs));
+    }
+    let pod_affinity = affinity_terms(
+        affinity.and_then(|a| a.pod_affinity.as_ref()),
+        "spec.affinity.podAffinity",
+    )?;
+    let pod_anti_affinity = affinity_terms(
+        affinity.and_then(|a| a.pod_anti_affinity.as_ref()),
+        "spec.affinity.podAntiAffinity",
+    )?;
+    let mut topology_spread = Vec::new();
+    for (i, c) in spec.topology_spread_constraints.iter().enumerate() {
+        topology_spread.push(spread_constraint(
+            c,
+            &format!("spec.topologySpreadConstraints[{i}]"),
+        )?);
+    }
+    let mut host_ports = Vec::new();
+    for (i, c) in spec.containers.iter().chain(spec.init_containers.iter()).enumerate() {
+        for (j, p) in c.ports.iter().enumerate() {
+            let Some(port) = p.host_port.filter(|p| *p != 0) else {
+                continue;
+            };
+            let port = u16::try_from(port).map_err(|_| {
+                field_error(
+                    &format!("spec.containers[{i}].ports[{j}].hostPort"),
+                    format!("{port} is not a port number"),
+                    "use a port between 1 and 65535",
+                )
+            })?;
+            host_ports.push(HostPort {
+                port,
+                protocol: p.protocol.clone().unwrap_or_else(|| "TCP".to_string()),
+                host_ip: p.host_ip.clone().unwrap_or_default(),
+            });
+        }
+    }
     let mut tolerations = Vec::new();
     for (i, t) in spec.tolerations.iter().enumerate() {
         let field = format!("spec.tolerations[{i}]");
@@ -862,10 +923,161 @@ pub fn pod_from_spec(
         missing_requests: missing,
         node_selector: spec.node_selector.clone(),
         required_node_affinity,
+        preferred_node_affinity,
+        pod_affinity,
+        pod_anti_affinity,
+        topology_spread,
+        host_ports,
         tolerations,
         priority: spec.priority.unwrap_or(0),
         owner,
         node_name: spec.node_name.clone(),
         created_at_ms: 0,
+    })
+}
+
+fn check_weight(weight: i64, field: &str) -> Result<i32, FieldError> {
+    if (1..=100).contains(&weight) {
+        Ok(weight as i32)
+    } else {
+        Err(field_error(
+            field,
+            format!("{weight} is out of range"),
+            "a preference weight is between 1 and 100",
+        ))
+    }
+}
+
+fn label_selector(obj: Option<&LabelSelector>, field: &str) -> Result<Selector, FieldError> {
+    let Some(obj) = obj else {
+        return Ok(Selector::default());
+    };
+    let mut out = Selector {
+        match_labels: obj.match_labels.clone(),
+        match_expressions: Vec::new(),
+    };
+    for (i, e) in obj.match_expressions.iter().enumerate() {
+        let spec = requirement(e, &format!("{field}.matchExpressions[{i}]"))?;
+        if !matches!(
+            spec.operator,
+            Operator::In | Operator::NotIn | Operator::Exists | Operator::DoesNotExist
+        ) {
+            return Err(field_error(
+                &format!("{field}.matchExpressions[{i}].operator"),
+                format!("{} is not a label selector operator", spec.operator),
+                "use In, NotIn, Exists or DoesNotExist",
+            ));
+        }
+        out.match_expressions.push(spec);
+    }
+    Ok(out)
+}
+
+fn affinity_term(
+    obj: &PodAffinityTermObject,
+    weight: Option<i32>,
+    field: &str,
+) -> Result<PodAffinityTerm, FieldError> {
+    if obj.topology_key.is_empty() {
+        return Err(field_error(
+            &format!("{field}.topologyKey"),
+            "is empty",
+            "name a node label such as topology.kubernetes.io/zone or kubernetes.io/hostname",
+        ));
+    }
+    Ok(PodAffinityTerm {
+        selector: label_selector(obj.label_selector.as_ref(), &format!("{field}.labelSelector"))?,
+        namespaces: obj.namespaces.clone(),
+        topology_key: obj.topology_key.clone(),
+        weight,
+    })
+}
+
+fn affinity_terms(
+    obj: Option<&PodAffinityObject>,
+    field: &str,
+) -> Result<Vec<PodAffinityTerm>, FieldError> {
+    let Some(obj) = obj else {
+        return Ok(Vec::new());
+    };
+    let mut out = Vec::new();
+    for (i, t) in obj.required.iter().enumerate() {
+        out.push(affinity_term(
+            t,
+            None,
+            &format!("{field}.requiredDuringSchedulingIgnoredDuringExecution[{i}]"),
+        )?);
+    }
+    for (i, t) in obj.preferred.iter().enumerate() {
+        let f = format!("{field}.preferredDuringSchedulingIgnoredDuringExecution[{i}]");
+        let weight = check_weight(t.weight, &format!("{f}.weight"))?;
+        out.push(affinity_term(
+            &t.pod_affinity_term,
+            Some(weight),
+            &format!("{f}.podAffinityTerm"),
+        )?);
+    }
+    Ok(out)
+}
+
+fn spread_constraint(
+    c: &TopologySpreadObject,
+    field: &str,
+) -> Result<TopologySpreadConstraint, FieldError> {
+    if c.max_skew < 1 {
+        return Err(field_error(
+            &format!("{field}.maxSkew"),
+            format!("{} is below 1", c.max_skew),
+            "maxSkew is 1 or more",
+        ));
+    }
+    if c.topology_key.is_empty() {
+        return Err(field_error(
+            &format!("{field}.topologyKey"),
+            "is empty",
+            "name a node label such as topology.kubernetes.io/zone",
+        ));
+    }
+    let when_unsatisfiable = match c.when_unsatisfiable.as_str() {
+        "DoNotSchedule" => WhenUnsatisfiable::DoNotSchedule,
+        "ScheduleAnyway" => WhenUnsatisfiable::ScheduleAnyway,
+        other => {
+            return Err(field_error(
+                &format!("{field}.whenUnsatisfiable"),
+                format!("unknown value {other:?}"),
+                "use DoNotSchedule or ScheduleAnyway",
+            ));
+        }
+    };
+    let policy = |raw: &Option<String>, default: InclusionPolicy, name: &str| match raw.as_deref() {
+        None => Ok(default),
+        Some("Honor") => Ok(InclusionPolicy::Honor),
+        Some("Ignore") => Ok(InclusionPolicy::Ignore),
+        Some(other) => Err(field_error(
+            &format!("{field}.{name}"),
+            format!("unknown value {other:?}"),
+            "use Honor or Ignore",
+        )),
+    };
+    let min_domains = match c.min_domains {
+        None => None,
+        Some(n) if n >= 1 => Some(n as u32),
+        Some(n) => {
+            return Err(field_error(
+                &format!("{field}.minDomains"),
+                format!("{n} is below 1"),
+                "minDomains is 1 or more",
+            ));
+        }
+    };
+    Ok(TopologySpreadConstraint {
+        max_skew: c.max_skew as u32,
+        topology_key: c.topology_key.clone(),
+        when_unsatisfiable,
+        selector: label_selector(c.label_selector.as_ref(), &format!("{field}.labelSelector"))?,
+        min_domains,
+        node_affinity_policy: policy(&c.node_affinity_policy, InclusionPolicy::Honor, "nodeAffinityPolicy")?,
+        node_taints_policy: policy(&c.node_taints_policy, InclusionPolicy::Ignore, "nodeTaintsPolicy")?,
+        match_label_keys: c.match_label_keys.clone(),
     })
 }

@@ -19,10 +19,11 @@ pub struct NodeResources {
     pub allocatable: Resources,
 }
 
-/// Max pods: `ENIs × (IPv4 per ENI − 1) + 2`, unless the kubelet config sets `maxPods`;
-/// `podsPerCore` caps either.
-pub fn max_pods(it: &InstanceType, kubelet: &KubeletConfig) -> i64 {
-    let eni_limited = it.max_enis as i64 * (it.ipv4_per_eni as i64 - 1).max(0) + 2;
+/// Max pods: `(ENIs − reservedENIs) × (IPv4 per ENI − 1) + 2`, unless the kubelet config sets
+/// `maxPods`; `podsPerCore` caps either.
+pub fn max_pods(it: &InstanceType, kubelet: &KubeletConfig, reserved_enis: u32) -> i64 {
+    let enis = it.max_enis.saturating_sub(reserved_enis) as i64;
+    let eni_limited = enis * (it.ipv4_per_eni as i64 - 1).max(0) + 2;
     let pods = kubelet.max_pods.unwrap_or(eni_limited);
     match kubelet.pods_per_core {
         Some(per_core) if per_core > 0 => pods.min(per_core * it.vcpu as i64),
@@ -49,7 +50,16 @@ pub fn kube_reserved_cpu_milli(cpu_milli: i64) -> i64 {
 
 /// Capacity and allocatable of a node of this type under this kubelet config.
 pub fn capacity(it: &InstanceType, kubelet: &KubeletConfig) -> NodeResources {
-    let pods = max_pods(it, kubelet);
+    capacity_with_reserved_enis(it, kubelet, 0)
+}
+
+/// [`capacity`] with some ENIs reserved (Karpenter's `reservedENIs` setting).
+pub fn capacity_with_reserved_enis(
+    it: &InstanceType,
+    kubelet: &KubeletConfig,
+    reserved_enis: u32,
+) -> NodeResources {
+    let pods = max_pods(it, kubelet, reserved_enis);
     let memory_mib = it.memory_mib as i64;
     let vm_overhead_mib = (memory_mib * VM_MEMORY_OVERHEAD_PER_MILLE + 999) / 1000;
     let mut capacity = Resources::new(
@@ -103,7 +113,8 @@ mod tests {
             .get("m5.large")
             .expect("m5.large in the built-in catalog");
         let kubelet = KubeletConfig::default();
-        assert_eq!(max_pods(m5, &kubelet), 29);
+        assert_eq!(max_pods(m5, &kubelet, 0), 29);
+        assert_eq!(max_pods(m5, &kubelet, 1), 20);
         let r = capacity(m5, &kubelet);
         assert_eq!(r.capacity.cpu_milli, 2000);
         // 8192 MiB − ceil(8192 × 7.5 %) = 8192 − 615 = 7577 MiB
@@ -135,6 +146,6 @@ mod tests {
             pods_per_core: Some(10),
             ..KubeletConfig::default()
         };
-        assert_eq!(max_pods(m5, &kubelet), 20);
+        assert_eq!(max_pods(m5, &kubelet, 0), 20);
     }
 }

@@ -8,7 +8,9 @@ use std::fmt;
 
 use serde::{Deserialize, Serialize};
 
-pub use allocatable::{NodeResources, capacity, kube_reserved_cpu_milli, max_pods};
+pub use allocatable::{
+    NodeResources, capacity, capacity_with_reserved_enis, kube_reserved_cpu_milli, max_pods,
+};
 
 use crate::model::labels;
 use crate::model::requirements::{Requirement, Requirements};

@@ -1,5 +1,6 @@
 //! The domain model the decisions need, in Karpenter's vocabulary.
 
+pub mod affinity;
 pub mod duration;
 pub mod labels;
 pub mod node;

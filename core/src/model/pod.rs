@@ -5,6 +5,7 @@ use std::fmt;
 
 use serde::{Deserialize, Serialize};
 
+use super::affinity::{HostPort, PodAffinityTerm, TopologySpreadConstraint};
 use super::labels::DO_NOT_DISRUPT;
 use super::requirements::{RequirementSpec, Requirements};
 use super::resources::Resources;
@@ -53,6 +54,14 @@ pub struct Pod {
     pub node_selector: BTreeMap<String, String>,
     /// Required node affinity: alternatives (OR) of requirement lists (AND).
     pub required_node_affinity: Vec<Vec<RequirementSpec>>,
+    /// Preferred node affinity: (weight, requirements) terms.
+    pub preferred_node_affinity: Vec<(i32, Vec<RequirementSpec>)>,
+    /// Pod affinity terms, required (`weight: None`) and preferred.
+    pub pod_affinity: Vec<PodAffinityTerm>,
+    /// Pod anti-affinity terms, required (`weight: None`) and preferred.
+    pub pod_anti_affinity: Vec<PodAffinityTerm>,
+    pub topology_spread: Vec<TopologySpreadConstraint>,
+    pub host_ports: Vec<HostPort>,
     pub tolerations: Vec<Toleration>,
     pub priority: i32,
     pub owner: Option<OwnerRef>,
@@ -72,6 +81,11 @@ impl Pod {
             missing_requests: false,
             node_selector: BTreeMap::new(),
             required_node_affinity: Vec::new(),
+            preferred_node_affinity: Vec::new(),
+            pod_affinity: Vec::new(),
+            pod_anti_affinity: Vec::new(),
+            topology_spread: Vec::new(),
+            host_ports: Vec::new(),
             tolerations: Vec::new(),
             priority: 0,
             owner: None,

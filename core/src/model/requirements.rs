@@ -51,7 +51,7 @@ impl fmt::Display for Operator {
 }
 
 /// One requirement as written in YAML: `{key, operator, values, minValues}`.
-#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 pub struct RequirementSpec {
     pub key: String,
     pub operator: Operator,

@@ -1,7 +1,11 @@
 //! Provisioning: pending pods → nominations onto existing capacity, or new NodeClaims.
 
 pub mod batcher;
+pub mod launch;
+pub mod overhead;
+pub mod profile;
 pub mod scheduler;
+pub mod topology;
 
 pub use batcher::Batcher;
-pub use scheduler::{PlannedClaim, SolveResult, solve};
+pub use scheduler::{PlannedClaim, SolveResult, launch_options, solve};

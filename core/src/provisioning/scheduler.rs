@@ -1,20 +1,27 @@
-//! The provisioning solver: places pending pods on existing nodes, on machines already on their
-//! way, on machines planned in this batch, and only then plans new machines.
-//!
-//! Pods are taken largest first (CPU, then memory, then age, then name), so the result does not
-//! depend on the order in which they arrived.
+//! The provisioning solver. For each pending pod, largest first (CPU, memory, age, name): an
+//! existing node or a machine on its way; else a machine planned in this batch, fewest pods
+//! first; else a new machine from the first NodePool (by weight) that can take it. A pod that
+//! fits nowhere is retried with its preferences relaxed one at a time (Karpenter's order), and
+//! requeued behind the others; the solve ends when a full pass over the queue places nothing.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
 
 use crate::catalog::NodeResources;
+use crate::config::{Config, MinValuesPolicy};
+use crate::model::affinity::HostPort;
 use crate::model::labels;
-use crate::model::nodeclaim::{LaunchOption, OfferingKey};
+use crate::model::nodeclaim::LaunchOption;
 use crate::model::nodepool::NodePool;
 use crate::model::pod::{Pod, PodKey};
-use crate::model::requirements::Requirements;
+use crate::model::requirements::{Requirement, Requirements};
 use crate::model::resources::Resources;
-use crate::model::taints::{Taint, first_untolerated};
+use crate::model::taints::{Taint, TaintEffect};
 use crate::state::{ClusterState, PreparedCatalog};
+
+use super::launch::{self, offering_allowed};
+use super::overhead::daemonset_overhead;
+use super::profile::PodProfile;
+use super::topology::Topology;
 
 /// A machine this batch wants: the pods it is for and the instance types that can still hold
 /// them all.
@@ -23,9 +30,12 @@ pub struct PlannedClaim {
     pub nodepool: String,
     pub requirements: Requirements,
     pub pods: Vec<PodKey>,
+    /// The pods' requests (without DaemonSet overhead).
     pub requests: Resources,
     /// Catalog indices of the instance types that fit every pod and the requirements.
     pub types: Vec<usize>,
+    /// `minValues` per key, from the NodePool (lowered under `BestEffort` when unmet).
+    pub min_values: Vec<(String, u32)>,
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -45,34 +55,128 @@ struct Target {
     label_sets: Vec<BTreeMap<String, String>>,
     taints: Vec<Taint>,
     available: Resources,
+    host_ports: Vec<HostPort>,
+    initialized: bool,
 }
 
-impl Target {
-    fn admits(&self, pod: &Pod, alternatives: &[Requirements]) -> bool {
-        pod.requests.fits_in(&self.available)
-            && first_untolerated(&self.taints, &pod.tolerations).is_none()
-            && alternatives.iter().any(|alt| {
-                self.label_sets
-                    .iter()
-                    .all(|labels| alt.matches_labels(labels))
-            })
+/// The solver's view of one NodePool for this batch.
+struct PoolContext<'a> {
+    pool: &'a NodePool,
+    template: Requirements,
+    resources: Vec<NodeResources>,
+    overhead: Vec<Resources>,
+    /// Types compatible with the template and offered where it allows.
+    types: Vec<usize>,
+    min_values: Vec<(String, u32)>,
+    /// Capacity of live NodeClaims plus machines planned in this batch (at their largest).
+    usage: Resources,
+    count: i64,
+}
+
+impl PoolContext<'_> {
+    fn room(&self, t: usize) -> Resources {
+        self.resources[t].allocatable.minus(&self.overhead[t])
     }
+}
+
+/// A planned machine during the solve.
+struct Planned {
+    claim: PlannedClaim,
+    pool: usize,
+    target: usize,
+    host_ports: Vec<HostPort>,
+    /// Component-wise maximum room (allocatable − overhead − requests) over its types.
+    max_room: Resources,
+    /// Largest capacity over its types (what counts against limits).
+    limit_capacity: Resources,
+}
+
+fn requirement_changed(old: &Requirements, new: &Requirements) -> Vec<String> {
+    new.iter()
+        .filter(|r| old.get(&r.key) != Some(*r))
+        .map(|r| r.key.clone())
+        .collect()
+}
+
+/// Whether a type's requirement on `key` allows `wanted` (Karpenter's Intersects, one key).
+fn type_allows(type_reqs: &Requirements, wanted: &Requirement) -> bool {
+    match type_reqs.get(&wanted.key) {
+        None => true,
+        Some(ours) => {
+            !ours.intersect(wanted).is_empty_set() || (ours.allows_absence() && wanted.allows_absence())
+        }
+    }
+}
+
+fn has_allowed_offering(state: &ClusterState, prepared: &PreparedCatalog, t: usize, reqs: &Requirements, now_ms: u64) -> bool {
+    let it = &prepared.catalog.instance_types[t];
+    it.offerings.iter().any(|o| {
+        offering_allowed(reqs, &o.zone, o.capacity_type.as_str())
+            && !state.is_unavailable(
+                &crate::model::nodeclaim::OfferingKey {
+                    instance_type: it.name.clone(),
+                    zone: o.zone.clone(),
+                    capacity_type: o.capacity_type,
+                },
+                now_ms,
+            )
+    })
+}
+
+/// Every value each topology key can take: the zones and capacity types of the offerings the
+/// NodePools allow, their instance types' labels, their template labels, existing nodes' labels.
+fn domain_universe(
+    prepared: Option<&PreparedCatalog>,
+    contexts: &[PoolContext],
+    state: &ClusterState,
+    keys: &BTreeSet<String>,
+) -> BTreeMap<String, BTreeSet<String>> {
+    let mut out: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
+    for key in keys.iter().filter(|k| k.as_str() != labels::HOSTNAME) {
+        let set = out.entry(key.clone()).or_default();
+        for ctx in contexts {
+            if let Some(r) = ctx.template.get(key)
+                && !r.complement
+            {
+                set.extend(r.values.iter().cloned());
+                continue;
+            }
+            let Some(prepared) = prepared else { continue };
+            for &t in &ctx.types {
+                let it = &prepared.catalog.instance_types[t];
+                let values: Vec<String> = match key.as_str() {
+                    labels::ZONE => it.offerings.iter().map(|o| o.zone.clone()).collect(),
+                    labels::CAPACITY_TYPE => it
+                        .offerings
+                        .iter()
+                        .map(|o| o.capacity_type.as_str().to_string())
+                        .collect(),
+                    _ => it.labels.get(key).cloned().into_iter().collect(),
+                };
+                for v in values {
+                    if ctx.template.get(key).is_none_or(|r| r.has(&v)) {
+                        set.insert(v);
+                    }
+                }
+            }
+        }
+        for node in state.nodes.values() {
+            if let Some(v) = node.node.labels.get(key) {
+                set.insert(v.clone());
+            }
+        }
+    }
+    out
 }
 
 fn existing_targets(state: &ClusterState) -> Vec<Target> {
     let mut targets = Vec::new();
     for (name, node_state) in &state.nodes {
         let node = &node_state.node;
-        let claim = node_state
-            .nodeclaim
-            .as_ref()
-            .and_then(|c| state.nodeclaims.get(c));
-        if node.unschedulable
-            || claim.is_some_and(|c| c.terminating.is_some())
-            || node.taints.iter().any(|t| t.key == labels::DISRUPTED_TAINT)
-        {
-            continue;
-        }
+        let claim = node_state.nodeclaim.as_ref().and_then(|c| state.nodeclaims.get(c));
+        let usable = !node.unschedulable
+            && !claim.is_some_and(|c| c.terminating.is_some())
+            && !node.taints.iter().any(|t| t.key == labels::DISRUPTED_TAINT);
         // Startup taints and the unregistered taint are expected to go away.
         let taints = node
             .taints
@@ -81,11 +185,27 @@ fn existing_targets(state: &ClusterState) -> Vec<Target> {
             .filter(|t| !claim.is_some_and(|c| c.spec.startup_taints.contains(t)))
             .cloned()
             .collect();
+        let host_ports = node_state
+            .pods
+            .iter()
+            .filter_map(|k| state.pods.get(k))
+            .flat_map(|p| p.host_ports.iter().cloned())
+            .collect();
+        let mut labels_map = node.labels.clone();
+        labels_map
+            .entry(labels::HOSTNAME.to_string())
+            .or_insert_with(|| name.clone());
         targets.push(Target {
             name: name.clone(),
-            label_sets: vec![node.labels.clone()],
+            label_sets: vec![labels_map],
             taints,
-            available: node.allocatable.minus(&state.requests_on_node(name)),
+            available: if usable {
+                node.allocatable.minus(&state.requests_on_node(name))
+            } else {
+                Resources::new(-1, -1, -1)
+            },
+            host_ports,
+            initialized: node.ready && claim.is_none_or(|c| c.is_initialized()),
         });
     }
     for (name, claim) in &state.nodeclaims {
@@ -95,7 +215,7 @@ fn existing_targets(state: &ClusterState) -> Vec<Target> {
         let Some(resources) = state.nodeclaim_resources(claim) else {
             continue;
         };
-        let label_sets = match &claim.instance {
+        let label_sets: Vec<BTreeMap<String, String>> = match &claim.instance {
             Some(_) => vec![state.nodeclaim_labels(claim)],
             None => {
                 let Some(prepared) = state.catalog.as_ref() else {
@@ -111,10 +231,7 @@ fn existing_targets(state: &ClusterState) -> Vec<Target> {
                             l.extend(it.labels.clone());
                         }
                         l.insert(labels::ZONE.to_string(), o.zone.clone());
-                        l.insert(
-                            labels::CAPACITY_TYPE.to_string(),
-                            o.capacity_type.as_str().to_string(),
-                        );
+                        l.insert(labels::CAPACITY_TYPE.to_string(), o.capacity_type.as_str().to_string());
                         l
                     })
                     .collect()
@@ -123,279 +240,327 @@ fn existing_targets(state: &ClusterState) -> Vec<Target> {
         if label_sets.is_empty() {
             continue;
         }
+        let label_sets = label_sets
+            .into_iter()
+            .map(|mut l| {
+                l.insert(labels::HOSTNAME.to_string(), name.clone());
+                l
+            })
+            .collect();
         targets.push(Target {
             name: name.clone(),
             label_sets,
             taints: claim.spec.taints.clone(),
             available: resources.allocatable,
+            host_ports: Vec::new(),
+            initialized: false,
         });
     }
+    // Initialized nodes first, then by name.
+    targets.sort_by(|a, b| b.initialized.cmp(&a.initialized).then(a.name.cmp(&b.name)));
     targets
 }
 
-/// Whether any offering of type `index` is allowed by `reqs` and not marked unavailable.
-fn has_allowed_offering(
-    state: &ClusterState,
-    prepared: &PreparedCatalog,
-    index: usize,
-    reqs: &Requirements,
-    now_ms: u64,
-) -> bool {
-    let it = &prepared.catalog.instance_types[index];
-    it.offerings.iter().any(|o| {
-        offering_allowed(reqs, &o.zone, o.capacity_type.as_str())
-            && !state.is_unavailable(
-                &OfferingKey {
-                    instance_type: it.name.clone(),
-                    zone: o.zone.clone(),
-                    capacity_type: o.capacity_type,
-                },
-                now_ms,
-            )
-    })
-}
-
-fn offering_allowed(reqs: &Requirements, zone: &str, capacity_type: &str) -> bool {
-    reqs.get(labels::ZONE).is_none_or(|r| r.has(zone))
-        && reqs
-            .get(labels::CAPACITY_TYPE)
-            .is_none_or(|r| r.has(capacity_type))
-}
-
-/// The solver's view of one NodePool for this batch.
-struct PoolContext<'a> {
-    pool: &'a NodePool,
-    template: Requirements,
-    resources: Vec<NodeResources>,
-    /// Capacity in use (live NodeClaims) and their count.
-    usage: Resources,
-    count: i64,
-}
-
-/// Places `pods` (pending, any order) given the cluster state.
-pub fn solve(state: &ClusterState, now_ms: u64, pods: &[&Pod]) -> SolveResult {
-    let mut result = SolveResult::default();
-    let mut pods: Vec<&Pod> = pods.to_vec();
-    pods.sort_by(|a, b| Pod::queue_order(a, b));
-
-    let mut targets = existing_targets(state);
-    let mut pools: Vec<&NodePool> = state.nodepools.values().collect();
-    pools.sort_by(|a, b| NodePool::priority_order(a, b));
-    let prepared = state.catalog.as_ref();
-    let contexts: Vec<PoolContext> = pools
+/// The labels every label set agrees on (what is known of a machine on its way).
+fn common_labels(sets: &[BTreeMap<String, String>]) -> BTreeMap<String, String> {
+    let Some(first) = sets.first() else {
+        return BTreeMap::new();
+    };
+    first
         .iter()
-        .filter_map(|pool| {
-            let nodeclass = state.nodeclasses.get(&pool.node_class_ref.name)?;
-            let prepared = prepared?;
-            let (usage, count) = state.nodepool_usage(&pool.name);
-            Some(PoolContext {
-                pool,
-                template: pool.template_requirements(),
-                resources: prepared.node_resources(&nodeclass.kubelet),
-                usage,
-                count,
-            })
-        })
-        .collect();
+        .filter(|(k, v)| sets.iter().all(|s| s.get(*k) == Some(v)))
+        .map(|(k, v)| (k.clone(), v.clone()))
+        .collect()
+}
 
-    'pods: for pod in pods {
-        let alternatives = pod.requirement_alternatives();
-        // 1. Existing nodes and machines on their way.
-        if let Some(target) = targets.iter_mut().find(|t| t.admits(pod, &alternatives)) {
-            target.available.sub(&pod.requests);
-            result
-                .nominations
-                .push((pod.key.clone(), target.name.clone()));
-            continue;
-        }
-        let Some(prepared) = prepared else {
-            result.unschedulable.push((
-                pod.key.clone(),
-                "no instance catalog is known yet".to_string(),
-            ));
-            continue;
-        };
-        // 2. Machines planned in this batch, fewest pods first.
-        let mut order: Vec<usize> = (0..result.new_claims.len()).collect();
-        order.sort_by_key(|i| (result.new_claims[*i].pods.len(), *i));
-        for i in order {
-            let claim = &result.new_claims[i];
-            let Some(ctx) = contexts.iter().find(|c| c.pool.name == claim.nodepool) else {
-                continue;
-            };
-            if first_untolerated(&ctx.pool.taints, &pod.tolerations).is_some() {
-                continue;
-            }
-            let requests = claim.requests.plus(&pod.requests);
-            for alt in &alternatives {
-                if claim.requirements.compatible(alt).is_err() {
+fn untolerated<'a>(profile: &PodProfile, pod: &Pod, taints: &'a [Taint]) -> Option<&'a Taint> {
+    profile.untolerated(pod, taints)
+}
+
+fn port_conflict(pod: &Pod, used: &[HostPort]) -> Option<u16> {
+    pod.host_ports
+        .iter()
+        .find(|p| used.iter().any(|u| u.conflicts_with(p)))
+        .map(|p| p.port)
+}
+
+/// The solver's working state.
+struct Solver<'a> {
+    state: &'a ClusterState,
+    config: &'a Config,
+    now_ms: u64,
+    prepared: Option<&'a PreparedCatalog>,
+    contexts: Vec<PoolContext<'a>>,
+    targets: Vec<Target>,
+    planned: Vec<Planned>,
+    /// (pods, index) of planned machines, fewest pods first.
+    order: BTreeSet<(usize, usize)>,
+    topology: Topology,
+}
+
+impl<'a> Solver<'a> {
+    /// Tries existing targets, then planned machines, then a new machine. On success the pod
+    /// is placed and counted; on failure the reasons per NodePool.
+    fn place(&mut self, pod: &Pod, profile: &PodProfile, result: &mut SolveResult) -> Result<(), Vec<String>> {
+        let total_targets = (self.targets.len() + self.planned.len()) as u32;
+        let blocked_everywhere = self.topology.hostname_blocked_everywhere(pod, profile, total_targets);
+        if !blocked_everywhere {
+            // 1. Existing nodes and machines on their way.
+            for ti in 0..self.targets.len() {
+                let target = &self.targets[ti];
+                if !pod.requests.fits_in(&target.available)
+                    || untolerated(profile, pod, &target.taints).is_some()
+                    || port_conflict(pod, &target.host_ports).is_some()
+                    || !target.label_sets.iter().all(|l| profile.requirements.matches_labels(l))
+                {
                     continue;
                 }
-                let reqs = claim.requirements.intersect(alt);
-                let types: Vec<usize> = claim
-                    .types
-                    .iter()
-                    .copied()
-                    .filter(|&t| {
-                        requests.fits_in(&ctx.resources[t].allocatable)
-                            && prepared.requirements[t].intersects(&reqs).is_ok()
-                            && has_allowed_offering(state, prepared, t, &reqs, now_ms)
-                    })
-                    .collect();
-                if !types.is_empty() {
-                    let claim = &mut result.new_claims[i];
-                    claim.requirements = reqs;
-                    claim.requests = requests;
-                    claim.types = types;
-                    claim.pods.push(pod.key.clone());
-                    continue 'pods;
+                let known = common_labels(&target.label_sets);
+                let mut reqs = Requirements::from_labels(&known);
+                if !self.topology.is_empty() {
+                    if self.topology.admit(pod, profile, ti, &mut reqs).is_err() {
+                        continue;
+                    }
+                    if !reqs.matches_labels(&known) {
+                        continue;
+                    }
+                }
+                let target = &mut self.targets[ti];
+                target.available.sub(&pod.requests);
+                target.host_ports.extend(pod.host_ports.iter().cloned());
+                result.nominations.push((pod.key.clone(), target.name.clone()));
+                self.topology.record(pod, ti, &reqs);
+                return Ok(());
+            }
+            // 2. Machines planned in this batch, fewest pods first.
+            let order: Vec<usize> = self.order.iter().map(|(_, i)| *i).collect();
+            for i in order {
+                if self.try_add(i, pod, profile, false).is_ok() {
+                    return Ok(());
                 }
             }
         }
         // 3. A new machine from the first NodePool that can take the pod.
+        let Some(prepared) = self.prepared else {
+            return Err(vec!["no instance catalog is known yet".to_string()]);
+        };
         let mut reasons = Vec::new();
-        for ctx in &contexts {
-            match plan_new_claim(
-                state,
-                prepared,
-                ctx,
-                &result.new_claims,
-                pod,
-                &alternatives,
-                now_ms,
-            ) {
-                Ok(claim) => {
-                    result.new_claims.push(claim);
-                    continue 'pods;
+        for ci in 0..self.contexts.len() {
+            let ctx = &self.contexts[ci];
+            if let Some(taint) = untolerated(profile, pod, &ctx.pool.taints) {
+                reasons.push(format!("nodepool {}: the pod does not tolerate taint {taint}", ctx.pool.name));
+                continue;
+            }
+            let remaining = ctx.pool.remaining(&ctx.usage, ctx.count);
+            if let Some(remaining) = &remaining
+                && remaining.get("nodes").is_some_and(|n| *n < 1)
+            {
+                reasons.push(format!("nodepool {}: limits.nodes is reached", ctx.pool.name));
+                continue;
+            }
+            let types: Vec<usize> = match &remaining {
+                None => ctx.types.clone(),
+                Some(remaining) => ctx
+                    .types
+                    .iter()
+                    .copied()
+                    .filter(|&t| {
+                        let capacity = &ctx.resources[t].capacity;
+                        !remaining
+                            .iter()
+                            .any(|(name, left)| name != "nodes" && capacity.get(name) > *left)
+                    })
+                    .collect(),
+            };
+            if types.is_empty() {
+                reasons.push(format!(
+                    "nodepool {}: every instance type would exceed the NodePool limits (remaining: {})",
+                    ctx.pool.name,
+                    describe_remaining(remaining.as_ref())
+                ));
+                continue;
+            }
+            let target = self.targets.len() + self.planned.len();
+            let mut max_room = Resources::default();
+            for &t in &types {
+                max_room = max_room.max(&ctx.room(t));
+            }
+            let claim = PlannedClaim {
+                nodepool: ctx.pool.name.clone(),
+                requirements: ctx.template.clone(),
+                pods: Vec::new(),
+                requests: Resources::default(),
+                types,
+                min_values: ctx.min_values.clone(),
+            };
+            self.planned.push(Planned {
+                claim,
+                pool: ci,
+                target,
+                host_ports: Vec::new(),
+                max_room,
+                limit_capacity: Resources::default(),
+            });
+            let index = self.planned.len() - 1;
+            let best_effort = self.config.min_values_policy == MinValuesPolicy::BestEffort;
+            match self.try_add(index, pod, profile, best_effort) {
+                Ok(()) => {
+                    let ctx = &mut self.contexts[ci];
+                    ctx.count += 1;
+                    return Ok(());
                 }
-                Err(reason) => reasons.push(format!("nodepool {}: {reason}", ctx.pool.name)),
+                Err(reason) => {
+                    self.planned.pop();
+                    let ctx = &self.contexts[ci];
+                    reasons.push(format!(
+                        "nodepool {}: {}",
+                        ctx.pool.name,
+                        self.explain_new_claim(prepared, ci, pod, profile, reason)
+                    ));
+                }
             }
         }
-        for pool in &pools {
-            if !state.nodeclasses.contains_key(&pool.node_class_ref.name) {
-                reasons.push(format!(
-                    "nodepool {}: its nodeClassRef names EC2NodeClass {:?}, which does not exist",
-                    pool.name, pool.node_class_ref.name
+        let _ = result;
+        Err(reasons)
+    }
+
+    /// Karpenter's NodeClaim.CanAdd + Add for planned machine `i`.
+    fn try_add(&mut self, i: usize, pod: &Pod, profile: &PodProfile, relax_min_values: bool) -> Result<(), String> {
+        let planned = &self.planned[i];
+        let ctx = &self.contexts[planned.pool];
+        if let Some(taint) = untolerated(profile, pod, &ctx.pool.taints) {
+            return Err(format!("the pod does not tolerate taint {taint}"));
+        }
+        if let Some(port) = port_conflict(pod, &planned.host_ports) {
+            return Err(format!("host port {port} is taken on this machine"));
+        }
+        let requests = planned.claim.requests.plus(&pod.requests);
+        if !pod.requests.plus(&planned.claim.requests).fits_in(&planned.max_room) {
+            return Err(format!("no instance type has room for {requests}"));
+        }
+        let mut reqs = planned.claim.requirements.clone();
+        if !profile.requirements.is_empty() {
+            reqs.compatible(&profile.requirements).map_err(|c| format!("incompatible requirements: {c}"))?;
+            reqs = reqs.intersect(&profile.requirements);
+        }
+        if !self.topology.is_empty() {
+            self.topology.admit(pod, profile, planned.target, &mut reqs)?;
+        }
+        let changed = requirement_changed(&planned.claim.requirements, &reqs);
+        let offering_keys_changed = changed
+            .iter()
+            .any(|k| k == labels::ZONE || k == labels::CAPACITY_TYPE);
+        let Some(prepared) = self.prepared else {
+            return Err("no instance catalog is known yet".to_string());
+        };
+        let changed_reqs: Vec<&Requirement> = changed.iter().filter_map(|k| reqs.get(k)).collect();
+        if changed_reqs.iter().any(|r| r.is_empty_set() && !r.allows_absence()) {
+            return Err(format!("requirements conflict on {}", changed.join(", ")));
+        }
+        let types: Vec<usize> = planned
+            .claim
+            .types
+            .iter()
+            .copied()
+            .filter(|&t| {
+                requests.fits_in(&ctx.room(t))
+                    && changed_reqs.iter().all(|r| type_allows(&prepared.requirements[t], r))
+                    && (!offering_keys_changed || has_allowed_offering(self.state, prepared, t, &reqs, self.now_ms))
+            })
+            .collect();
+        if types.is_empty() {
+            return Err(format!(
+                "no instance type satisfies {} with room for {requests}",
+                describe_requirements(&reqs)
+            ));
+        }
+        let mut min_values = planned.claim.min_values.clone();
+        if let Some((key, min, got)) = launch::unmet_min_values(prepared, &types, &min_values) {
+            if !relax_min_values {
+                return Err(format!(
+                    "minValues {min} for {key} cannot be met: only {got} distinct values among the {} instance types that fit",
+                    types.len()
                 ));
             }
-        }
-        let reason = if pools.is_empty() {
-            "no NodePool exists; create one whose requirements the pod meets".to_string()
-        } else {
-            format!(
-                "fits no existing node and no NodePool can launch a machine for it ({}): {}",
-                pod.requests,
-                reasons.join("; ")
-            )
-        };
-        result.unschedulable.push((pod.key.clone(), reason));
-    }
-    result
-}
-
-fn plan_new_claim(
-    state: &ClusterState,
-    prepared: &PreparedCatalog,
-    ctx: &PoolContext,
-    planned: &[PlannedClaim],
-    pod: &Pod,
-    alternatives: &[Requirements],
-    now_ms: u64,
-) -> Result<PlannedClaim, String> {
-    if let Some(taint) = first_untolerated(&ctx.pool.taints, &pod.tolerations) {
-        return Err(format!("the pod does not tolerate taint {taint}"));
-    }
-    // What the pool may still take, counting machines planned in this batch at their largest.
-    let mut usage = ctx.usage.clone();
-    let mut count = ctx.count;
-    for claim in planned.iter().filter(|c| c.nodepool == ctx.pool.name) {
-        count += 1;
-        if !ctx.pool.limits.is_empty() {
-            let mut largest = Resources::default();
-            for &t in &claim.types {
-                largest = largest.max(&ctx.resources[t].capacity);
-            }
-            usage.add(&largest);
-        }
-    }
-    let remaining = ctx.pool.remaining(&usage, count);
-    if let Some(remaining) = &remaining
-        && remaining.get("nodes").is_some_and(|n| *n < 1)
-    {
-        return Err("limits.nodes is reached".to_string());
-    }
-
-    let mut last_error = String::new();
-    for alt in alternatives {
-        if let Err(conflict) = ctx.template.compatible(alt) {
-            last_error = format!("incompatible requirements: {conflict}");
-            continue;
-        }
-        let reqs = ctx.template.intersect(alt);
-        let mut meets_requirements = 0usize;
-        let mut fits = 0usize;
-        let mut within_limits = 0usize;
-        let mut types = Vec::new();
-        for t in 0..prepared.catalog.instance_types.len() {
-            if prepared.requirements[t].intersects(&reqs).is_err() {
-                continue;
-            }
-            meets_requirements += 1;
-            if !pod.requests.fits_in(&ctx.resources[t].allocatable) {
-                continue;
-            }
-            fits += 1;
-            if let Some(remaining) = &remaining {
-                let capacity = &ctx.resources[t].capacity;
-                let over = remaining
+            for (k, m) in &mut min_values {
+                let distinct: BTreeSet<String> = types
                     .iter()
-                    .any(|(name, left)| name != "nodes" && capacity.get(name) > *left);
-                if over {
-                    continue;
-                }
+                    .flat_map(|t| launch::values_for_key(prepared, *t, k))
+                    .collect();
+                *m = (*m).min(distinct.len() as u32);
             }
-            within_limits += 1;
-            if !has_allowed_offering(state, prepared, t, &reqs, now_ms) {
-                continue;
-            }
-            types.push(t);
         }
-        if !types.is_empty() {
-            return Ok(PlannedClaim {
-                nodepool: ctx.pool.name.clone(),
-                requirements: reqs,
-                pods: vec![pod.key.clone()],
-                requests: pod.requests.clone(),
-                types,
-            });
+        // Commit.
+        let mut max_room = Resources::default();
+        let mut limit_capacity = Resources::default();
+        for &t in &types {
+            max_room = max_room.max(&ctx.room(t));
+            limit_capacity = limit_capacity.max(&ctx.resources[t].capacity);
         }
-        let shown = describe_requirements(&reqs);
-        last_error = if meets_requirements == 0 {
-            format!("no instance type satisfies {shown}")
-        } else if fits == 0 {
-            format!(
-                "no instance type satisfies {shown} with room for {} ({meets_requirements} types meet the requirements, none is large enough)",
-                pod.requests
-            )
-        } else if within_limits == 0 {
-            format!(
-                "every instance type that fits would exceed the NodePool limits (remaining: {})",
-                describe_remaining(remaining.as_ref())
-            )
-        } else {
-            format!(
-                "the {within_limits} instance types that fit {shown} have no offering available now (zones, capacity types, or recent insufficient capacity)"
-            )
-        };
+        let pool_index = planned.pool;
+        let old_capacity = planned.limit_capacity.clone();
+        let target = planned.target;
+        let planned = &mut self.planned[i];
+        let old_len = planned.claim.pods.len();
+        planned.claim.requirements = reqs;
+        planned.claim.requests = requests;
+        planned.claim.types = types;
+        planned.claim.min_values = min_values;
+        planned.claim.pods.push(pod.key.clone());
+        planned.host_ports.extend(pod.host_ports.iter().cloned());
+        planned.max_room = max_room;
+        planned.limit_capacity = limit_capacity.clone();
+        self.order.remove(&(old_len, i));
+        self.order.insert((old_len + 1, i));
+        let ctx = &mut self.contexts[pool_index];
+        if !ctx.pool.limits.is_empty() {
+            ctx.usage.sub(&old_capacity);
+            ctx.usage.add(&limit_capacity);
+        }
+        let reqs = self.planned[i].claim.requirements.clone();
+        self.topology.record(pod, target, &reqs);
+        Ok(())
     }
-    Err(last_error)
+
+    /// Why no machine of a NodePool can take the pod, in the terms a user acts on.
+    fn explain_new_claim(&self, prepared: &PreparedCatalog, ci: usize, pod: &Pod, profile: &PodProfile, reason: String) -> String {
+        let ctx = &self.contexts[ci];
+        if let Err(conflict) = ctx.template.compatible(&profile.requirements) {
+            return format!("incompatible requirements: {conflict}");
+        }
+        if !reason.starts_with("no instance type") {
+            return reason;
+        }
+        let reqs = ctx.template.intersect(&profile.requirements);
+        let shown = describe_requirements(&reqs);
+        let meeting: Vec<usize> = (0..prepared.catalog.instance_types.len())
+            .filter(|&t| prepared.requirements[t].intersects(&reqs).is_ok())
+            .collect();
+        if meeting.is_empty() {
+            return format!("no instance type satisfies {shown}");
+        }
+        let fitting = meeting
+            .iter()
+            .filter(|&&t| pod.requests.fits_in(&ctx.room(t)))
+            .count();
+        if fitting == 0 {
+            return format!(
+                "no instance type satisfies {shown} with room for {} ({} types meet the requirements, none is large enough)",
+                pod.requests,
+                meeting.len()
+            );
+        }
+        format!(
+            "the {fitting} instance types that fit {shown} have no offering available now (zones, capacity types, or recent insufficient capacity)"
+        )
+    }
 }
 
 /// Requirements as a user wrote them (without the NodePool's own name label).
 fn describe_requirements(reqs: &Requirements) -> String {
     let parts: Vec<String> = reqs
         .iter()
-        .filter(|r| r.key != labels::NODEPOOL)
+        .filter(|r| r.key != labels::NODEPOOL && r.key != labels::HOSTNAME)
         .map(|r| r.to_string())
         .collect();
     if parts.is_empty() {
@@ -420,63 +585,163 @@ fn describe_remaining(remaining: Option<&BTreeMap<String, i64>>) -> String {
     }
 }
 
-/// The launch options of a planned machine: every allowed, available offering of its types,
-/// cheapest first, cut to the `max_types` cheapest instance types.
-pub fn launch_options(
-    state: &ClusterState,
-    claim: &PlannedClaim,
-    now_ms: u64,
-    max_types: usize,
-) -> Vec<LaunchOption> {
+/// Places `pods` (pending, any order) given the cluster state.
+pub fn solve(state: &ClusterState, config: &Config, now_ms: u64, pods: &[&Pod]) -> SolveResult {
+    let mut result = SolveResult::default();
+    let mut pods: Vec<&Pod> = pods.to_vec();
+    pods.sort_by(|a, b| Pod::queue_order(a, b));
+
+    let prepared = state.catalog.as_ref();
+    let mut pools: Vec<&NodePool> = state.nodepools.values().collect();
+    pools.sort_by(|a, b| NodePool::priority_order(a, b));
+    let mut missing_class = Vec::new();
+    let contexts: Vec<PoolContext> = pools
+        .iter()
+        .filter_map(|pool| {
+            let Some(nodeclass) = state.nodeclasses.get(&pool.node_class_ref.name) else {
+                missing_class.push(format!(
+                    "nodepool {}: its nodeClassRef names EC2NodeClass {:?}, which does not exist",
+                    pool.name, pool.node_class_ref.name
+                ));
+                return None;
+            };
+            let prepared = prepared?;
+            let template = pool.template_requirements();
+            let (usage, count) = state.nodepool_usage(&pool.name);
+            let resources = prepared.node_resources(&nodeclass.kubelet, state.reserved_enis);
+            let overhead = daemonset_overhead(pool, &template, &prepared.requirements, state.daemonsets.values());
+            let types = (0..prepared.catalog.instance_types.len())
+                .filter(|&t| {
+                    prepared.requirements[t].intersects(&template).is_ok()
+                        && has_allowed_offering(state, prepared, t, &template, now_ms)
+                        && overhead[t].fits_in(&resources[t].allocatable)
+                })
+                .collect();
+            let min_values = pool
+                .requirements
+                .iter()
+                .filter_map(|r| r.min_values.map(|m| (r.key.clone(), m)))
+                .collect();
+            Some(PoolContext {
+                pool,
+                template,
+                resources,
+                overhead,
+                types,
+                min_values,
+                usage,
+                count,
+            })
+        })
+        .collect();
+
+    let profiles: Vec<PodProfile> = pods
+        .iter()
+        .map(|p| PodProfile::new(p, config.preference_policy))
+        .collect();
+    let mut keys: BTreeSet<String> = BTreeSet::new();
+    for (pod, profile) in pods.iter().zip(&profiles) {
+        keys.extend(profile.spread.iter().map(|c| c.topology_key.clone()));
+        keys.extend(profile.affinity.iter().map(|t| t.topology_key.clone()));
+        keys.extend(pod.pod_anti_affinity.iter().map(|t| t.topology_key.clone()));
+    }
+    for p in state.pods.values().filter(|p| p.node_name.is_some()) {
+        keys.extend(p.pod_anti_affinity.iter().filter(|t| t.weight.is_none()).map(|t| t.topology_key.clone()));
+    }
+    let mut topology = Topology::new(domain_universe(prepared, &contexts, state, &keys));
+    for (pod, profile) in pods.iter().zip(&profiles) {
+        topology.register_pending(pod, profile);
+    }
+    let bound: Vec<&Pod> = state.pods.values().filter(|p| p.node_name.is_some()).collect();
+    for p in &bound {
+        topology.register_running(p);
+    }
+    let targets = existing_targets(state);
+    if !topology.is_empty() {
+        let by_name: BTreeMap<&str, usize> = targets.iter().enumerate().map(|(i, t)| (t.name.as_str(), i)).collect();
+        for p in &bound {
+            let Some(node) = p.node_name.as_deref() else { continue };
+            let Some(&ti) = by_name.get(node) else { continue };
+            let reqs = Requirements::from_labels(&targets[ti].label_sets[0]);
+            topology.record(p, ti, &reqs);
+        }
+    }
+    let any_prefer_no_schedule = pools
+        .iter()
+        .any(|p| p.taints.iter().any(|t| t.effect == TaintEffect::PreferNoSchedule));
+
+    let mut solver = Solver {
+        state,
+        config,
+        now_ms,
+        prepared,
+        contexts,
+        targets,
+        planned: Vec::new(),
+        order: BTreeSet::new(),
+        topology,
+    };
+
+    // The queue: indices into `pods`, with the queue length when each was last pushed back.
+    let mut queue: VecDeque<usize> = (0..pods.len()).collect();
+    let mut pushed_at: BTreeMap<usize, usize> = BTreeMap::new();
+    let mut errors: BTreeMap<usize, Vec<String>> = BTreeMap::new();
+    while let Some(i) = queue.pop_front() {
+        if pushed_at.get(&i) == Some(&(queue.len() + 1)) {
+            // A full pass since this pod was pushed back placed nothing: stop.
+            queue.push_front(i);
+            break;
+        }
+        let pod = pods[i];
+        let mut profile = profiles[i].clone();
+        let outcome = loop {
+            match solver.place(pod, &profile, &mut result) {
+                Ok(()) => break Ok(()),
+                Err(reasons) => {
+                    if !profile.relax(pod, any_prefer_no_schedule) {
+                        break Err((reasons, profile.relaxed.clone()));
+                    }
+                }
+            }
+        };
+        match outcome {
+            Ok(()) => {
+                errors.remove(&i);
+                pushed_at.clear();
+            }
+            Err((reasons, relaxed)) => {
+                let mut text = if solver.contexts.is_empty() && missing_class.is_empty() {
+                    "no NodePool exists; create one whose requirements the pod meets".to_string()
+                } else {
+                    let mut all = reasons;
+                    all.extend(missing_class.iter().cloned());
+                    format!(
+                        "fits no existing node and no NodePool can launch a machine for it ({}): {}",
+                        pod.requests,
+                        all.join("; ")
+                    )
+                };
+                if !relaxed.is_empty() {
+                    text.push_str(&format!(" (after relaxing: {})", relaxed.join(", ")));
+                }
+                errors.insert(i, vec![text]);
+                queue.push_back(i);
+                pushed_at.insert(i, queue.len());
+            }
+        }
+    }
+    for (i, reasons) in errors {
+        result.unschedulable.push((pods[i].key.clone(), reasons.join("; ")));
+    }
+    result.unschedulable.sort();
+    result.new_claims = solver.planned.into_iter().map(|p| p.claim).collect();
+    result
+}
+
+/// The launch options of a planned machine.
+pub fn launch_options(state: &ClusterState, claim: &PlannedClaim, now_ms: u64, max_types: usize) -> Vec<LaunchOption> {
     let Some(prepared) = state.catalog.as_ref() else {
         return Vec::new();
     };
-    let mut per_type: Vec<(crate::catalog::Price, &str, Vec<LaunchOption>)> = Vec::new();
-    for &t in &claim.types {
-        let it = &prepared.catalog.instance_types[t];
-        let mut options: Vec<LaunchOption> = it
-            .offerings
-            .iter()
-            .filter(|o| offering_allowed(&claim.requirements, &o.zone, o.capacity_type.as_str()))
-            .filter(|o| {
-                !state.is_unavailable(
-                    &OfferingKey {
-                        instance_type: it.name.clone(),
-                        zone: o.zone.clone(),
-                        capacity_type: o.capacity_type,
-                    },
-                    now_ms,
-                )
-            })
-            .map(|o| LaunchOption {
-                instance_type: it.name.clone(),
-                zone: o.zone.clone(),
-                capacity_type: o.capacity_type,
-                price: o.price,
-            })
-            .collect();
-        if let Some(cheapest) = options.iter().map(|o| o.price).min() {
-            options.sort_by(|a, b| {
-                a.price
-                    .cmp(&b.price)
-                    .then(a.zone.cmp(&b.zone))
-                    .then(a.capacity_type.cmp(&b.capacity_type))
-            });
-            per_type.push((cheapest, it.name.as_str(), options));
-        }
-    }
-    per_type.sort_by(|a, b| a.0.cmp(&b.0).then(a.1.cmp(b.1)));
-    let mut out: Vec<LaunchOption> = per_type
-        .into_iter()
-        .take(max_types)
-        .flat_map(|(_, _, options)| options)
-        .collect();
-    out.sort_by(|a, b| {
-        a.price
-            .cmp(&b.price)
-            .then(a.instance_type.cmp(&b.instance_type))
-            .then(a.zone.cmp(&b.zone))
-            .then(a.capacity_type.cmp(&b.capacity_type))
-    });
-    out
+    launch::launch_options(state, prepared, &claim.types, &claim.requirements, &claim.min_values, now_ms, max_types)
 }

@@ -1,0 +1,149 @@
+//! A pending pod's scheduling constraints at its current relaxation level. Preferences start
+//! as requirements (as Karpenter treats them) and are dropped one at a time when the pod fits
+//! nowhere, in Karpenter's order.
+
+use crate::config::PreferencePolicy;
+use crate::model::affinity::{PodAffinityTerm, TopologySpreadConstraint, WhenUnsatisfiable};
+use crate::model::pod::Pod;
+use crate::model::requirements::{RequirementSpec, Requirements};
+use crate::model::taints::{Taint, TaintEffect};
+
+#[derive(Debug, Clone)]
+pub struct PodProfile {
+    /// Required node affinity terms not yet given up; the first is the one in force.
+    required_terms: Vec<Vec<RequirementSpec>>,
+    /// Preferred node affinity terms, heaviest first; the first is in force.
+    preferred_terms: Vec<Vec<RequirementSpec>>,
+    /// Pod affinity terms in force (required, then preferred ones not yet dropped).
+    pub affinity: Vec<PodAffinityTerm>,
+    pub anti_affinity: Vec<PodAffinityTerm>,
+    pub spread: Vec<TopologySpreadConstraint>,
+    pub tolerate_prefer_no_schedule: bool,
+    /// The node requirements in force (selector ∩ first required term ∩ first preferred term).
+    pub requirements: Requirements,
+    /// The same without the preferred term: what topology domains are counted against.
+    pub strict_requirements: Requirements,
+    /// What the last relaxation dropped (for explanations).
+    pub relaxed: Vec<String>,
+}
+
+impl PodProfile {
+    pub fn new(pod: &Pod, policy: PreferencePolicy) -> Self {
+        let respect = policy == PreferencePolicy::Respect;
+        let mut preferred: Vec<(i32, Vec<RequirementSpec>)> = if respect {
+            pod.preferred_node_affinity.clone()
+        } else {
+            Vec::new()
+        };
+        // Heaviest first; equal weights keep their order.
+        preferred.sort_by(|a, b| b.0.cmp(&a.0));
+        let keep = |terms: &[PodAffinityTerm]| -> Vec<PodAffinityTerm> {
+            let mut required: Vec<PodAffinityTerm> =
+                terms.iter().filter(|t| t.weight.is_none()).cloned().collect();
+            if respect {
+                let mut soft: Vec<PodAffinityTerm> =
+                    terms.iter().filter(|t| t.weight.is_some()).cloned().collect();
+                soft.sort_by(|a, b| b.weight.cmp(&a.weight));
+                required.extend(soft);
+            }
+            required
+        };
+        let spread = pod
+            .topology_spread
+            .iter()
+            .filter(|c| respect || c.when_unsatisfiable == WhenUnsatisfiable::DoNotSchedule)
+            .cloned()
+            .map(|mut c| {
+                // matchLabelKeys narrows the selector to the incoming pod's values.
+                for key in c.match_label_keys.clone() {
+                    if let Some(v) = pod.labels.get(&key) {
+                        c.selector.match_labels.insert(key, v.clone());
+                    }
+                }
+                c
+            })
+            .collect();
+        let mut profile = PodProfile {
+            required_terms: pod.required_node_affinity.clone(),
+            preferred_terms: preferred.into_iter().map(|(_, t)| t).collect(),
+            affinity: keep(&pod.pod_affinity),
+            anti_affinity: keep(&pod.pod_anti_affinity),
+            spread,
+            tolerate_prefer_no_schedule: false,
+            requirements: Requirements::new(),
+            strict_requirements: Requirements::new(),
+            relaxed: Vec::new(),
+        };
+        profile.rebuild(pod);
+        profile
+    }
+
+    fn rebuild(&mut self, pod: &Pod) {
+        let mut reqs = Requirements::from_labels(&pod.node_selector);
+        if let Some(term) = self.required_terms.first() {
+            reqs = reqs.intersect(&Requirements::from_specs(term));
+        }
+        self.strict_requirements = reqs.clone();
+        if let Some(term) = self.preferred_terms.first() {
+            reqs = reqs.intersect(&Requirements::from_specs(term));
+        }
+        self.requirements = reqs;
+    }
+
+    /// Drops the next preference, in Karpenter's order: a required node-affinity alternative,
+    /// a preferred pod affinity term, a preferred pod anti-affinity term, a preferred node
+    /// affinity term, a ScheduleAnyway spread, then PreferNoSchedule taints are tolerated.
+    /// Returns false when nothing is left to relax.
+    pub fn relax(&mut self, pod: &Pod, any_prefer_no_schedule: bool) -> bool {
+        let step = if self.required_terms.len() > 1 {
+            self.required_terms.remove(0);
+            "the first required node affinity term (trying the next)".to_string()
+        } else if let Some(i) = heaviest_preferred(&self.affinity) {
+            let t = self.affinity.remove(i);
+            format!("preferred pod affinity on {}", t.topology_key)
+        } else if let Some(i) = heaviest_preferred(&self.anti_affinity) {
+            let t = self.anti_affinity.remove(i);
+            format!("preferred pod anti-affinity on {}", t.topology_key)
+        } else if !self.preferred_terms.is_empty() {
+            self.preferred_terms.remove(0);
+            "the heaviest preferred node affinity term".to_string()
+        } else if let Some(i) = self
+            .spread
+            .iter()
+            .position(|c| c.when_unsatisfiable == WhenUnsatisfiable::ScheduleAnyway)
+        {
+            let c = self.spread.remove(i);
+            format!("ScheduleAnyway topology spread on {}", c.topology_key)
+        } else if !self.tolerate_prefer_no_schedule && any_prefer_no_schedule {
+            self.tolerate_prefer_no_schedule = true;
+            "PreferNoSchedule taints (now tolerated)".to_string()
+        } else {
+            return false;
+        };
+        self.relaxed.push(step);
+        self.rebuild(pod);
+        true
+    }
+
+    /// The first taint (in order) the pod does not tolerate at this level; PreferNoSchedule
+    /// taints count until relaxed.
+    pub fn untolerated<'a>(&self, pod: &Pod, taints: &'a [Taint]) -> Option<&'a Taint> {
+        taints.iter().find(|taint| {
+            (taint.effect != TaintEffect::PreferNoSchedule || !self.tolerate_prefer_no_schedule)
+                && !pod.tolerations.iter().any(|t| t.tolerates(taint))
+        })
+    }
+}
+
+/// The index of the heaviest preferred term (the first of equal weights).
+fn heaviest_preferred(terms: &[PodAffinityTerm]) -> Option<usize> {
+    let mut best: Option<(usize, i32)> = None;
+    for (i, t) in terms.iter().enumerate() {
+        if let Some(w) = t.weight
+            && best.is_none_or(|(_, bw)| w > bw)
+        {
+            best = Some((i, w));
+        }
+    }
+    best.map(|(i, _)| i)
+}

@@ -1,0 +1,390 @@
+//! Topology for one solve: pod (anti-)affinity and topology spread, counted per domain.
+//!
+//! A group is one constraint shape (kind, topology key, selector, namespaces). Its counts say
+//! how many matching pods each domain holds: per label value for keys such as the zone, per
+//! target (node or machine) for `kubernetes.io/hostname`. As in Karpenter, a pod placed on a
+//! machine whose domain is not decided yet counts for spread and affinity only once it is one
+//! value, and for anti-affinity in every domain the machine may still be in.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use crate::model::affinity::{InclusionPolicy, LabelSelector, PodAffinityTerm};
+use crate::model::labels::HOSTNAME;
+use crate::model::pod::Pod;
+use crate::model::requirements::{Requirement, Requirements};
+
+use super::profile::PodProfile;
+
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+pub enum GroupKind {
+    Spread {
+        max_skew: u32,
+        min_domains: Option<u32>,
+        honor_node_affinity: bool,
+    },
+    Affinity,
+    AntiAffinity,
+    /// Counts the pods that *own* a required anti-affinity term: a pod matching the selector
+    /// may not join their domains.
+    InverseAntiAffinity,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+pub struct GroupKey {
+    pub kind: GroupKind,
+    pub topology_key: String,
+    pub selector: LabelSelector,
+    /// Sorted.
+    pub namespaces: Vec<String>,
+}
+
+#[derive(Debug, Clone)]
+struct Group {
+    key: GroupKey,
+    counts: BTreeMap<String, u32>,
+    target_counts: Vec<u32>,
+    /// Targets with a non-zero count (hostname keys).
+    occupied_targets: u32,
+    total: u32,
+}
+
+impl Group {
+    fn count(&self, domain: &str) -> u32 {
+        self.counts.get(domain).copied().unwrap_or(0)
+    }
+
+    fn target_count(&self, target: usize) -> u32 {
+        self.target_counts.get(target).copied().unwrap_or(0)
+    }
+
+    fn matches(&self, pod: &Pod) -> bool {
+        self.key.namespaces.binary_search(&pod.key.namespace).is_ok()
+            && self.key.selector.matches(&pod.labels)
+    }
+}
+
+#[derive(Debug, Clone, Default)]
+pub struct Topology {
+    groups: Vec<Group>,
+    index: BTreeMap<GroupKey, usize>,
+    /// Every value each non-hostname key can take (zones of the offerings, label values).
+    universe: BTreeMap<String, BTreeSet<String>>,
+    /// Group indices a pod with these (namespace, labels) counts for.
+    membership: BTreeMap<(String, BTreeMap<String, String>), Vec<usize>>,
+}
+
+fn namespaces_of(term: &PodAffinityTerm, pod: &Pod) -> Vec<String> {
+    let mut ns = if term.namespaces.is_empty() {
+        vec![pod.key.namespace.clone()]
+    } else {
+        term.namespaces.clone()
+    };
+    ns.sort();
+    ns.dedup();
+    ns
+}
+
+impl Topology {
+    pub fn new(universe: BTreeMap<String, BTreeSet<String>>) -> Self {
+        Topology {
+            universe,
+            ..Topology::default()
+        }
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.groups.is_empty()
+    }
+
+    fn group_index(&mut self, key: GroupKey) -> usize {
+        if let Some(i) = self.index.get(&key) {
+            return *i;
+        }
+        let i = self.groups.len();
+        self.index.insert(key.clone(), i);
+        self.groups.push(Group {
+            key,
+            counts: BTreeMap::new(),
+            target_counts: Vec::new(),
+            occupied_targets: 0,
+            total: 0,
+        });
+        self.membership.clear();
+        i
+    }
+
+    fn spread_key(pod: &Pod, c: &crate::model::affinity::TopologySpreadConstraint) -> GroupKey {
+        GroupKey {
+            kind: GroupKind::Spread {
+                max_skew: c.max_skew,
+                min_domains: c.min_domains,
+                honor_node_affinity: c.node_affinity_policy == InclusionPolicy::Honor,
+            },
+            topology_key: c.topology_key.clone(),
+            selector: c.selector.clone(),
+            namespaces: vec![pod.key.namespace.clone()],
+        }
+    }
+
+    fn term_key(kind: GroupKind, pod: &Pod, t: &PodAffinityTerm) -> GroupKey {
+        GroupKey {
+            kind,
+            topology_key: t.topology_key.clone(),
+            selector: t.selector.clone(),
+            namespaces: namespaces_of(t, pod),
+        }
+    }
+
+    /// Registers the groups a pending pod's constraints need (at every relaxation level).
+    pub fn register_pending(&mut self, pod: &Pod, profile: &PodProfile) {
+        for c in &profile.spread {
+            self.group_index(Self::spread_key(pod, c));
+        }
+        for t in &profile.affinity {
+            self.group_index(Self::term_key(GroupKind::Affinity, pod, t));
+        }
+        for t in &profile.anti_affinity {
+            self.group_index(Self::term_key(GroupKind::AntiAffinity, pod, t));
+            if t.weight.is_none() {
+                self.group_index(Self::term_key(GroupKind::InverseAntiAffinity, pod, t));
+            }
+        }
+    }
+
+    /// Registers the inverse anti-affinity group of a pod that is already running.
+    pub fn register_running(&mut self, pod: &Pod) {
+        for t in pod.pod_anti_affinity.iter().filter(|t| t.weight.is_none()) {
+            self.group_index(Self::term_key(GroupKind::InverseAntiAffinity, pod, t));
+        }
+    }
+
+    fn member_groups(&mut self, pod: &Pod) -> Vec<usize> {
+        let key = (pod.key.namespace.clone(), pod.labels.clone());
+        if let Some(groups) = self.membership.get(&key) {
+            return groups.clone();
+        }
+        let groups: Vec<usize> = self
+            .groups
+            .iter()
+            .enumerate()
+            .filter(|(_, g)| g.key.kind != GroupKind::InverseAntiAffinity && g.matches(pod))
+            .map(|(i, _)| i)
+            .collect();
+        self.membership.insert(key, groups.clone());
+        groups
+    }
+
+    /// Checks `pod` (at `profile`'s level) against a target and narrows `reqs` (the target's
+    /// requirements: a planned machine's, or an existing node's labels) to the domains the
+    /// constraints allow, as Karpenter does. `Err` says why not.
+    pub fn admit(
+        &self,
+        pod: &Pod,
+        profile: &PodProfile,
+        target: usize,
+        reqs: &mut Requirements,
+    ) -> Result<(), String> {
+        // Topology spread.
+        for c in &profile.spread {
+            let g = &self.groups[self.index[&Self::spread_key(pod, c)]];
+            let self_match = u32::from(c.selector.matches(&pod.labels));
+            let key = c.topology_key.as_str();
+            if key == HOSTNAME {
+                let n = g.target_count(target);
+                if n + self_match > c.max_skew {
+                    return Err(format!(
+                        "topology spread on {HOSTNAME} (maxSkew {}): the machine already has {n} matching pods",
+                        c.max_skew
+                    ));
+                }
+                continue;
+            }
+            let honor = c.node_affinity_policy == InclusionPolicy::Honor;
+            let pod_domains = profile.strict_requirements.get(key);
+            let universe = self.universe.get(key);
+            let eligible: Vec<&String> = universe
+                .map(|u| {
+                    u.iter()
+                        .filter(|d| !honor || pod_domains.is_none_or(|r| r.has(d)))
+                        .collect()
+                })
+                .unwrap_or_default();
+            let mut min = eligible.iter().map(|d| g.count(d)).min().unwrap_or(0);
+            if c.min_domains.is_some_and(|m| (eligible.len() as u32) < m) {
+                min = 0;
+            }
+            let best = universe
+                .into_iter()
+                .flatten()
+                .filter(|d| reqs.get(key).is_none_or(|r| r.has(d)))
+                .filter(|d| pod_domains.is_none_or(|r| r.has(d)))
+                .filter(|d| g.count(d) + self_match <= c.max_skew + min)
+                .min_by(|a, b| g.count(a).cmp(&g.count(b)).then(a.cmp(b)));
+            match best {
+                Some(d) => reqs.add(Requirement::single(key, d)),
+                None => {
+                    return Err(format!(
+                        "topology spread on {key} (maxSkew {}): no domain this machine can be in stays within the skew",
+                        c.max_skew
+                    ));
+                }
+            }
+        }
+        // Pod affinity.
+        for t in &profile.affinity {
+            let g = &self.groups[self.index[&Self::term_key(GroupKind::Affinity, pod, t)]];
+            let key = t.topology_key.as_str();
+            let self_match = t.selector.matches(&pod.labels)
+                && namespaces_of(t, pod).contains(&pod.key.namespace);
+            if key == HOSTNAME {
+                if g.target_count(target) > 0 || (g.total == 0 && self_match) {
+                    continue;
+                }
+                return Err(format!("pod affinity on {HOSTNAME}: no matching pod on this machine"));
+            }
+            let pod_domains = profile.strict_requirements.get(key);
+            let open = |d: &&String| {
+                reqs.get(key).is_none_or(|r| r.has(d)) && pod_domains.is_none_or(|r| r.has(d))
+            };
+            let present: Vec<&String> = g
+                .counts
+                .iter()
+                .filter(|(_, n)| **n > 0)
+                .map(|(d, _)| d)
+                .filter(|d| pod_domains.is_none_or(|r| r.has(d)))
+                .collect();
+            let choice = if present.is_empty() {
+                if !self_match {
+                    return Err(format!(
+                        "pod affinity on {key}: no pod matches the selector in any domain the pod allows"
+                    ));
+                }
+                // The first pod of a self-affine group chooses the domain for the group.
+                self.universe
+                    .get(key)
+                    .and_then(|u| u.iter().find(|d| open(d)))
+            } else {
+                present
+                    .into_iter()
+                    .filter(|d| open(d))
+                    .max_by(|a, b| g.count(a).cmp(&g.count(b)).then(b.cmp(a)))
+            };
+            match choice {
+                Some(d) => reqs.add(Requirement::single(key, d)),
+                None => {
+                    return Err(format!(
+                        "pod affinity on {key}: this machine cannot be where the matching pods are"
+                    ));
+                }
+            }
+        }
+        // Pod anti-affinity: the pod's own terms, and the required terms of pods placed before.
+        let mut blocking: Vec<usize> = profile
+            .anti_affinity
+            .iter()
+            .map(|t| self.index[&Self::term_key(GroupKind::AntiAffinity, pod, t)])
+            .collect();
+        blocking.extend(
+            self.groups
+                .iter()
+                .enumerate()
+                .filter(|(_, g)| {
+                    g.key.kind == GroupKind::InverseAntiAffinity && g.total > 0 && g.matches(pod)
+                })
+                .map(|(i, _)| i),
+        );
+        for gi in blocking {
+            let g = &self.groups[gi];
+            let key = g.key.topology_key.as_str();
+            if key == HOSTNAME {
+                if g.target_count(target) > 0 {
+                    return Err(format!(
+                        "pod anti-affinity on {HOSTNAME}: a conflicting pod is on this machine"
+                    ));
+                }
+                continue;
+            }
+            let blocked: Vec<String> = g
+                .counts
+                .iter()
+                .filter(|(_, n)| **n > 0)
+                .map(|(d, _)| d.clone())
+                .collect();
+            if blocked.is_empty() {
+                continue;
+            }
+            reqs.add(Requirement::values_not_in(key, blocked));
+            if reqs.get(key).is_some_and(|r| r.is_empty_set()) {
+                return Err(format!(
+                    "pod anti-affinity on {key}: every domain this machine can be in holds a conflicting pod"
+                ));
+            }
+        }
+        Ok(())
+    }
+
+    /// Counts a placed pod in every group it matches (spread and affinity only when the
+    /// machine's domain is a single value; anti-affinity in every domain it may be in), and in
+    /// the inverse group of its own required anti-affinity terms.
+    pub fn record(&mut self, pod: &Pod, target: usize, reqs: &Requirements) {
+        if self.groups.is_empty() {
+            return;
+        }
+        let member = self.member_groups(pod);
+        let mut owned = Vec::new();
+        for t in pod.pod_anti_affinity.iter().filter(|t| t.weight.is_none()) {
+            let key = Self::term_key(GroupKind::InverseAntiAffinity, pod, t);
+            if let Some(i) = self.index.get(&key) {
+                owned.push(*i);
+            }
+        }
+        for (gi, all_domains) in member
+            .into_iter()
+            .map(|g| (g, false))
+            .chain(owned.into_iter().map(|g| (g, true)))
+        {
+            let g = &mut self.groups[gi];
+            if g.key.topology_key == HOSTNAME {
+                if g.target_counts.len() <= target {
+                    g.target_counts.resize(target + 1, 0);
+                }
+                if g.target_counts[target] == 0 {
+                    g.occupied_targets += 1;
+                }
+                g.target_counts[target] += 1;
+                g.total += 1;
+                continue;
+            }
+            let Some(r) = reqs.get(&g.key.topology_key) else {
+                continue;
+            };
+            let pessimistic = all_domains || g.key.kind == GroupKind::AntiAffinity;
+            let values: Vec<String> = if !r.complement && r.values.len() == 1 {
+                r.values.iter().cloned().collect()
+            } else if pessimistic {
+                self.universe
+                    .get(&g.key.topology_key)
+                    .map(|u| u.iter().filter(|d| r.has(d)).cloned().collect())
+                    .unwrap_or_default()
+            } else {
+                Vec::new()
+            };
+            for d in values {
+                *g.counts.entry(d).or_insert(0) += 1;
+                g.total += 1;
+            }
+        }
+    }
+
+    /// True when every one of `targets` already holds a pod that `pod`'s required hostname
+    /// anti-affinity forbids: no existing or planned target can take it.
+    pub fn hostname_blocked_everywhere(&self, pod: &Pod, profile: &PodProfile, targets: u32) -> bool {
+        profile.anti_affinity.iter().any(|t| {
+            t.topology_key == HOSTNAME
+                && self
+                    .index
+                    .get(&Self::term_key(GroupKind::AntiAffinity, pod, t))
+                    .is_some_and(|i| self.groups[*i].occupied_targets >= targets)
+        })
+    }
+}
