@@ -51,6 +51,30 @@ enum Commands {
         #[command(subcommand)]
         command: LogCommands,
     },
+    /// Benchmarks.
+    Bench {
+        #[command(subcommand)]
+        command: BenchCommands,
+    },
+}
+
+#[derive(Subcommand)]
+enum BenchCommands {
+    /// Karpenter's scheduling benchmark: one full solve of the pod mix over 400 synthetic types.
+    Scheduling {
+        /// How many pods (Karpenter measures 1, 50, 100, 500, 1000, 2000, 5000, 10000, 20000).
+        #[arg(long, default_value_t = 1000)]
+        pods: usize,
+        /// Run the preference case (identical pods with preferred affinities) instead of the mix.
+        #[arg(long)]
+        preferences: bool,
+        /// With --preferences: ignore preferences (preferencePolicy Ignore).
+        #[arg(long)]
+        ignore_preferences: bool,
+        /// Print JSON.
+        #[arg(long)]
+        json: bool,
+    },
 }
 
 #[derive(Subcommand)]
@@ -79,6 +103,15 @@ fn main() -> ExitCode {
         Commands::Log {
             command: LogCommands::Inspect { log },
         } => inspect(&log),
+        Commands::Bench {
+            command:
+                BenchCommands::Scheduling {
+                    pods,
+                    preferences,
+                    ignore_preferences,
+                    json,
+                },
+        } => bench_scheduling(pods, preferences, ignore_preferences, json),
     };
     match result {
         Ok(code) => ExitCode::from(code),
@@ -232,4 +265,48 @@ fn inspect(log: &Path) -> Result<u8> {
         println!("  {kind:<22} {n}");
     }
     Ok(0)
+}
+
+/// Peak resident memory of this process in bytes (Linux `VmHWM`), if known.
+fn peak_rss_bytes() -> Option<u64> {
+    let status = std::fs::read_to_string("/proc/self/status").ok()?;
+    let line = status.lines().find(|l| l.starts_with("VmHWM:"))?;
+    let kib: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
+    Some(kib * 1024)
+}
+
+fn bench_scheduling(pods: usize, preferences: bool, ignore: bool, json: bool) -> Result<u8> {
+    use nodewright_core::config::PreferencePolicy;
+    use nodewright_testkit::bench::{self, Case};
+    if ignore && !preferences {
+        anyhow::bail!("--ignore-preferences goes with --preferences");
+    }
+    let case = if preferences {
+        Case::Preferences(if ignore {
+            PreferencePolicy::Ignore
+        } else {
+            PreferencePolicy::Respect
+        })
+    } else {
+        Case::Mix
+    };
+    let report = bench::run(case, pods);
+    let peak = peak_rss_bytes();
+    if json {
+        let mut value = serde_json::to_value(&report)?;
+        if let (Some(obj), Some(peak)) = (value.as_object_mut(), peak) {
+            obj.insert("peak_rss_bytes".to_string(), serde_json::Value::from(peak));
+        }
+        println!("{}", serde_json::to_string_pretty(&value)?);
+    } else {
+        println!("{}", report.text());
+        if let Some(peak) = peak {
+            println!("peak resident memory {:.1} MB", peak as f64 / 1e6);
+        }
+    }
+    Ok(if report.unschedulable == 0 {
+        0
+    } else {
+        EXIT_FAILED_CHECK
+    })
 }

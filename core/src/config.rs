@@ -22,6 +22,8 @@ pub struct Config {
     pub max_instance_types: usize,
     /// ENIs kept for other uses (custom networking): they carry no pod IPs (`reservedENIs`).
     pub reserved_enis: u32,
+    /// Memory the hypervisor keeps, parts per thousand (`vmMemoryOverheadPercent`, 7.5 %).
+    pub vm_memory_overhead_per_mille: u32,
     /// Whether preferred affinities and ScheduleAnyway spreads are honoured (`preferencePolicy`).
     pub preference_policy: PreferencePolicy,
     /// Whether `minValues` may be relaxed when it cannot be met (`minValuesPolicy`).
@@ -56,8 +58,19 @@ impl Default for Config {
             disruption_poll_ms: 10_000,
             max_instance_types: 60,
             reserved_enis: 0,
+            vm_memory_overhead_per_mille: 75,
             preference_policy: PreferencePolicy::Respect,
             min_values_policy: MinValuesPolicy::Strict,
+        }
+    }
+}
+
+impl Config {
+    /// The capacity settings these options give.
+    pub fn capacity_settings(&self) -> crate::catalog::CapacitySettings {
+        crate::catalog::CapacitySettings {
+            reserved_enis: self.reserved_enis,
+            vm_memory_overhead_per_mille: self.vm_memory_overhead_per_mille,
         }
     }
 }

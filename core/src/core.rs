@@ -42,7 +42,7 @@ impl Core {
     pub fn new(config: Config) -> Self {
         let names = NameGenerator::new(config.seed);
         let state = ClusterState {
-            reserved_enis: config.reserved_enis,
+            capacity_settings: config.capacity_settings(),
             ..ClusterState::default()
         };
         Core {

@@ -74,7 +74,10 @@ pub enum EventKind {
     /// A DaemonSet was created or changed: its pods run on every node they fit, and count as
     /// overhead when sizing a machine.
     DaemonSetApplied(Box<DaemonSet>),
-    DaemonSetDeleted { namespace: String, name: String },
+    DaemonSetDeleted {
+        namespace: String,
+        name: String,
+    },
 }
 
 /// A DaemonSet: its pod template (the pod's name is empty).

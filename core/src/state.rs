@@ -2,7 +2,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use crate::catalog::{self, Catalog, NodeResources};
+use crate::catalog::{self, CapacitySettings, Catalog, NodeResources};
 use crate::event::DaemonSet;
 use crate::model::labels;
 use crate::model::node::Node;
@@ -39,11 +39,15 @@ impl PreparedCatalog {
     }
 
     /// Node resources of every type under one kubelet config, by type index.
-    pub fn node_resources(&self, kubelet: &KubeletConfig, reserved_enis: u32) -> Vec<NodeResources> {
+    pub fn node_resources(
+        &self,
+        kubelet: &KubeletConfig,
+        settings: &CapacitySettings,
+    ) -> Vec<NodeResources> {
         self.catalog
             .instance_types
             .iter()
-            .map(|it| catalog::capacity_with_reserved_enis(it, kubelet, reserved_enis))
+            .map(|it| catalog::capacity_with(it, kubelet, settings))
             .collect()
     }
 }
@@ -90,8 +94,8 @@ pub struct ClusterState {
     pub unavailable: BTreeMap<OfferingKey, u64>,
     /// DaemonSets by (namespace, name).
     pub daemonsets: BTreeMap<(String, String), DaemonSet>,
-    /// ENIs reserved for other uses (from the configuration).
-    pub reserved_enis: u32,
+    /// Cluster-wide capacity settings (from the configuration).
+    pub capacity_settings: CapacitySettings,
 }
 
 impl ClusterState {
@@ -158,7 +162,7 @@ impl ClusterState {
             let Some(it) = prepared.catalog.get(name) else {
                 continue;
             };
-            let r = catalog::capacity_with_reserved_enis(it, &kubelet, self.reserved_enis);
+            let r = catalog::capacity_with(it, &kubelet, &self.capacity_settings);
             out = Some(match out {
                 None => r,
                 Some(acc) => NodeResources {
@@ -192,9 +196,8 @@ impl ClusterState {
         let mut out = Resources::default();
         for name in names {
             if let Some(it) = prepared.catalog.get(name) {
-                out = out.max(
-                    &catalog::capacity_with_reserved_enis(it, &kubelet, self.reserved_enis).capacity,
-                );
+                out = out
+                    .max(&catalog::capacity_with(it, &kubelet, &self.capacity_settings).capacity);
             }
         }
         out

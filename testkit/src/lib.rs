@@ -7,6 +7,7 @@
 //! It runs the very driver the controller runs (log → core → dispatch), over simulated
 //! adapters. It depends on no runtime and no cloud SDK.
 
+pub mod bench;
 pub mod expect;
 pub mod harness;
 pub mod invariants;

@@ -865,7 +865,12 @@ pub fn pod_from_spec(
         )?);
     }
     let mut host_ports = Vec::new();
-    for (i, c) in spec.containers.iter().chain(spec.init_containers.iter()).enumerate() {
+    for (i, c) in spec
+        .containers
+        .iter()
+        .chain(spec.init_containers.iter())
+        .enumerate()
+    {
         for (j, p) in c.ports.iter().enumerate() {
             let Some(port) = p.host_port.filter(|p| *p != 0) else {
                 continue;
@@ -986,7 +991,10 @@ fn affinity_term(
         ));
     }
     Ok(PodAffinityTerm {
-        selector: label_selector(obj.label_selector.as_ref(), &format!("{field}.labelSelector"))?,
+        selector: label_selector(
+            obj.label_selector.as_ref(),
+            &format!("{field}.labelSelector"),
+        )?,
         namespaces: obj.namespaces.clone(),
         topology_key: obj.topology_key.clone(),
         weight,
@@ -1076,8 +1084,16 @@ fn spread_constraint(
         when_unsatisfiable,
         selector: label_selector(c.label_selector.as_ref(), &format!("{field}.labelSelector"))?,
         min_domains,
-        node_affinity_policy: policy(&c.node_affinity_policy, InclusionPolicy::Honor, "nodeAffinityPolicy")?,
-        node_taints_policy: policy(&c.node_taints_policy, InclusionPolicy::Ignore, "nodeTaintsPolicy")?,
+        node_affinity_policy: policy(
+            &c.node_affinity_policy,
+            InclusionPolicy::Honor,
+            "nodeAffinityPolicy",
+        )?,
+        node_taints_policy: policy(
+            &c.node_taints_policy,
+            InclusionPolicy::Ignore,
+            "nodeTaintsPolicy",
+        )?,
         match_label_keys: c.match_label_keys.clone(),
     })
 }

@@ -9,7 +9,25 @@ use crate::model::resources::Resources;
 
 const MIB: i64 = 1 << 20;
 /// Karpenter's `vmMemoryOverheadPercent` default: 7.5 %, as parts per thousand.
-const VM_MEMORY_OVERHEAD_PER_MILLE: i64 = 75;
+pub const DEFAULT_VM_MEMORY_OVERHEAD_PER_MILLE: u32 = 75;
+
+/// Cluster-wide settings that change what a node offers.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct CapacitySettings {
+    /// ENIs kept for other uses (`reservedENIs`).
+    pub reserved_enis: u32,
+    /// Memory the hypervisor keeps, in parts per thousand (`vmMemoryOverheadPercent`).
+    pub vm_memory_overhead_per_mille: u32,
+}
+
+impl Default for CapacitySettings {
+    fn default() -> Self {
+        CapacitySettings {
+            reserved_enis: 0,
+            vm_memory_overhead_per_mille: DEFAULT_VM_MEMORY_OVERHEAD_PER_MILLE,
+        }
+    }
+}
 /// Default hard eviction threshold `memory.available<100Mi`.
 const EVICTION_HARD_MEMORY_BYTES: i64 = 100 * MIB;
 
@@ -48,20 +66,21 @@ pub fn kube_reserved_cpu_milli(cpu_milli: i64) -> i64 {
         .sum()
 }
 
-/// Capacity and allocatable of a node of this type under this kubelet config.
+/// Capacity and allocatable of a node of this type under this kubelet config and the default
+/// settings.
 pub fn capacity(it: &InstanceType, kubelet: &KubeletConfig) -> NodeResources {
-    capacity_with_reserved_enis(it, kubelet, 0)
+    capacity_with(it, kubelet, &CapacitySettings::default())
 }
 
-/// [`capacity`] with some ENIs reserved (Karpenter's `reservedENIs` setting).
-pub fn capacity_with_reserved_enis(
+/// [`capacity`] under explicit cluster settings.
+pub fn capacity_with(
     it: &InstanceType,
     kubelet: &KubeletConfig,
-    reserved_enis: u32,
+    settings: &CapacitySettings,
 ) -> NodeResources {
-    let pods = max_pods(it, kubelet, reserved_enis);
+    let pods = max_pods(it, kubelet, settings.reserved_enis);
     let memory_mib = it.memory_mib as i64;
-    let vm_overhead_mib = (memory_mib * VM_MEMORY_OVERHEAD_PER_MILLE + 999) / 1000;
+    let vm_overhead_mib = (memory_mib * settings.vm_memory_overhead_per_mille as i64 + 999) / 1000;
     let mut capacity = Resources::new(
         it.vcpu as i64 * 1000,
         (memory_mib - vm_overhead_mib) * MIB,

@@ -9,7 +9,8 @@ use std::fmt;
 use serde::{Deserialize, Serialize};
 
 pub use allocatable::{
-    NodeResources, capacity, capacity_with_reserved_enis, kube_reserved_cpu_milli, max_pods,
+    CapacitySettings, DEFAULT_VM_MEMORY_OVERHEAD_PER_MILLE, NodeResources, capacity, capacity_with,
+    kube_reserved_cpu_milli, max_pods,
 };
 
 use crate::model::labels;

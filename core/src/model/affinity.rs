@@ -91,7 +91,9 @@ impl HostPort {
         let wildcard = |ip: &str| ip.is_empty() || ip == "0.0.0.0";
         self.port == other.port
             && self.protocol == other.protocol
-            && (wildcard(&self.host_ip) || wildcard(&other.host_ip) || self.host_ip == other.host_ip)
+            && (wildcard(&self.host_ip)
+                || wildcard(&other.host_ip)
+                || self.host_ip == other.host_ip)
     }
 }
 
@@ -101,26 +103,48 @@ mod tests {
 
     #[test]
     fn selectors_match_labels_and_expressions() {
-        let labels: BTreeMap<String, String> =
-            [("app".to_string(), "nginx".to_string()), ("tier".to_string(), "web".to_string())].into();
+        let labels: BTreeMap<String, String> = [
+            ("app".to_string(), "nginx".to_string()),
+            ("tier".to_string(), "web".to_string()),
+        ]
+        .into();
         let mut s = LabelSelector::default();
         assert!(s.matches(&labels));
         s.match_labels.insert("app".into(), "nginx".into());
         assert!(s.matches(&labels));
-        s.match_expressions.push(RequirementSpec::new("tier", Operator::In, &["web", "api"]));
+        s.match_expressions
+            .push(RequirementSpec::new("tier", Operator::In, &["web", "api"]));
         assert!(s.matches(&labels));
-        s.match_expressions.push(RequirementSpec::new("canary", Operator::DoesNotExist, &[]));
+        s.match_expressions
+            .push(RequirementSpec::new("canary", Operator::DoesNotExist, &[]));
         assert!(s.matches(&labels));
-        s.match_expressions.push(RequirementSpec::new("tier", Operator::NotIn, &["web"]));
+        s.match_expressions
+            .push(RequirementSpec::new("tier", Operator::NotIn, &["web"]));
         assert!(!s.matches(&labels));
     }
 
     #[test]
     fn host_port_conflicts() {
-        let any = HostPort { port: 80, protocol: "TCP".into(), host_ip: String::new() };
-        let one = HostPort { port: 80, protocol: "TCP".into(), host_ip: "10.0.0.1".into() };
-        let two = HostPort { port: 80, protocol: "TCP".into(), host_ip: "10.0.0.2".into() };
-        let udp = HostPort { port: 80, protocol: "UDP".into(), host_ip: String::new() };
+        let any = HostPort {
+            port: 80,
+            protocol: "TCP".into(),
+            host_ip: String::new(),
+        };
+        let one = HostPort {
+            port: 80,
+            protocol: "TCP".into(),
+            host_ip: "10.0.0.1".into(),
+        };
+        let two = HostPort {
+            port: 80,
+            protocol: "TCP".into(),
+            host_ip: "10.0.0.2".into(),
+        };
+        let udp = HostPort {
+            port: 80,
+            protocol: "UDP".into(),
+            host_ip: String::new(),
+        };
         assert!(any.conflicts_with(&one));
         assert!(!one.conflicts_with(&two));
         assert!(!any.conflicts_with(&udp));

@@ -262,6 +262,32 @@ impl Requirement {
         self.len() == Some(0)
     }
 
+    /// Whether some value satisfies both requirements (the intersection is not empty), without
+    /// building the intersection.
+    pub fn overlaps(&self, other: &Requirement) -> bool {
+        match (self.complement, other.complement) {
+            (true, true) => {
+                let gt = match (self.greater_than, other.greater_than) {
+                    (Some(a), Some(b)) => Some(a.max(b)),
+                    (a, b) => a.or(b),
+                };
+                let lt = match (self.less_than, other.less_than) {
+                    (Some(a), Some(b)) => Some(a.min(b)),
+                    (a, b) => a.or(b),
+                };
+                !matches!((gt, lt), (Some(g), Some(l)) if g.saturating_add(1) >= l)
+            }
+            (false, _) => self
+                .values
+                .iter()
+                .any(|v| self.within_bounds(v) && other.has(v)),
+            (true, false) => other
+                .values
+                .iter()
+                .any(|v| other.within_bounds(v) && self.has(v)),
+        }
+    }
+
     /// The set of values both requirements allow.
     pub fn intersect(&self, other: &Requirement) -> Requirement {
         let greater_than = match (self.greater_than, other.greater_than) {
@@ -524,6 +550,25 @@ mod tests {
         assert!(gte.has("4") && !gte.has("3"));
         let lte = spec("k", Operator::Lte, &["4"]);
         assert!(lte.has("4") && !lte.has("5"));
+    }
+
+    #[test]
+    fn overlaps_agrees_with_intersect() {
+        let cases = [
+            spec("k", Operator::In, &["a", "b"]),
+            spec("k", Operator::In, &["c"]),
+            spec("k", Operator::NotIn, &["a"]),
+            spec("k", Operator::Exists, &[]),
+            spec("k", Operator::DoesNotExist, &[]),
+            spec("k", Operator::Gt, &["2"]),
+            spec("k", Operator::Lt, &["3"]),
+            spec("k", Operator::In, &["1", "5"]),
+        ];
+        for a in &cases {
+            for b in &cases {
+                assert_eq!(a.overlaps(b), !a.intersect(b).is_empty_set(), "{a} / {b}");
+            }
+        }
     }
 
     #[test]

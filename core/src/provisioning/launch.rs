@@ -1,7 +1,7 @@
 //! The launch options of a planned machine: every allowed, available offering of its cheapest
 //! instance types, at most `max_types` of them, keeping `minValues` satisfied.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeSet;
 
 use crate::catalog::Price;
 use crate::model::labels;
@@ -25,18 +25,20 @@ pub fn type_options(
     now_ms: u64,
 ) -> Vec<LaunchOption> {
     let it = &prepared.catalog.instance_types[t];
+    let none_unavailable = state.unavailable.is_empty();
     it.offerings
         .iter()
         .filter(|o| offering_allowed(reqs, &o.zone, o.capacity_type.as_str()))
         .filter(|o| {
-            !state.is_unavailable(
-                &OfferingKey {
-                    instance_type: it.name.clone(),
-                    zone: o.zone.clone(),
-                    capacity_type: o.capacity_type,
-                },
-                now_ms,
-            )
+            none_unavailable
+                || !state.is_unavailable(
+                    &OfferingKey {
+                        instance_type: it.name.clone(),
+                        zone: o.zone.clone(),
+                        capacity_type: o.capacity_type,
+                    },
+                    now_ms,
+                )
         })
         .map(|o| LaunchOption {
             instance_type: it.name.clone(),
@@ -91,17 +93,30 @@ pub fn launch_options(
     now_ms: u64,
     max_types: usize,
 ) -> Vec<LaunchOption> {
-    let mut per_type: Vec<(Price, &str, usize, Vec<LaunchOption>)> = Vec::new();
+    let none_unavailable = state.unavailable.is_empty();
+    // The cheapest allowed, available offering of each type, without building options yet.
+    let mut per_type: Vec<(Price, &str, usize)> = Vec::new();
     for &t in types {
-        let mut options = type_options(state, prepared, t, reqs, now_ms);
-        if let Some(cheapest) = options.iter().map(|o| o.price).min() {
-            options.sort_by(|a, b| {
-                a.price
-                    .cmp(&b.price)
-                    .then(a.zone.cmp(&b.zone))
-                    .then(a.capacity_type.cmp(&b.capacity_type))
-            });
-            per_type.push((cheapest, prepared.catalog.instance_types[t].name.as_str(), t, options));
+        let it = &prepared.catalog.instance_types[t];
+        let cheapest = it
+            .offerings
+            .iter()
+            .filter(|o| offering_allowed(reqs, &o.zone, o.capacity_type.as_str()))
+            .filter(|o| {
+                none_unavailable
+                    || !state.is_unavailable(
+                        &OfferingKey {
+                            instance_type: it.name.clone(),
+                            zone: o.zone.clone(),
+                            capacity_type: o.capacity_type,
+                        },
+                        now_ms,
+                    )
+            })
+            .map(|o| o.price)
+            .min();
+        if let Some(price) = cheapest {
+            per_type.push((price, it.name.as_str(), t));
         }
     }
     per_type.sort_by(|a, b| a.0.cmp(&b.0).then(a.1.cmp(b.1)));
@@ -131,13 +146,10 @@ pub fn launch_options(
             chosen.push(i);
         }
     }
-    chosen.sort();
-    let by_index: BTreeMap<usize, ()> = chosen.into_iter().map(|i| (i, ())).collect();
-    let mut out: Vec<LaunchOption> = per_type
-        .into_iter()
-        .enumerate()
-        .filter(|(i, _)| by_index.contains_key(i))
-        .flat_map(|(_, (_, _, _, options))| options)
+    let chosen: BTreeSet<usize> = chosen.into_iter().collect();
+    let mut out: Vec<LaunchOption> = chosen
+        .iter()
+        .flat_map(|i| type_options(state, prepared, per_type[*i].2, reqs, now_ms))
         .collect();
     out.sort_by(|a, b| {
         a.price

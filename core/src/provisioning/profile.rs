@@ -18,6 +18,11 @@ pub struct PodProfile {
     pub affinity: Vec<PodAffinityTerm>,
     pub anti_affinity: Vec<PodAffinityTerm>,
     pub spread: Vec<TopologySpreadConstraint>,
+    /// Topology group of each entry of `affinity`, `anti_affinity`, `spread` (set when the
+    /// profile is registered with the solve's topology).
+    pub affinity_groups: Vec<usize>,
+    pub anti_affinity_groups: Vec<usize>,
+    pub spread_groups: Vec<usize>,
     pub tolerate_prefer_no_schedule: bool,
     /// The node requirements in force (selector ∩ first required term ∩ first preferred term).
     pub requirements: Requirements,
@@ -38,11 +43,17 @@ impl PodProfile {
         // Heaviest first; equal weights keep their order.
         preferred.sort_by(|a, b| b.0.cmp(&a.0));
         let keep = |terms: &[PodAffinityTerm]| -> Vec<PodAffinityTerm> {
-            let mut required: Vec<PodAffinityTerm> =
-                terms.iter().filter(|t| t.weight.is_none()).cloned().collect();
+            let mut required: Vec<PodAffinityTerm> = terms
+                .iter()
+                .filter(|t| t.weight.is_none())
+                .cloned()
+                .collect();
             if respect {
-                let mut soft: Vec<PodAffinityTerm> =
-                    terms.iter().filter(|t| t.weight.is_some()).cloned().collect();
+                let mut soft: Vec<PodAffinityTerm> = terms
+                    .iter()
+                    .filter(|t| t.weight.is_some())
+                    .cloned()
+                    .collect();
                 soft.sort_by(|a, b| b.weight.cmp(&a.weight));
                 required.extend(soft);
             }
@@ -69,6 +80,9 @@ impl PodProfile {
             affinity: keep(&pod.pod_affinity),
             anti_affinity: keep(&pod.pod_anti_affinity),
             spread,
+            affinity_groups: Vec::new(),
+            anti_affinity_groups: Vec::new(),
+            spread_groups: Vec::new(),
             tolerate_prefer_no_schedule: false,
             requirements: Requirements::new(),
             strict_requirements: Requirements::new(),
@@ -90,6 +104,13 @@ impl PodProfile {
         self.requirements = reqs;
     }
 
+    /// Whether every constraint has its topology group (see `Topology::register_pending`).
+    pub fn is_registered(&self) -> bool {
+        self.spread.len() == self.spread_groups.len()
+            && self.affinity.len() == self.affinity_groups.len()
+            && self.anti_affinity.len() == self.anti_affinity_groups.len()
+    }
+
     /// Drops the next preference, in Karpenter's order: a required node-affinity alternative,
     /// a preferred pod affinity term, a preferred pod anti-affinity term, a preferred node
     /// affinity term, a ScheduleAnyway spread, then PreferNoSchedule taints are tolerated.
@@ -100,9 +121,15 @@ impl PodProfile {
             "the first required node affinity term (trying the next)".to_string()
         } else if let Some(i) = heaviest_preferred(&self.affinity) {
             let t = self.affinity.remove(i);
+            if i < self.affinity_groups.len() {
+                self.affinity_groups.remove(i);
+            }
             format!("preferred pod affinity on {}", t.topology_key)
         } else if let Some(i) = heaviest_preferred(&self.anti_affinity) {
             let t = self.anti_affinity.remove(i);
+            if i < self.anti_affinity_groups.len() {
+                self.anti_affinity_groups.remove(i);
+            }
             format!("preferred pod anti-affinity on {}", t.topology_key)
         } else if !self.preferred_terms.is_empty() {
             self.preferred_terms.remove(0);
@@ -113,6 +140,9 @@ impl PodProfile {
             .position(|c| c.when_unsatisfiable == WhenUnsatisfiable::ScheduleAnyway)
         {
             let c = self.spread.remove(i);
+            if i < self.spread_groups.len() {
+                self.spread_groups.remove(i);
+            }
             format!("ScheduleAnyway topology spread on {}", c.topology_key)
         } else if !self.tolerate_prefer_no_schedule && any_prefer_no_schedule {
             self.tolerate_prefer_no_schedule = true;

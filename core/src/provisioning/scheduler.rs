@@ -21,7 +21,7 @@ use crate::state::{ClusterState, PreparedCatalog};
 use super::launch::{self, offering_allowed};
 use super::overhead::daemonset_overhead;
 use super::profile::PodProfile;
-use super::topology::Topology;
+use super::topology::{PodGroups, Topology};
 
 /// A machine this batch wants: the pods it is for and the instance types that can still hold
 /// them all.
@@ -64,7 +64,8 @@ struct PoolContext<'a> {
     pool: &'a NodePool,
     template: Requirements,
     resources: Vec<NodeResources>,
-    overhead: Vec<Resources>,
+    /// Allocatable minus DaemonSet overhead, by type.
+    rooms: Vec<Resources>,
     /// Types compatible with the template and offered where it allows.
     types: Vec<usize>,
     min_values: Vec<(String, u32)>,
@@ -74,8 +75,8 @@ struct PoolContext<'a> {
 }
 
 impl PoolContext<'_> {
-    fn room(&self, t: usize) -> Resources {
-        self.resources[t].allocatable.minus(&self.overhead[t])
+    fn room(&self, t: usize) -> &Resources {
+        &self.rooms[t]
     }
 }
 
@@ -102,24 +103,30 @@ fn requirement_changed(old: &Requirements, new: &Requirements) -> Vec<String> {
 fn type_allows(type_reqs: &Requirements, wanted: &Requirement) -> bool {
     match type_reqs.get(&wanted.key) {
         None => true,
-        Some(ours) => {
-            !ours.intersect(wanted).is_empty_set() || (ours.allows_absence() && wanted.allows_absence())
-        }
+        Some(ours) => ours.overlaps(wanted) || (ours.allows_absence() && wanted.allows_absence()),
     }
 }
 
-fn has_allowed_offering(state: &ClusterState, prepared: &PreparedCatalog, t: usize, reqs: &Requirements, now_ms: u64) -> bool {
+fn has_allowed_offering(
+    state: &ClusterState,
+    prepared: &PreparedCatalog,
+    t: usize,
+    reqs: &Requirements,
+    now_ms: u64,
+) -> bool {
     let it = &prepared.catalog.instance_types[t];
+    let none_unavailable = state.unavailable.is_empty();
     it.offerings.iter().any(|o| {
         offering_allowed(reqs, &o.zone, o.capacity_type.as_str())
-            && !state.is_unavailable(
-                &crate::model::nodeclaim::OfferingKey {
-                    instance_type: it.name.clone(),
-                    zone: o.zone.clone(),
-                    capacity_type: o.capacity_type,
-                },
-                now_ms,
-            )
+            && (none_unavailable
+                || !state.is_unavailable(
+                    &crate::model::nodeclaim::OfferingKey {
+                        instance_type: it.name.clone(),
+                        zone: o.zone.clone(),
+                        capacity_type: o.capacity_type,
+                    },
+                    now_ms,
+                ))
     })
 }
 
@@ -173,7 +180,10 @@ fn existing_targets(state: &ClusterState) -> Vec<Target> {
     let mut targets = Vec::new();
     for (name, node_state) in &state.nodes {
         let node = &node_state.node;
-        let claim = node_state.nodeclaim.as_ref().and_then(|c| state.nodeclaims.get(c));
+        let claim = node_state
+            .nodeclaim
+            .as_ref()
+            .and_then(|c| state.nodeclaims.get(c));
         let usable = !node.unschedulable
             && !claim.is_some_and(|c| c.terminating.is_some())
             && !node.taints.iter().any(|t| t.key == labels::DISRUPTED_TAINT);
@@ -231,7 +241,10 @@ fn existing_targets(state: &ClusterState) -> Vec<Target> {
                             l.extend(it.labels.clone());
                         }
                         l.insert(labels::ZONE.to_string(), o.zone.clone());
-                        l.insert(labels::CAPACITY_TYPE.to_string(), o.capacity_type.as_str().to_string());
+                        l.insert(
+                            labels::CAPACITY_TYPE.to_string(),
+                            o.capacity_type.as_str().to_string(),
+                        );
                         l
                     })
                     .collect()
@@ -284,6 +297,52 @@ fn port_conflict(pod: &Pod, used: &[HostPort]) -> Option<u16> {
         .map(|p| p.port)
 }
 
+/// Why a planned machine cannot take a pod (formatted only when shown).
+#[derive(Debug, Clone)]
+enum AddError {
+    Taint(Taint),
+    HostPort(u16),
+    NoRoom(Resources),
+    TopologyRulesOut,
+    Topology(String),
+    Requirements(String),
+    NoInstanceType(String, Resources),
+    MinValues {
+        key: String,
+        min: u32,
+        got: usize,
+        types: usize,
+    },
+    NoCatalog,
+}
+
+impl std::fmt::Display for AddError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            AddError::Taint(t) => write!(f, "the pod does not tolerate taint {t}"),
+            AddError::HostPort(p) => write!(f, "host port {p} is taken on this machine"),
+            AddError::NoRoom(r) => write!(f, "no instance type has room for {r}"),
+            AddError::TopologyRulesOut => {
+                write!(f, "the pod's topology constraints rule this machine out")
+            }
+            AddError::Topology(s) | AddError::Requirements(s) => f.write_str(s),
+            AddError::NoInstanceType(reqs, r) => {
+                write!(f, "no instance type satisfies {reqs} with room for {r}")
+            }
+            AddError::MinValues {
+                key,
+                min,
+                got,
+                types,
+            } => write!(
+                f,
+                "minValues {min} for {key} cannot be met: only {got} distinct values among the {types} instance types that fit"
+            ),
+            AddError::NoCatalog => write!(f, "no instance catalog is known yet"),
+        }
+    }
+}
+
 /// The solver's working state.
 struct Solver<'a> {
     state: &'a ClusterState,
@@ -301,9 +360,17 @@ struct Solver<'a> {
 impl<'a> Solver<'a> {
     /// Tries existing targets, then planned machines, then a new machine. On success the pod
     /// is placed and counted; on failure the reasons per NodePool.
-    fn place(&mut self, pod: &Pod, profile: &PodProfile, result: &mut SolveResult) -> Result<(), Vec<String>> {
+    fn place(
+        &mut self,
+        pod: &Pod,
+        profile: &PodProfile,
+        groups: &PodGroups,
+        result: &mut SolveResult,
+    ) -> Result<(), Vec<String>> {
         let total_targets = (self.targets.len() + self.planned.len()) as u32;
-        let blocked_everywhere = self.topology.hostname_blocked_everywhere(pod, profile, total_targets);
+        let blocked_everywhere = self
+            .topology
+            .hostname_blocked_everywhere(profile, total_targets);
         if !blocked_everywhere {
             // 1. Existing nodes and machines on their way.
             for ti in 0..self.targets.len() {
@@ -311,14 +378,21 @@ impl<'a> Solver<'a> {
                 if !pod.requests.fits_in(&target.available)
                     || untolerated(profile, pod, &target.taints).is_some()
                     || port_conflict(pod, &target.host_ports).is_some()
-                    || !target.label_sets.iter().all(|l| profile.requirements.matches_labels(l))
+                    || !target
+                        .label_sets
+                        .iter()
+                        .all(|l| profile.requirements.matches_labels(l))
                 {
                     continue;
                 }
                 let known = common_labels(&target.label_sets);
                 let mut reqs = Requirements::from_labels(&known);
                 if !self.topology.is_empty() {
-                    if self.topology.admit(pod, profile, ti, &mut reqs).is_err() {
+                    if self
+                        .topology
+                        .admit(pod, profile, groups, ti, &mut reqs)
+                        .is_err()
+                    {
                         continue;
                     }
                     if !reqs.matches_labels(&known) {
@@ -328,14 +402,27 @@ impl<'a> Solver<'a> {
                 let target = &mut self.targets[ti];
                 target.available.sub(&pod.requests);
                 target.host_ports.extend(pod.host_ports.iter().cloned());
-                result.nominations.push((pod.key.clone(), target.name.clone()));
-                self.topology.record(pod, ti, &reqs);
+                result
+                    .nominations
+                    .push((pod.key.clone(), target.name.clone()));
+                self.topology.record(groups, ti, &reqs);
                 return Ok(());
             }
-            // 2. Machines planned in this batch, fewest pods first.
-            let order: Vec<usize> = self.order.iter().map(|(_, i)| *i).collect();
-            for i in order {
-                if self.try_add(i, pod, profile, false).is_ok() {
+            // 2. Machines planned in this batch, fewest pods first. A failed try changes
+            // nothing, so the walk may continue from where it was.
+            let mut cursor: Option<(usize, usize)> = None;
+            loop {
+                let next = match cursor {
+                    None => self.order.iter().next().copied(),
+                    Some(c) => self
+                        .order
+                        .range((std::ops::Bound::Excluded(c), std::ops::Bound::Unbounded))
+                        .next()
+                        .copied(),
+                };
+                let Some(entry) = next else { break };
+                cursor = Some(entry);
+                if self.try_add(entry.1, pod, profile, groups, false).is_ok() {
                     return Ok(());
                 }
             }
@@ -348,14 +435,20 @@ impl<'a> Solver<'a> {
         for ci in 0..self.contexts.len() {
             let ctx = &self.contexts[ci];
             if let Some(taint) = untolerated(profile, pod, &ctx.pool.taints) {
-                reasons.push(format!("nodepool {}: the pod does not tolerate taint {taint}", ctx.pool.name));
+                reasons.push(format!(
+                    "nodepool {}: the pod does not tolerate taint {taint}",
+                    ctx.pool.name
+                ));
                 continue;
             }
             let remaining = ctx.pool.remaining(&ctx.usage, ctx.count);
             if let Some(remaining) = &remaining
                 && remaining.get("nodes").is_some_and(|n| *n < 1)
             {
-                reasons.push(format!("nodepool {}: limits.nodes is reached", ctx.pool.name));
+                reasons.push(format!(
+                    "nodepool {}: limits.nodes is reached",
+                    ctx.pool.name
+                ));
                 continue;
             }
             let types: Vec<usize> = match &remaining {
@@ -383,7 +476,7 @@ impl<'a> Solver<'a> {
             let target = self.targets.len() + self.planned.len();
             let mut max_room = Resources::default();
             for &t in &types {
-                max_room = max_room.max(&ctx.room(t));
+                max_room = max_room.max(ctx.room(t));
             }
             let claim = PlannedClaim {
                 nodepool: ctx.pool.name.clone(),
@@ -403,7 +496,7 @@ impl<'a> Solver<'a> {
             });
             let index = self.planned.len() - 1;
             let best_effort = self.config.min_values_policy == MinValuesPolicy::BestEffort;
-            match self.try_add(index, pod, profile, best_effort) {
+            match self.try_add(index, pod, profile, groups, best_effort) {
                 Ok(()) => {
                     let ctx = &mut self.contexts[ci];
                     ctx.count += 1;
@@ -415,7 +508,7 @@ impl<'a> Solver<'a> {
                     reasons.push(format!(
                         "nodepool {}: {}",
                         ctx.pool.name,
-                        self.explain_new_claim(prepared, ci, pod, profile, reason)
+                        self.explain_new_claim(prepared, ci, pod, profile, reason.to_string())
                     ));
                 }
             }
@@ -425,37 +518,64 @@ impl<'a> Solver<'a> {
     }
 
     /// Karpenter's NodeClaim.CanAdd + Add for planned machine `i`.
-    fn try_add(&mut self, i: usize, pod: &Pod, profile: &PodProfile, relax_min_values: bool) -> Result<(), String> {
+    fn try_add(
+        &mut self,
+        i: usize,
+        pod: &Pod,
+        profile: &PodProfile,
+        groups: &PodGroups,
+        relax_min_values: bool,
+    ) -> Result<(), AddError> {
         let planned = &self.planned[i];
         let ctx = &self.contexts[planned.pool];
         if let Some(taint) = untolerated(profile, pod, &ctx.pool.taints) {
-            return Err(format!("the pod does not tolerate taint {taint}"));
+            return Err(AddError::Taint(taint.clone()));
         }
         if let Some(port) = port_conflict(pod, &planned.host_ports) {
-            return Err(format!("host port {port} is taken on this machine"));
+            return Err(AddError::HostPort(port));
         }
         let requests = planned.claim.requests.plus(&pod.requests);
-        if !pod.requests.plus(&planned.claim.requests).fits_in(&planned.max_room) {
-            return Err(format!("no instance type has room for {requests}"));
+        if !requests.fits_in(&planned.max_room) {
+            return Err(AddError::NoRoom(requests));
+        }
+        if !self.topology.is_empty()
+            && self.topology.quick_reject(
+                pod,
+                profile,
+                groups,
+                planned.target,
+                &planned.claim.requirements,
+            )
+        {
+            return Err(AddError::TopologyRulesOut);
         }
         let mut reqs = planned.claim.requirements.clone();
         if !profile.requirements.is_empty() {
-            reqs.compatible(&profile.requirements).map_err(|c| format!("incompatible requirements: {c}"))?;
+            reqs.compatible(&profile.requirements)
+                .map_err(|c| AddError::Requirements(format!("incompatible requirements: {c}")))?;
             reqs = reqs.intersect(&profile.requirements);
         }
         if !self.topology.is_empty() {
-            self.topology.admit(pod, profile, planned.target, &mut reqs)?;
+            self.topology
+                .admit(pod, profile, groups, planned.target, &mut reqs)
+                .map_err(AddError::Topology)?;
         }
         let changed = requirement_changed(&planned.claim.requirements, &reqs);
         let offering_keys_changed = changed
             .iter()
             .any(|k| k == labels::ZONE || k == labels::CAPACITY_TYPE);
         let Some(prepared) = self.prepared else {
-            return Err("no instance catalog is known yet".to_string());
+            return Err(AddError::NoCatalog);
         };
         let changed_reqs: Vec<&Requirement> = changed.iter().filter_map(|k| reqs.get(k)).collect();
-        if changed_reqs.iter().any(|r| r.is_empty_set() && !r.allows_absence()) {
-            return Err(format!("requirements conflict on {}", changed.join(", ")));
+        if changed_reqs
+            .iter()
+            .any(|r| r.is_empty_set() && !r.allows_absence())
+        {
+            return Err(AddError::Requirements(format!(
+                "requirements conflict on {}",
+                changed.join(", ")
+            )));
         }
         let types: Vec<usize> = planned
             .claim
@@ -463,24 +583,29 @@ impl<'a> Solver<'a> {
             .iter()
             .copied()
             .filter(|&t| {
-                requests.fits_in(&ctx.room(t))
-                    && changed_reqs.iter().all(|r| type_allows(&prepared.requirements[t], r))
-                    && (!offering_keys_changed || has_allowed_offering(self.state, prepared, t, &reqs, self.now_ms))
+                requests.fits_in(ctx.room(t))
+                    && changed_reqs
+                        .iter()
+                        .all(|r| type_allows(&prepared.requirements[t], r))
+                    && (!offering_keys_changed
+                        || has_allowed_offering(self.state, prepared, t, &reqs, self.now_ms))
             })
             .collect();
         if types.is_empty() {
-            return Err(format!(
-                "no instance type satisfies {} with room for {requests}",
-                describe_requirements(&reqs)
+            return Err(AddError::NoInstanceType(
+                describe_requirements(&reqs),
+                requests,
             ));
         }
         let mut min_values = planned.claim.min_values.clone();
         if let Some((key, min, got)) = launch::unmet_min_values(prepared, &types, &min_values) {
             if !relax_min_values {
-                return Err(format!(
-                    "minValues {min} for {key} cannot be met: only {got} distinct values among the {} instance types that fit",
-                    types.len()
-                ));
+                return Err(AddError::MinValues {
+                    key,
+                    min,
+                    got,
+                    types: types.len(),
+                });
             }
             for (k, m) in &mut min_values {
                 let distinct: BTreeSet<String> = types
@@ -494,7 +619,7 @@ impl<'a> Solver<'a> {
         let mut max_room = Resources::default();
         let mut limit_capacity = Resources::default();
         for &t in &types {
-            max_room = max_room.max(&ctx.room(t));
+            max_room = max_room.max(ctx.room(t));
             limit_capacity = limit_capacity.max(&ctx.resources[t].capacity);
         }
         let pool_index = planned.pool;
@@ -517,13 +642,22 @@ impl<'a> Solver<'a> {
             ctx.usage.sub(&old_capacity);
             ctx.usage.add(&limit_capacity);
         }
-        let reqs = self.planned[i].claim.requirements.clone();
-        self.topology.record(pod, target, &reqs);
+        if !self.topology.is_empty() {
+            let reqs = self.planned[i].claim.requirements.clone();
+            self.topology.record(groups, target, &reqs);
+        }
         Ok(())
     }
 
     /// Why no machine of a NodePool can take the pod, in the terms a user acts on.
-    fn explain_new_claim(&self, prepared: &PreparedCatalog, ci: usize, pod: &Pod, profile: &PodProfile, reason: String) -> String {
+    fn explain_new_claim(
+        &self,
+        prepared: &PreparedCatalog,
+        ci: usize,
+        pod: &Pod,
+        profile: &PodProfile,
+        reason: String,
+    ) -> String {
         let ctx = &self.contexts[ci];
         if let Err(conflict) = ctx.template.compatible(&profile.requirements) {
             return format!("incompatible requirements: {conflict}");
@@ -541,7 +675,7 @@ impl<'a> Solver<'a> {
         }
         let fitting = meeting
             .iter()
-            .filter(|&&t| pod.requests.fits_in(&ctx.room(t)))
+            .filter(|&&t| pod.requests.fits_in(ctx.room(t)))
             .count();
         if fitting == 0 {
             return format!(
@@ -608,8 +742,13 @@ pub fn solve(state: &ClusterState, config: &Config, now_ms: u64, pods: &[&Pod]) 
             let prepared = prepared?;
             let template = pool.template_requirements();
             let (usage, count) = state.nodepool_usage(&pool.name);
-            let resources = prepared.node_resources(&nodeclass.kubelet, state.reserved_enis);
-            let overhead = daemonset_overhead(pool, &template, &prepared.requirements, state.daemonsets.values());
+            let resources = prepared.node_resources(&nodeclass.kubelet, &state.capacity_settings);
+            let overhead = daemonset_overhead(
+                pool,
+                &template,
+                &prepared.requirements,
+                state.daemonsets.values(),
+            );
             let types = (0..prepared.catalog.instance_types.len())
                 .filter(|&t| {
                     prepared.requirements[t].intersects(&template).is_ok()
@@ -622,11 +761,16 @@ pub fn solve(state: &ClusterState, config: &Config, now_ms: u64, pods: &[&Pod]) 
                 .iter()
                 .filter_map(|r| r.min_values.map(|m| (r.key.clone(), m)))
                 .collect();
+            let rooms = resources
+                .iter()
+                .zip(&overhead)
+                .map(|(r, o)| r.allocatable.minus(o))
+                .collect();
             Some(PoolContext {
                 pool,
                 template,
                 resources,
-                overhead,
+                rooms,
                 types,
                 min_values,
                 usage,
@@ -635,7 +779,7 @@ pub fn solve(state: &ClusterState, config: &Config, now_ms: u64, pods: &[&Pod]) 
         })
         .collect();
 
-    let profiles: Vec<PodProfile> = pods
+    let mut profiles: Vec<PodProfile> = pods
         .iter()
         .map(|p| PodProfile::new(p, config.preference_policy))
         .collect();
@@ -646,29 +790,54 @@ pub fn solve(state: &ClusterState, config: &Config, now_ms: u64, pods: &[&Pod]) 
         keys.extend(pod.pod_anti_affinity.iter().map(|t| t.topology_key.clone()));
     }
     for p in state.pods.values().filter(|p| p.node_name.is_some()) {
-        keys.extend(p.pod_anti_affinity.iter().filter(|t| t.weight.is_none()).map(|t| t.topology_key.clone()));
+        keys.extend(
+            p.pod_anti_affinity
+                .iter()
+                .filter(|t| t.weight.is_none())
+                .map(|t| t.topology_key.clone()),
+        );
     }
     let mut topology = Topology::new(domain_universe(prepared, &contexts, state, &keys));
-    for (pod, profile) in pods.iter().zip(&profiles) {
+    for (pod, profile) in pods.iter().zip(profiles.iter_mut()) {
         topology.register_pending(pod, profile);
     }
-    let bound: Vec<&Pod> = state.pods.values().filter(|p| p.node_name.is_some()).collect();
-    for p in &bound {
+    for p in state.pods.values().filter(|p| p.node_name.is_some()) {
         topology.register_running(p);
     }
+    let pod_groups: Vec<PodGroups> = if topology.is_empty() {
+        vec![PodGroups::default(); pods.len()]
+    } else {
+        pods.iter().map(|p| topology.prepare(p)).collect()
+    };
+    let bound: Vec<&Pod> = state
+        .pods
+        .values()
+        .filter(|p| p.node_name.is_some())
+        .collect();
     let targets = existing_targets(state);
     if !topology.is_empty() {
-        let by_name: BTreeMap<&str, usize> = targets.iter().enumerate().map(|(i, t)| (t.name.as_str(), i)).collect();
+        let by_name: BTreeMap<&str, usize> = targets
+            .iter()
+            .enumerate()
+            .map(|(i, t)| (t.name.as_str(), i))
+            .collect();
         for p in &bound {
-            let Some(node) = p.node_name.as_deref() else { continue };
-            let Some(&ti) = by_name.get(node) else { continue };
+            let Some(node) = p.node_name.as_deref() else {
+                continue;
+            };
+            let Some(&ti) = by_name.get(node) else {
+                continue;
+            };
             let reqs = Requirements::from_labels(&targets[ti].label_sets[0]);
-            topology.record(p, ti, &reqs);
+            let groups = topology.prepare(p);
+            topology.record(&groups, ti, &reqs);
         }
     }
-    let any_prefer_no_schedule = pools
-        .iter()
-        .any(|p| p.taints.iter().any(|t| t.effect == TaintEffect::PreferNoSchedule));
+    let any_prefer_no_schedule = pools.iter().any(|p| {
+        p.taints
+            .iter()
+            .any(|t| t.effect == TaintEffect::PreferNoSchedule)
+    });
 
     let mut solver = Solver {
         state,
@@ -695,7 +864,7 @@ pub fn solve(state: &ClusterState, config: &Config, now_ms: u64, pods: &[&Pod]) 
         let pod = pods[i];
         let mut profile = profiles[i].clone();
         let outcome = loop {
-            match solver.place(pod, &profile, &mut result) {
+            match solver.place(pod, &profile, &pod_groups[i], &mut result) {
                 Ok(()) => break Ok(()),
                 Err(reasons) => {
                     if !profile.relax(pod, any_prefer_no_schedule) {
@@ -731,7 +900,9 @@ pub fn solve(state: &ClusterState, config: &Config, now_ms: u64, pods: &[&Pod]) 
         }
     }
     for (i, reasons) in errors {
-        result.unschedulable.push((pods[i].key.clone(), reasons.join("; ")));
+        result
+            .unschedulable
+            .push((pods[i].key.clone(), reasons.join("; ")));
     }
     result.unschedulable.sort();
     result.new_claims = solver.planned.into_iter().map(|p| p.claim).collect();
@@ -739,9 +910,22 @@ pub fn solve(state: &ClusterState, config: &Config, now_ms: u64, pods: &[&Pod]) 
 }
 
 /// The launch options of a planned machine.
-pub fn launch_options(state: &ClusterState, claim: &PlannedClaim, now_ms: u64, max_types: usize) -> Vec<LaunchOption> {
+pub fn launch_options(
+    state: &ClusterState,
+    claim: &PlannedClaim,
+    now_ms: u64,
+    max_types: usize,
+) -> Vec<LaunchOption> {
     let Some(prepared) = state.catalog.as_ref() else {
         return Vec::new();
     };
-    launch::launch_options(state, prepared, &claim.types, &claim.requirements, &claim.min_values, now_ms, max_types)
+    launch::launch_options(
+        state,
+        prepared,
+        &claim.types,
+        &claim.requirements,
+        &claim.min_values,
+        now_ms,
+        max_types,
+    )
 }

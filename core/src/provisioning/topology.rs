@@ -58,9 +58,23 @@ impl Group {
     }
 
     fn matches(&self, pod: &Pod) -> bool {
-        self.key.namespaces.binary_search(&pod.key.namespace).is_ok()
+        self.key
+            .namespaces
+            .binary_search(&pod.key.namespace)
+            .is_ok()
             && self.key.selector.matches(&pod.labels)
     }
+}
+
+/// The groups one pod counts for and is blocked by (see [`Topology::prepare`]).
+#[derive(Debug, Clone, Default)]
+pub struct PodGroups {
+    /// Groups whose selector matches the pod.
+    member: Vec<usize>,
+    /// Inverse anti-affinity groups whose selector matches the pod.
+    inverse: Vec<usize>,
+    /// Inverse anti-affinity groups of the pod's own required terms.
+    owned_inverse: Vec<usize>,
 }
 
 #[derive(Debug, Clone, Default)]
@@ -135,20 +149,129 @@ impl Topology {
         }
     }
 
-    /// Registers the groups a pending pod's constraints need (at every relaxation level).
-    pub fn register_pending(&mut self, pod: &Pod, profile: &PodProfile) {
-        for c in &profile.spread {
-            self.group_index(Self::spread_key(pod, c));
+    /// Registers the groups a pending pod's constraints need (at every relaxation level) and
+    /// notes their indices in its profile.
+    pub fn register_pending(&mut self, pod: &Pod, profile: &mut PodProfile) {
+        profile.spread_groups = profile
+            .spread
+            .iter()
+            .map(|c| self.group_index(Self::spread_key(pod, c)))
+            .collect();
+        profile.affinity_groups = profile
+            .affinity
+            .iter()
+            .map(|t| self.group_index(Self::term_key(GroupKind::Affinity, pod, t)))
+            .collect();
+        profile.anti_affinity_groups = profile
+            .anti_affinity
+            .iter()
+            .map(|t| self.group_index(Self::term_key(GroupKind::AntiAffinity, pod, t)))
+            .collect();
+        for t in profile.anti_affinity.iter().filter(|t| t.weight.is_none()) {
+            self.group_index(Self::term_key(GroupKind::InverseAntiAffinity, pod, t));
         }
-        for t in &profile.affinity {
-            self.group_index(Self::term_key(GroupKind::Affinity, pod, t));
+    }
+
+    /// Resolves the groups a pod counts for and the inverse groups that may block it, once per
+    /// solve, so the placement loop only reads them.
+    pub fn prepare(&mut self, pod: &Pod) -> PodGroups {
+        let member = self.member_groups(pod);
+        let inverse = self
+            .groups
+            .iter()
+            .enumerate()
+            .filter(|(_, g)| g.key.kind == GroupKind::InverseAntiAffinity && g.matches(pod))
+            .map(|(i, _)| i)
+            .collect();
+        let owned_inverse = pod
+            .pod_anti_affinity
+            .iter()
+            .filter(|t| t.weight.is_none())
+            .filter_map(|t| {
+                self.index
+                    .get(&Self::term_key(GroupKind::InverseAntiAffinity, pod, t))
+                    .copied()
+            })
+            .collect();
+        PodGroups {
+            member,
+            inverse,
+            owned_inverse,
         }
-        for t in &profile.anti_affinity {
-            self.group_index(Self::term_key(GroupKind::AntiAffinity, pod, t));
-            if t.weight.is_none() {
-                self.group_index(Self::term_key(GroupKind::InverseAntiAffinity, pod, t));
+    }
+
+    /// A cheap check before [`Topology::admit`]: true when the target certainly cannot take
+    /// the pod (hostname counts, or a domain the target is already pinned to).
+    pub fn quick_reject(
+        &self,
+        pod: &Pod,
+        profile: &PodProfile,
+        groups: &PodGroups,
+        target: usize,
+        reqs: &Requirements,
+    ) -> bool {
+        if !profile.is_registered() {
+            return true;
+        }
+        let pinned = |key: &str| -> Option<&String> {
+            reqs.get(key)
+                .filter(|r| !r.complement && r.values.len() == 1)
+                .and_then(|r| r.values.iter().next())
+        };
+        for (c, &gi) in profile.spread.iter().zip(&profile.spread_groups) {
+            let g = &self.groups[gi];
+            let self_match = u32::from(c.selector.matches(&pod.labels));
+            if c.topology_key == HOSTNAME {
+                if g.target_count(target) + self_match > c.max_skew {
+                    return true;
+                }
+                continue;
+            }
+            // A machine already pinned to a domain that is too full for the skew.
+            if let Some(d) = pinned(&c.topology_key) {
+                let honor = c.node_affinity_policy == InclusionPolicy::Honor;
+                let pod_domains = profile.strict_requirements.get(&c.topology_key);
+                let eligible = self.universe.get(&c.topology_key).map(|u| {
+                    u.iter()
+                        .filter(|d| !honor || pod_domains.is_none_or(|r| r.has(d)))
+                        .collect::<Vec<_>>()
+                });
+                let Some(eligible) = eligible else { continue };
+                let mut min = eligible.iter().map(|d| g.count(d)).min().unwrap_or(0);
+                if c.min_domains.is_some_and(|m| (eligible.len() as u32) < m) {
+                    min = 0;
+                }
+                if g.count(d) + self_match > c.max_skew + min {
+                    return true;
+                }
             }
         }
+        for (t, &gi) in profile.affinity.iter().zip(&profile.affinity_groups) {
+            if t.topology_key != HOSTNAME {
+                continue;
+            }
+            let g = &self.groups[gi];
+            if g.target_count(target) == 0 && g.total > 0 {
+                return true;
+            }
+        }
+        let own = profile.anti_affinity_groups.iter().copied();
+        for gi in own.chain(groups.inverse.iter().copied()) {
+            let g = &self.groups[gi];
+            if g.total == 0 {
+                continue;
+            }
+            if g.key.topology_key == HOSTNAME {
+                if g.target_count(target) > 0 {
+                    return true;
+                }
+            } else if let Some(d) = pinned(&g.key.topology_key)
+                && g.count(d) > 0
+            {
+                return true;
+            }
+        }
+        false
     }
 
     /// Registers the inverse anti-affinity group of a pod that is already running.
@@ -181,12 +304,18 @@ impl Topology {
         &self,
         pod: &Pod,
         profile: &PodProfile,
+        groups: &PodGroups,
         target: usize,
         reqs: &mut Requirements,
     ) -> Result<(), String> {
+        // Invariant: the profile was registered (`register_pending`), so every constraint has
+        // its group. A profile that was not is refused rather than checked partially.
+        if !profile.is_registered() {
+            return Err("the pod's topology constraints were not registered".to_string());
+        }
         // Topology spread.
-        for c in &profile.spread {
-            let g = &self.groups[self.index[&Self::spread_key(pod, c)]];
+        for (c, &gi) in profile.spread.iter().zip(&profile.spread_groups) {
+            let g = &self.groups[gi];
             let self_match = u32::from(c.selector.matches(&pod.labels));
             let key = c.topology_key.as_str();
             if key == HOSTNAME {
@@ -231,8 +360,8 @@ impl Topology {
             }
         }
         // Pod affinity.
-        for t in &profile.affinity {
-            let g = &self.groups[self.index[&Self::term_key(GroupKind::Affinity, pod, t)]];
+        for (t, &gi) in profile.affinity.iter().zip(&profile.affinity_groups) {
+            let g = &self.groups[gi];
             let key = t.topology_key.as_str();
             let self_match = t.selector.matches(&pod.labels)
                 && namespaces_of(t, pod).contains(&pod.key.namespace);
@@ -240,7 +369,9 @@ impl Topology {
                 if g.target_count(target) > 0 || (g.total == 0 && self_match) {
                     continue;
                 }
-                return Err(format!("pod affinity on {HOSTNAME}: no matching pod on this machine"));
+                return Err(format!(
+                    "pod affinity on {HOSTNAME}: no matching pod on this machine"
+                ));
             }
             let pod_domains = profile.strict_requirements.get(key);
             let open = |d: &&String| {
@@ -279,19 +410,13 @@ impl Topology {
             }
         }
         // Pod anti-affinity: the pod's own terms, and the required terms of pods placed before.
-        let mut blocking: Vec<usize> = profile
-            .anti_affinity
-            .iter()
-            .map(|t| self.index[&Self::term_key(GroupKind::AntiAffinity, pod, t)])
-            .collect();
+        let mut blocking: Vec<usize> = profile.anti_affinity_groups.clone();
         blocking.extend(
-            self.groups
+            groups
+                .inverse
                 .iter()
-                .enumerate()
-                .filter(|(_, g)| {
-                    g.key.kind == GroupKind::InverseAntiAffinity && g.total > 0 && g.matches(pod)
-                })
-                .map(|(i, _)| i),
+                .copied()
+                .filter(|i| self.groups[*i].total > 0),
         );
         for gi in blocking {
             let g = &self.groups[gi];
@@ -326,22 +451,15 @@ impl Topology {
     /// Counts a placed pod in every group it matches (spread and affinity only when the
     /// machine's domain is a single value; anti-affinity in every domain it may be in), and in
     /// the inverse group of its own required anti-affinity terms.
-    pub fn record(&mut self, pod: &Pod, target: usize, reqs: &Requirements) {
+    pub fn record(&mut self, groups: &PodGroups, target: usize, reqs: &Requirements) {
         if self.groups.is_empty() {
             return;
         }
-        let member = self.member_groups(pod);
-        let mut owned = Vec::new();
-        for t in pod.pod_anti_affinity.iter().filter(|t| t.weight.is_none()) {
-            let key = Self::term_key(GroupKind::InverseAntiAffinity, pod, t);
-            if let Some(i) = self.index.get(&key) {
-                owned.push(*i);
-            }
-        }
-        for (gi, all_domains) in member
-            .into_iter()
-            .map(|g| (g, false))
-            .chain(owned.into_iter().map(|g| (g, true)))
+        for (gi, all_domains) in groups
+            .member
+            .iter()
+            .map(|g| (*g, false))
+            .chain(groups.owned_inverse.iter().map(|g| (*g, true)))
         {
             let g = &mut self.groups[gi];
             if g.key.topology_key == HOSTNAME {
@@ -378,13 +496,13 @@ impl Topology {
 
     /// True when every one of `targets` already holds a pod that `pod`'s required hostname
     /// anti-affinity forbids: no existing or planned target can take it.
-    pub fn hostname_blocked_everywhere(&self, pod: &Pod, profile: &PodProfile, targets: u32) -> bool {
-        profile.anti_affinity.iter().any(|t| {
-            t.topology_key == HOSTNAME
-                && self
-                    .index
-                    .get(&Self::term_key(GroupKind::AntiAffinity, pod, t))
-                    .is_some_and(|i| self.groups[*i].occupied_targets >= targets)
-        })
+    pub fn hostname_blocked_everywhere(&self, profile: &PodProfile, targets: u32) -> bool {
+        profile
+            .anti_affinity
+            .iter()
+            .zip(&profile.anti_affinity_groups)
+            .any(|(t, &gi)| {
+                t.topology_key == HOSTNAME && self.groups[gi].occupied_targets >= targets
+            })
     }
 }
