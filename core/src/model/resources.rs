@@ -162,6 +162,18 @@ impl Resources {
         out
     }
 
+    /// Raises every amount to at least `other`'s, in place.
+    pub fn max_assign(&mut self, other: &Resources) {
+        self.cpu_milli = self.cpu_milli.max(other.cpu_milli);
+        self.memory_bytes = self.memory_bytes.max(other.memory_bytes);
+        self.pods = self.pods.max(other.pods);
+        for (name, amount) in &other.extended {
+            if *amount > self.extended(name) {
+                self.extended.insert(name.clone(), *amount);
+            }
+        }
+    }
+
     /// Component-wise minimum.
     pub fn min(&self, other: &Resources) -> Resources {
         let mut out = Resources::new(

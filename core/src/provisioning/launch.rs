@@ -10,10 +10,28 @@ use crate::model::requirements::Requirements;
 use crate::state::{ClusterState, PreparedCatalog};
 
 pub fn offering_allowed(reqs: &Requirements, zone: &str, capacity_type: &str) -> bool {
-    reqs.get(labels::ZONE).is_none_or(|r| r.has(zone))
-        && reqs
-            .get(labels::CAPACITY_TYPE)
-            .is_none_or(|r| r.has(capacity_type))
+    OfferingFilter::new(reqs).allows(zone, capacity_type)
+}
+
+/// The zone and capacity-type requirements, looked up once for many offerings.
+#[derive(Debug, Clone, Copy)]
+pub struct OfferingFilter<'a> {
+    zone: Option<&'a crate::model::requirements::Requirement>,
+    capacity_type: Option<&'a crate::model::requirements::Requirement>,
+}
+
+impl<'a> OfferingFilter<'a> {
+    pub fn new(reqs: &'a Requirements) -> Self {
+        OfferingFilter {
+            zone: reqs.get(labels::ZONE),
+            capacity_type: reqs.get(labels::CAPACITY_TYPE),
+        }
+    }
+
+    pub fn allows(&self, zone: &str, capacity_type: &str) -> bool {
+        self.zone.is_none_or(|r| r.has(zone))
+            && self.capacity_type.is_none_or(|r| r.has(capacity_type))
+    }
 }
 
 /// The allowed, available offerings of one type.
@@ -26,9 +44,10 @@ pub fn type_options(
 ) -> Vec<LaunchOption> {
     let it = &prepared.catalog.instance_types[t];
     let none_unavailable = state.unavailable.is_empty();
+    let filter = OfferingFilter::new(reqs);
     it.offerings
         .iter()
-        .filter(|o| offering_allowed(reqs, &o.zone, o.capacity_type.as_str()))
+        .filter(|o| filter.allows(&o.zone, o.capacity_type.as_str()))
         .filter(|o| {
             none_unavailable
                 || !state.is_unavailable(
@@ -94,6 +113,7 @@ pub fn launch_options(
     max_types: usize,
 ) -> Vec<LaunchOption> {
     let none_unavailable = state.unavailable.is_empty();
+    let filter = OfferingFilter::new(reqs);
     // The cheapest allowed, available offering of each type, without building options yet.
     let mut per_type: Vec<(Price, &str, usize)> = Vec::new();
     for &t in types {
@@ -101,7 +121,7 @@ pub fn launch_options(
         let cheapest = it
             .offerings
             .iter()
-            .filter(|o| offering_allowed(reqs, &o.zone, o.capacity_type.as_str()))
+            .filter(|o| filter.allows(&o.zone, o.capacity_type.as_str()))
             .filter(|o| {
                 none_unavailable
                     || !state.is_unavailable(

@@ -23,6 +23,8 @@ pub struct PodProfile {
     pub affinity_groups: Vec<usize>,
     pub anti_affinity_groups: Vec<usize>,
     pub spread_groups: Vec<usize>,
+    /// Whether the pod matches each spread constraint's own selector (it counts itself).
+    pub spread_self_match: Vec<bool>,
     pub tolerate_prefer_no_schedule: bool,
     /// The node requirements in force (selector ∩ first required term ∩ first preferred term).
     pub requirements: Requirements,
@@ -41,7 +43,7 @@ impl PodProfile {
             Vec::new()
         };
         // Heaviest first; equal weights keep their order.
-        preferred.sort_by(|a, b| b.0.cmp(&a.0));
+        preferred.sort_by_key(|t| std::cmp::Reverse(t.0));
         let keep = |terms: &[PodAffinityTerm]| -> Vec<PodAffinityTerm> {
             let mut required: Vec<PodAffinityTerm> = terms
                 .iter()
@@ -54,7 +56,7 @@ impl PodProfile {
                     .filter(|t| t.weight.is_some())
                     .cloned()
                     .collect();
-                soft.sort_by(|a, b| b.weight.cmp(&a.weight));
+                soft.sort_by_key(|t| std::cmp::Reverse(t.weight));
                 required.extend(soft);
             }
             required
@@ -83,6 +85,7 @@ impl PodProfile {
             affinity_groups: Vec::new(),
             anti_affinity_groups: Vec::new(),
             spread_groups: Vec::new(),
+            spread_self_match: Vec::new(),
             tolerate_prefer_no_schedule: false,
             requirements: Requirements::new(),
             strict_requirements: Requirements::new(),
@@ -107,6 +110,7 @@ impl PodProfile {
     /// Whether every constraint has its topology group (see `Topology::register_pending`).
     pub fn is_registered(&self) -> bool {
         self.spread.len() == self.spread_groups.len()
+            && self.spread.len() == self.spread_self_match.len()
             && self.affinity.len() == self.affinity_groups.len()
             && self.anti_affinity.len() == self.anti_affinity_groups.len()
     }
@@ -142,6 +146,9 @@ impl PodProfile {
             let c = self.spread.remove(i);
             if i < self.spread_groups.len() {
                 self.spread_groups.remove(i);
+            }
+            if i < self.spread_self_match.len() {
+                self.spread_self_match.remove(i);
             }
             format!("ScheduleAnyway topology spread on {}", c.topology_key)
         } else if !self.tolerate_prefer_no_schedule && any_prefer_no_schedule {

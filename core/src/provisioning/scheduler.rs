@@ -18,10 +18,10 @@ use crate::model::resources::Resources;
 use crate::model::taints::{Taint, TaintEffect};
 use crate::state::{ClusterState, PreparedCatalog};
 
-use super::launch::{self, offering_allowed};
+use super::launch::{self, OfferingFilter};
 use super::overhead::daemonset_overhead;
 use super::profile::PodProfile;
-use super::topology::{PodGroups, Topology};
+use super::topology::{PodGroups, Scan, Topology};
 
 /// A machine this batch wants: the pods it is for and the instance types that can still hold
 /// them all.
@@ -114,10 +114,20 @@ fn has_allowed_offering(
     reqs: &Requirements,
     now_ms: u64,
 ) -> bool {
+    has_offering_passing(state, prepared, t, &OfferingFilter::new(reqs), now_ms)
+}
+
+fn has_offering_passing(
+    state: &ClusterState,
+    prepared: &PreparedCatalog,
+    t: usize,
+    filter: &OfferingFilter,
+    now_ms: u64,
+) -> bool {
     let it = &prepared.catalog.instance_types[t];
     let none_unavailable = state.unavailable.is_empty();
     it.offerings.iter().any(|o| {
-        offering_allowed(reqs, &o.zone, o.capacity_type.as_str())
+        filter.allows(&o.zone, o.capacity_type.as_str())
             && (none_unavailable
                 || !state.is_unavailable(
                     &crate::model::nodeclaim::OfferingKey {
@@ -185,7 +195,7 @@ fn existing_targets(state: &ClusterState) -> Vec<Target> {
             .as_ref()
             .and_then(|c| state.nodeclaims.get(c));
         let usable = !node.unschedulable
-            && !claim.is_some_and(|c| c.terminating.is_some())
+            && claim.is_none_or(|c| c.terminating.is_none())
             && !node.taints.iter().any(|t| t.key == labels::DISRUPTED_TAINT);
         // Startup taints and the unregistered taint are expected to go away.
         let taints = node
@@ -297,6 +307,54 @@ fn port_conflict(pod: &Pod, used: &[HostPort]) -> Option<u16> {
         .map(|p| p.port)
 }
 
+/// Planned machines by pod count, fewest first: a bucket per count. Within a bucket the order
+/// is insertion order with O(1) moves (a removal swaps the bucket's last machine into the
+/// hole), which depends only on the input, so decisions stay deterministic.
+#[derive(Debug, Default)]
+struct ClaimOrder {
+    buckets: Vec<Vec<usize>>,
+    /// (bucket, position) of each planned machine.
+    position: Vec<(usize, usize)>,
+}
+
+impl ClaimOrder {
+    fn insert(&mut self, claim: usize, pods: usize) {
+        if self.buckets.len() <= pods {
+            self.buckets.resize_with(pods + 1, Vec::new);
+        }
+        if self.position.len() <= claim {
+            self.position.resize(claim + 1, (0, 0));
+        }
+        self.position[claim] = (pods, self.buckets[pods].len());
+        self.buckets[pods].push(claim);
+    }
+
+    fn remove(&mut self, claim: usize) {
+        let (bucket, pos) = self.position[claim];
+        let list = &mut self.buckets[bucket];
+        list.swap_remove(pos);
+        if let Some(&moved) = list.get(pos) {
+            self.position[moved] = (bucket, pos);
+        }
+    }
+
+    /// The machine after `cursor` in order (`None` starts from the first).
+    fn next_after(&self, cursor: Option<(usize, usize)>) -> Option<((usize, usize), usize)> {
+        let (mut bucket, mut pos) = match cursor {
+            None => (0, 0),
+            Some((b, p)) => (b, p + 1),
+        };
+        while bucket < self.buckets.len() {
+            if let Some(&claim) = self.buckets[bucket].get(pos) {
+                return Some(((bucket, pos), claim));
+            }
+            bucket += 1;
+            pos = 0;
+        }
+        None
+    }
+}
+
 /// Why a planned machine cannot take a pod (formatted only when shown).
 #[derive(Debug, Clone)]
 enum AddError {
@@ -352,8 +410,8 @@ struct Solver<'a> {
     contexts: Vec<PoolContext<'a>>,
     targets: Vec<Target>,
     planned: Vec<Planned>,
-    /// (pods, index) of planned machines, fewest pods first.
-    order: BTreeSet<(usize, usize)>,
+    /// Planned machines, fewest pods first.
+    order: ClaimOrder,
     topology: Topology,
 }
 
@@ -410,19 +468,14 @@ impl<'a> Solver<'a> {
             }
             // 2. Machines planned in this batch, fewest pods first. A failed try changes
             // nothing, so the walk may continue from where it was.
+            let scan = self.topology.scan(profile, groups);
             let mut cursor: Option<(usize, usize)> = None;
-            loop {
-                let next = match cursor {
-                    None => self.order.iter().next().copied(),
-                    Some(c) => self
-                        .order
-                        .range((std::ops::Bound::Excluded(c), std::ops::Bound::Unbounded))
-                        .next()
-                        .copied(),
-                };
-                let Some(entry) = next else { break };
-                cursor = Some(entry);
-                if self.try_add(entry.1, pod, profile, groups, false).is_ok() {
+            while let Some((at, claim)) = self.order.next_after(cursor) {
+                cursor = Some(at);
+                if self
+                    .try_add(claim, pod, profile, groups, Some(&scan), false)
+                    .is_ok()
+                {
                     return Ok(());
                 }
             }
@@ -476,7 +529,7 @@ impl<'a> Solver<'a> {
             let target = self.targets.len() + self.planned.len();
             let mut max_room = Resources::default();
             for &t in &types {
-                max_room = max_room.max(ctx.room(t));
+                max_room.max_assign(ctx.room(t));
             }
             let claim = PlannedClaim {
                 nodepool: ctx.pool.name.clone(),
@@ -496,7 +549,7 @@ impl<'a> Solver<'a> {
             });
             let index = self.planned.len() - 1;
             let best_effort = self.config.min_values_policy == MinValuesPolicy::BestEffort;
-            match self.try_add(index, pod, profile, groups, best_effort) {
+            match self.try_add(index, pod, profile, groups, None, best_effort) {
                 Ok(()) => {
                     let ctx = &mut self.contexts[ci];
                     ctx.count += 1;
@@ -524,6 +577,7 @@ impl<'a> Solver<'a> {
         pod: &Pod,
         profile: &PodProfile,
         groups: &PodGroups,
+        scan: Option<&Scan>,
         relax_min_values: bool,
     ) -> Result<(), AddError> {
         let planned = &self.planned[i];
@@ -534,20 +588,16 @@ impl<'a> Solver<'a> {
         if let Some(port) = port_conflict(pod, &planned.host_ports) {
             return Err(AddError::HostPort(port));
         }
+        if let Some(scan) = scan
+            && self
+                .topology
+                .quick_reject(scan, planned.target, &planned.claim.requirements)
+        {
+            return Err(AddError::TopologyRulesOut);
+        }
         let requests = planned.claim.requests.plus(&pod.requests);
         if !requests.fits_in(&planned.max_room) {
             return Err(AddError::NoRoom(requests));
-        }
-        if !self.topology.is_empty()
-            && self.topology.quick_reject(
-                pod,
-                profile,
-                groups,
-                planned.target,
-                &planned.claim.requirements,
-            )
-        {
-            return Err(AddError::TopologyRulesOut);
         }
         let mut reqs = planned.claim.requirements.clone();
         if !profile.requirements.is_empty() {
@@ -577,6 +627,7 @@ impl<'a> Solver<'a> {
                 changed.join(", ")
             )));
         }
+        let filter = OfferingFilter::new(&reqs);
         let types: Vec<usize> = planned
             .claim
             .types
@@ -588,7 +639,7 @@ impl<'a> Solver<'a> {
                         .iter()
                         .all(|r| type_allows(&prepared.requirements[t], r))
                     && (!offering_keys_changed
-                        || has_allowed_offering(self.state, prepared, t, &reqs, self.now_ms))
+                        || has_offering_passing(self.state, prepared, t, &filter, self.now_ms))
             })
             .collect();
         if types.is_empty() {
@@ -618,9 +669,12 @@ impl<'a> Solver<'a> {
         // Commit.
         let mut max_room = Resources::default();
         let mut limit_capacity = Resources::default();
+        let limited = !ctx.pool.limits.is_empty();
         for &t in &types {
-            max_room = max_room.max(ctx.room(t));
-            limit_capacity = limit_capacity.max(&ctx.resources[t].capacity);
+            max_room.max_assign(ctx.room(t));
+            if limited {
+                limit_capacity.max_assign(&ctx.resources[t].capacity);
+            }
         }
         let pool_index = planned.pool;
         let old_capacity = planned.limit_capacity.clone();
@@ -635,8 +689,10 @@ impl<'a> Solver<'a> {
         planned.host_ports.extend(pod.host_ports.iter().cloned());
         planned.max_room = max_room;
         planned.limit_capacity = limit_capacity.clone();
-        self.order.remove(&(old_len, i));
-        self.order.insert((old_len + 1, i));
+        if old_len > 0 {
+            self.order.remove(i);
+        }
+        self.order.insert(i, old_len + 1);
         let ctx = &mut self.contexts[pool_index];
         if !ctx.pool.limits.is_empty() {
             ctx.usage.sub(&old_capacity);
@@ -847,7 +903,7 @@ pub fn solve(state: &ClusterState, config: &Config, now_ms: u64, pods: &[&Pod]) 
         contexts,
         targets,
         planned: Vec::new(),
-        order: BTreeSet::new(),
+        order: ClaimOrder::default(),
         topology,
     };
 

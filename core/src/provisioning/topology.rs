@@ -41,6 +41,8 @@ pub struct GroupKey {
 #[derive(Debug, Clone)]
 struct Group {
     key: GroupKey,
+    /// The topology key is `kubernetes.io/hostname` (each machine is its own domain).
+    hostname: bool,
     counts: BTreeMap<String, u32>,
     target_counts: Vec<u32>,
     /// Targets with a non-zero count (hostname keys).
@@ -64,6 +66,27 @@ impl Group {
             .is_ok()
             && self.key.selector.matches(&pod.labels)
     }
+}
+
+/// A rule on the domain a pinned machine is in.
+#[derive(Debug, Clone)]
+pub enum DomainRule {
+    OneOf(Vec<String>),
+    NoneOf(Vec<String>),
+}
+
+/// What one pod's constraints allow right now (see [`Topology::scan`]).
+#[derive(Debug, Clone, Default)]
+pub struct Scan {
+    impossible: bool,
+    /// Hostname spread groups and the most matching pods a machine may already hold.
+    host_max: Vec<(usize, u32)>,
+    /// Hostname affinity groups the machine must already hold a pod of.
+    host_min: Vec<usize>,
+    /// Hostname anti-affinity groups the machine must hold no pod of.
+    host_empty: Vec<usize>,
+    /// Rules on the domains of other keys.
+    domains: Vec<(String, DomainRule)>,
 }
 
 /// The groups one pod counts for and is blocked by (see [`Topology::prepare`]).
@@ -117,6 +140,7 @@ impl Topology {
         let i = self.groups.len();
         self.index.insert(key.clone(), i);
         self.groups.push(Group {
+            hostname: key.topology_key == HOSTNAME,
             key,
             counts: BTreeMap::new(),
             target_counts: Vec::new(),
@@ -156,6 +180,11 @@ impl Topology {
             .spread
             .iter()
             .map(|c| self.group_index(Self::spread_key(pod, c)))
+            .collect();
+        profile.spread_self_match = profile
+            .spread
+            .iter()
+            .map(|c| c.selector.matches(&pod.labels))
             .collect();
         profile.affinity_groups = profile
             .affinity
@@ -200,78 +229,139 @@ impl Topology {
         }
     }
 
-    /// A cheap check before [`Topology::admit`]: true when the target certainly cannot take
-    /// the pod (hostname counts, or a domain the target is already pinned to).
-    pub fn quick_reject(
-        &self,
-        pod: &Pod,
-        profile: &PodProfile,
-        groups: &PodGroups,
-        target: usize,
-        reqs: &Requirements,
-    ) -> bool {
+    /// What a pod's constraints allow, computed once before it is tried against every
+    /// machine (nothing is recorded while one pod is being placed).
+    pub fn scan(&self, profile: &PodProfile, groups: &PodGroups) -> Scan {
+        let mut scan = Scan::default();
         if !profile.is_registered() {
-            return true;
+            scan.impossible = true;
+            return scan;
         }
-        let pinned = |key: &str| -> Option<&String> {
-            reqs.get(key)
-                .filter(|r| !r.complement && r.values.len() == 1)
-                .and_then(|r| r.values.iter().next())
-        };
-        for (c, &gi) in profile.spread.iter().zip(&profile.spread_groups) {
+        for ((c, &gi), &matches) in profile
+            .spread
+            .iter()
+            .zip(&profile.spread_groups)
+            .zip(&profile.spread_self_match)
+        {
             let g = &self.groups[gi];
-            let self_match = u32::from(c.selector.matches(&pod.labels));
-            if c.topology_key == HOSTNAME {
-                if g.target_count(target) + self_match > c.max_skew {
-                    return true;
-                }
+            let self_match = u32::from(matches);
+            if g.hostname {
+                scan.host_max
+                    .push((gi, c.max_skew.saturating_sub(self_match)));
                 continue;
             }
-            // A machine already pinned to a domain that is too full for the skew.
-            if let Some(d) = pinned(&c.topology_key) {
-                let honor = c.node_affinity_policy == InclusionPolicy::Honor;
-                let pod_domains = profile.strict_requirements.get(&c.topology_key);
-                let eligible = self.universe.get(&c.topology_key).map(|u| {
+            let honor = c.node_affinity_policy == InclusionPolicy::Honor;
+            let pod_domains = profile.strict_requirements.get(&c.topology_key);
+            let eligible: Vec<&String> = self
+                .universe
+                .get(&c.topology_key)
+                .map(|u| {
                     u.iter()
                         .filter(|d| !honor || pod_domains.is_none_or(|r| r.has(d)))
-                        .collect::<Vec<_>>()
-                });
-                let Some(eligible) = eligible else { continue };
-                let mut min = eligible.iter().map(|d| g.count(d)).min().unwrap_or(0);
-                if c.min_domains.is_some_and(|m| (eligible.len() as u32) < m) {
-                    min = 0;
-                }
-                if g.count(d) + self_match > c.max_skew + min {
-                    return true;
-                }
+                        .collect()
+                })
+                .unwrap_or_default();
+            let mut min = eligible.iter().map(|d| g.count(d)).min().unwrap_or(0);
+            if c.min_domains.is_some_and(|m| (eligible.len() as u32) < m) {
+                min = 0;
             }
+            let allowed = self
+                .universe
+                .get(&c.topology_key)
+                .map(|u| {
+                    u.iter()
+                        .filter(|d| g.count(d) + self_match <= c.max_skew + min)
+                        .cloned()
+                        .collect()
+                })
+                .unwrap_or_default();
+            scan.domains
+                .push((c.topology_key.clone(), DomainRule::OneOf(allowed)));
         }
-        for (t, &gi) in profile.affinity.iter().zip(&profile.affinity_groups) {
-            if t.topology_key != HOSTNAME {
-                continue;
-            }
-            let g = &self.groups[gi];
-            if g.target_count(target) == 0 && g.total > 0 {
-                return true;
-            }
-        }
-        let own = profile.anti_affinity_groups.iter().copied();
-        for gi in own.chain(groups.inverse.iter().copied()) {
+        for &gi in &profile.affinity_groups {
             let g = &self.groups[gi];
             if g.total == 0 {
                 continue;
             }
-            if g.key.topology_key == HOSTNAME {
-                if g.target_count(target) > 0 {
-                    return true;
+            if g.hostname {
+                scan.host_min.push(gi);
+            } else {
+                let present: Vec<String> = g
+                    .counts
+                    .iter()
+                    .filter(|(_, n)| **n > 0)
+                    .map(|(d, _)| d.clone())
+                    .collect();
+                if !present.is_empty() {
+                    scan.domains
+                        .push((g.key.topology_key.clone(), DomainRule::OneOf(present)));
                 }
-            } else if let Some(d) = pinned(&g.key.topology_key)
-                && g.count(d) > 0
-            {
-                return true;
             }
         }
-        false
+        for gi in profile
+            .anti_affinity_groups
+            .iter()
+            .copied()
+            .chain(groups.inverse.iter().copied())
+        {
+            let g = &self.groups[gi];
+            if g.total == 0 {
+                continue;
+            }
+            if g.hostname {
+                scan.host_empty.push(gi);
+            } else {
+                let blocked: Vec<String> = g
+                    .counts
+                    .iter()
+                    .filter(|(_, n)| **n > 0)
+                    .map(|(d, _)| d.clone())
+                    .collect();
+                if !blocked.is_empty() {
+                    scan.domains
+                        .push((g.key.topology_key.clone(), DomainRule::NoneOf(blocked)));
+                }
+            }
+        }
+        scan
+    }
+
+    /// A cheap check before [`Topology::admit`]: true when the target certainly cannot take
+    /// the pod (hostname counts, or a domain the target is already pinned to).
+    pub fn quick_reject(&self, scan: &Scan, target: usize, reqs: &Requirements) -> bool {
+        if scan.impossible {
+            return true;
+        }
+        if scan
+            .host_max
+            .iter()
+            .any(|(gi, max)| self.groups[*gi].target_count(target) > *max)
+            || scan
+                .host_min
+                .iter()
+                .any(|gi| self.groups[*gi].target_count(target) == 0)
+            || scan
+                .host_empty
+                .iter()
+                .any(|gi| self.groups[*gi].target_count(target) > 0)
+        {
+            return true;
+        }
+        scan.domains.iter().any(|(key, rule)| {
+            let Some(r) = reqs.get(key) else {
+                return false;
+            };
+            if r.complement || r.values.len() != 1 {
+                return false;
+            }
+            let Some(pinned) = r.values.iter().next() else {
+                return false;
+            };
+            match rule {
+                DomainRule::OneOf(allowed) => !allowed.contains(pinned),
+                DomainRule::NoneOf(blocked) => blocked.contains(pinned),
+            }
+        })
     }
 
     /// Registers the inverse anti-affinity group of a pod that is already running.
@@ -462,7 +552,7 @@ impl Topology {
             .chain(groups.owned_inverse.iter().map(|g| (*g, true)))
         {
             let g = &mut self.groups[gi];
-            if g.key.topology_key == HOSTNAME {
+            if g.hostname {
                 if g.target_counts.len() <= target {
                     g.target_counts.resize(target + 1, 0);
                 }
@@ -501,8 +591,6 @@ impl Topology {
             .anti_affinity
             .iter()
             .zip(&profile.anti_affinity_groups)
-            .any(|(t, &gi)| {
-                t.topology_key == HOSTNAME && self.groups[gi].occupied_targets >= targets
-            })
+            .any(|(_, &gi)| self.groups[gi].hostname && self.groups[gi].occupied_targets >= targets)
     }
 }
