@@ -100,3 +100,59 @@ fn simulated_logs_replay_exactly_across_seeds() {
         );
     }
 }
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 48, ..ProptestConfig::default() })]
+
+    /// No launch ever offers a machine that violates a pod's requirements, taints or resources.
+    #[test]
+    fn launches_respect_every_pods_constraints_and_resources(
+        pods in prop::collection::btree_map("[a-z]{6}", pod(), 1..10),
+        pools in prop::collection::vec(nodewright_testkit::strategies::nodepool(), 1..3),
+    ) {
+        use nodewright_core::model::labels;
+        use nodewright_core::model::taints::first_untolerated;
+        let mut h = nodewright_testkit::harness::CoreHarness::new();
+        let mut by_name = std::collections::BTreeMap::new();
+        for pool in pools {
+            by_name.insert(pool.name.clone(), pool.clone());
+            h.nodepool(pool);
+        }
+        let mut all = std::collections::BTreeMap::new();
+        for (name, mut p) in pods {
+            p.key.name = name;
+            all.insert(p.key.clone(), p.clone());
+            h.pod(p);
+        }
+        h.advance(20_000);
+        for (_, c) in &h.commands {
+            let Command::LaunchNodeClaim { nodeclaim, reason } = c else { continue };
+            let pool = &by_name[&nodeclaim.nodepool];
+            let mut total = nodewright_core::model::resources::Resources::default();
+            for key in &reason.pods {
+                let pod = &all[key];
+                total.add(&pod.requests);
+                prop_assert!(first_untolerated(&pool.taints, &pod.tolerations).is_none(), "{key} does not tolerate {}", pool.name);
+            }
+            prop_assert_eq!(&total, &nodeclaim.requests);
+            prop_assert!(!nodeclaim.options.is_empty());
+            for o in &nodeclaim.options {
+                let it = h.catalog().get(&o.instance_type).expect("known type");
+                let alloc = nodewright_core::catalog::capacity(it, &Default::default()).allocatable;
+                prop_assert!(total.fits_in(&alloc), "{} cannot hold {}", it.name, total);
+                let mut node_labels = it.labels.clone();
+                node_labels.extend(nodeclaim.labels.clone());
+                node_labels.insert(labels::ZONE.into(), o.zone.clone());
+                node_labels.insert(labels::CAPACITY_TYPE.into(), o.capacity_type.as_str().into());
+                prop_assert!(pool.template_requirements().matches_labels(&node_labels), "{} breaks pool {}", it.name, pool.name);
+                for key in &reason.pods {
+                    let pod = &all[key];
+                    prop_assert!(
+                        pod.requirement_alternatives().iter().any(|r| r.matches_labels(&node_labels)),
+                        "{} in {} does not meet {key}'s requirements", it.name, o.zone
+                    );
+                }
+            }
+        }
+    }
+}

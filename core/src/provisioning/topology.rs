@@ -535,6 +535,35 @@ impl Topology {
                 ));
             }
         }
+        // A pod with its own anti-affinity on a key pins the machine to one domain of it, so the
+        // next pod of the group can use the others in the same batch. (Karpenter leaves the
+        // machine open and counts the pod in every domain, which places one pod per batch.)
+        for &gi in &profile.anti_affinity_groups {
+            let g = &self.groups[gi];
+            if g.hostname {
+                continue;
+            }
+            let key = g.key.topology_key.as_str();
+            let pinned = reqs
+                .get(key)
+                .is_some_and(|r| !r.complement && r.values.len() <= 1);
+            if pinned {
+                continue;
+            }
+            let choice = self.universe.get(key).and_then(|u| {
+                u.iter()
+                    .find(|d| reqs.get(key).is_none_or(|r| r.has(d)))
+                    .cloned()
+            });
+            match choice {
+                Some(d) => reqs.add(Requirement::single(key, &d)),
+                None => {
+                    return Err(format!(
+                        "pod anti-affinity on {key}: no domain is open to this machine"
+                    ));
+                }
+            }
+        }
         Ok(())
     }
 
