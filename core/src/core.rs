@@ -130,6 +130,8 @@ impl Core {
                 }
                 self.nominations.remove(pod);
                 self.unschedulable.remove(pod);
+                // The scheduler may have used capacity meant for pods still pending: look again.
+                self.trigger_if_pending();
             }
             EventKind::PodDeleted { pod } => {
                 if let Some(removed) = self.state.pods.remove(pod)
@@ -183,6 +185,9 @@ impl Core {
                     if node.ready {
                         claim.initialized_at_ms.get_or_insert(now);
                     }
+                }
+                if became_ready {
+                    self.trigger_if_pending();
                 }
             }
             EventKind::NodeDeleted { name } => {
@@ -247,7 +252,11 @@ impl Core {
                 }
                 self.trigger_if_pending();
             }
-            EventKind::Tick => {}
+            EventKind::Tick => {
+                if self.state.unavailable.values().any(|until| *until == now) {
+                    self.trigger_if_pending();
+                }
+            }
             EventKind::DaemonSetApplied(ds) => {
                 self.state
                     .daemonsets
@@ -331,6 +340,17 @@ impl Core {
         }
 
         next.push(self.disruption_pass(commands));
+        // An offering that becomes available again may be what a pending pod waits for.
+        if self.state.pending_pods().next().is_some() {
+            next.push(
+                self.state
+                    .unavailable
+                    .values()
+                    .copied()
+                    .filter(|until| *until > now)
+                    .min(),
+            );
+        }
         self.next_rule_ms = next.into_iter().flatten().min();
         // Terminations free pods to schedule again; make sure a batch follows.
         if commands

@@ -5,6 +5,9 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use nodewright_adapters::manifest::{DaemonSet, Deployment, PodDisruptionBudget};
+use nodewright_core::model::affinity::{
+    InclusionPolicy, LabelSelector, PodAffinityTerm, WhenUnsatisfiable,
+};
 use nodewright_core::model::labels;
 use nodewright_core::model::node::Node;
 use nodewright_core::model::pod::{Pod, PodKey};
@@ -88,6 +91,14 @@ impl SimCluster {
             pod: pod.key.clone(),
             at_ms: now_ms,
         });
+        if let Some(node) = &pod.node_name {
+            // Created bound (a DaemonSet pod, a pod with spec.nodeName).
+            changes.push(PodChange::Bound {
+                pod: pod.key.clone(),
+                node: node.clone(),
+                at_ms: now_ms,
+            });
+        }
         if pod.node_name.is_none()
             && let Some(node) = self.pick_node(&pod)
         {
@@ -161,6 +172,9 @@ impl SimCluster {
             if !pod.requests.fits_in(&free) {
                 continue;
             }
+            if !self.constraints_allow(pod, name) {
+                continue;
+            }
             let cpu = n.node.allocatable.cpu_milli.max(1);
             let mem = n.node.allocatable.memory_bytes.max(1);
             let score = (free.cpu_milli - pod.requests.cpu_milli) * 1000 / cpu
@@ -170,6 +184,151 @@ impl SimCluster {
             }
         }
         best.map(|(_, name)| name.clone())
+    }
+
+    /// The label value of a node for a topology key (a node is its own hostname domain).
+    fn domain<'a>(&'a self, node: &'a str, key: &str) -> Option<&'a str> {
+        if key == labels::HOSTNAME {
+            return Some(node);
+        }
+        self.nodes
+            .get(node)
+            .and_then(|n| n.node.labels.get(key))
+            .map(String::as_str)
+    }
+
+    /// Bound pods matching `selector` in `namespaces`, with the node each runs on.
+    fn matching<'a>(
+        &'a self,
+        selector: &'a LabelSelector,
+        namespaces: &'a [String],
+    ) -> impl Iterator<Item = (&'a Pod, &'a str)> + 'a {
+        self.pods.values().filter_map(move |p| {
+            let node = p.node_name.as_deref()?;
+            (namespaces.contains(&p.key.namespace) && selector.matches(&p.labels))
+                .then_some((p, node))
+        })
+    }
+
+    /// kube-scheduler's inter-pod affinity, anti-affinity, topology spread (DoNotSchedule)
+    /// and host-port filters.
+    fn constraints_allow(&self, pod: &Pod, node: &str) -> bool {
+        let on_node: Vec<&Pod> = self
+            .pods
+            .values()
+            .filter(|p| p.node_name.as_deref() == Some(node))
+            .collect();
+        if pod.host_ports.iter().any(|hp| {
+            on_node
+                .iter()
+                .any(|p| p.host_ports.iter().any(|o| o.conflicts_with(hp)))
+        }) {
+            return false;
+        }
+        let namespaces = |t: &PodAffinityTerm| -> Vec<String> {
+            if t.namespaces.is_empty() {
+                vec![pod.key.namespace.clone()]
+            } else {
+                t.namespaces.clone()
+            }
+        };
+        for t in pod.pod_anti_affinity.iter().filter(|t| t.weight.is_none()) {
+            let ns = namespaces(t);
+            let here = self.domain(node, &t.topology_key);
+            if here.is_some()
+                && self
+                    .matching(&t.selector, &ns)
+                    .any(|(_, n)| self.domain(n, &t.topology_key) == here)
+            {
+                return false;
+            }
+        }
+        // Running pods whose anti-affinity the pod would break.
+        for other in self.pods.values() {
+            let Some(other_node) = other.node_name.as_deref() else {
+                continue;
+            };
+            for t in other
+                .pod_anti_affinity
+                .iter()
+                .filter(|t| t.weight.is_none())
+            {
+                let ns = if t.namespaces.is_empty() {
+                    vec![other.key.namespace.clone()]
+                } else {
+                    t.namespaces.clone()
+                };
+                if ns.contains(&pod.key.namespace)
+                    && t.selector.matches(&pod.labels)
+                    && self.domain(node, &t.topology_key).is_some()
+                    && self.domain(node, &t.topology_key)
+                        == self.domain(other_node, &t.topology_key)
+                {
+                    return false;
+                }
+            }
+        }
+        for t in pod.pod_affinity.iter().filter(|t| t.weight.is_none()) {
+            let ns = namespaces(t);
+            let mut any = false;
+            let mut here_ok = false;
+            let here = self.domain(node, &t.topology_key);
+            for (_, n) in self.matching(&t.selector, &ns) {
+                any = true;
+                if here.is_some() && self.domain(n, &t.topology_key) == here {
+                    here_ok = true;
+                    break;
+                }
+            }
+            let self_match = ns.contains(&pod.key.namespace) && t.selector.matches(&pod.labels);
+            if !(here_ok || (!any && self_match)) {
+                return false;
+            }
+        }
+        for c in pod
+            .topology_spread
+            .iter()
+            .filter(|c| c.when_unsatisfiable == WhenUnsatisfiable::DoNotSchedule)
+        {
+            let Some(here) = self.domain(node, &c.topology_key) else {
+                return false;
+            };
+            let alternatives = pod.requirement_alternatives();
+            let mut counts: BTreeMap<&str, u32> = BTreeMap::new();
+            for (name, n) in &self.nodes {
+                let eligible = c.node_affinity_policy == InclusionPolicy::Ignore
+                    || alternatives
+                        .iter()
+                        .any(|a| a.matches_labels(&n.node.labels));
+                if let (true, Some(d)) = (eligible, self.domain(name, &c.topology_key)) {
+                    counts.entry(d).or_insert(0);
+                }
+            }
+            let mut selector = c.selector.clone();
+            for key in &c.match_label_keys {
+                if let Some(v) = pod.labels.get(key) {
+                    selector.match_labels.insert(key.clone(), v.clone());
+                }
+            }
+            let ns = vec![pod.key.namespace.clone()];
+            for (_, n) in self.matching(&selector, &ns) {
+                if let Some(d) = self.domain(n, &c.topology_key)
+                    && let Some(count) = counts.get_mut(d)
+                {
+                    *count += 1;
+                }
+            }
+            let mut min = counts.values().copied().min().unwrap_or(0);
+            if c.min_domains.is_some_and(|m| (counts.len() as u32) < m) {
+                min = 0;
+            }
+            let self_match = u32::from(selector.matches(&pod.labels));
+            let here_count = counts.get(here).copied().unwrap_or(0);
+            if here_count + self_match > c.max_skew + min {
+                return false;
+            }
+        }
+        true
     }
 
     /// Binds every pending pod that fits somewhere now (oldest first).

@@ -59,6 +59,7 @@ struct PodRecord {
 /// The world: simulated EC2, simulated cluster, and what the report needs.
 pub struct World {
     now_ms: u64,
+    capacity_settings: nodewright_core::catalog::CapacitySettings,
     rng: SimRng,
     catalog: Catalog,
     cloud: SimCloud,
@@ -88,6 +89,7 @@ impl World {
     fn new(scenario: &Scenario) -> Self {
         World {
             now_ms: 0,
+            capacity_settings: scenario.config.capacity_settings(),
             rng: SimRng::new(scenario.seed),
             catalog: scenario.catalog.clone(),
             cloud: SimCloud::new(scenario.cloud.clone()),
@@ -172,7 +174,7 @@ impl World {
             .and_then(|n| self.nodeclasses.get(n))
             .map(|n| n.kubelet.clone())
             .unwrap_or_default();
-        let resources = catalog::capacity(it, &kubelet);
+        let resources = catalog::capacity_with(it, &kubelet, &self.capacity_settings);
         let name = format!(
             "ip-192-168-{}-{}.ec2.internal",
             self.rng.between(0, 255),

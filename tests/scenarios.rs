@@ -1,0 +1,92 @@
+//! The example scenarios under `scenarios/`, run through the simulated world.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::Path;
+
+use nodewright_adapters::eventlog::{LogHeader, LogRecord, MemoryStore};
+use nodewright_testkit::scenario::load_file;
+use nodewright_testkit::{Report, sim};
+
+fn run(file: &str) -> Report {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("scenarios")
+        .join(file);
+    let scenario = load_file(&path).unwrap_or_else(|e| panic!("{e}"));
+    let store = MemoryStore::<LogHeader, LogRecord>::new(LogHeader::new(
+        scenario.config.clone(),
+        &scenario.name,
+    ));
+    sim::run(&scenario, store).expect("runs").0
+}
+
+#[test]
+fn zonal_spread_scenario_spreads_web_over_three_zones_one_per_machine() {
+    let report = run("zonal-spread.yaml");
+    assert!(report.passed(), "{}", report.summary());
+    let zone_of: BTreeMap<&str, &str> = report
+        .machines
+        .iter()
+        .map(|m| (m.name.as_str(), m.zone.as_str()))
+        .collect();
+    let web: Vec<&str> = report
+        .pod_placements
+        .iter()
+        .filter(|p| p.pod.starts_with("default/web-"))
+        .map(|p| p.node.as_deref().expect("every web pod ran"))
+        .collect();
+    assert_eq!(web.len(), 6);
+    let machines: BTreeSet<&str> = web.iter().copied().collect();
+    assert_eq!(
+        machines.len(),
+        6,
+        "hostname anti-affinity: one web pod per machine"
+    );
+    let mut per_zone: BTreeMap<&str, usize> = BTreeMap::new();
+    for m in &web {
+        *per_zone.entry(zone_of[m]).or_insert(0) += 1;
+    }
+    assert_eq!(
+        per_zone.values().copied().collect::<Vec<_>>(),
+        vec![2, 2, 2],
+        "{per_zone:?}"
+    );
+}
+
+#[test]
+fn zonal_spread_scenario_runs_the_daemonset_on_every_launched_machine() {
+    let report = run("zonal-spread.yaml");
+    let daemon_nodes: BTreeSet<&str> = report
+        .pod_placements
+        .iter()
+        .filter(|p| p.pod.starts_with("logging/fluent-bit-"))
+        .filter_map(|p| p.node.as_deref())
+        .collect();
+    for m in &report.machines {
+        assert!(
+            daemon_nodes.contains(m.name.as_str()),
+            "no fluent-bit pod on {}",
+            m.name
+        );
+    }
+    assert!(
+        report.unschedulable.is_empty(),
+        "{:?}",
+        report.unschedulable
+    );
+}
+
+#[test]
+fn every_scenario_in_the_folder_loads_and_passes() {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("scenarios");
+    let mut ran = 0;
+    for entry in std::fs::read_dir(&dir).expect("scenarios folder") {
+        let path = entry.expect("entry").path();
+        if path.extension().and_then(|e| e.to_str()) != Some("yaml") {
+            continue;
+        }
+        let report = run(path.file_name().and_then(|n| n.to_str()).expect("name"));
+        assert!(report.passed(), "{}: {}", path.display(), report.summary());
+        ran += 1;
+    }
+    assert!(ran >= 2);
+}
