@@ -28,9 +28,11 @@ fn scheduling(c: &mut Criterion) {
         let state = bench::state(&config);
         let pods = bench::preferences(4000);
         let refs: Vec<&Pod> = pods.iter().collect();
-        group.bench_with_input(BenchmarkId::from_parameter(format!("{policy:?}")), &refs, |b, refs| {
-            b.iter(|| solve(&state, &config, 0, refs))
-        });
+        group.bench_with_input(
+            BenchmarkId::from_parameter(format!("{policy:?}")),
+            &refs,
+            |b, refs| b.iter(|| solve(&state, &config, 0, refs)),
+        );
     }
     group.finish();
 }
