@@ -301,3 +301,15 @@ fn scenario_manifest_errors_carry_the_scenario_file() {
     );
     assert_mentions(&m, &["manifests[0]", "spec.limits.cpu", "negative"]);
 }
+
+#[test]
+fn scenario_settings_are_checked() {
+    assert_mentions(
+        &scenario_error("name: s\nsettings: {preferencePolicy: Sometimes}\n"),
+        &["settings.preferencePolicy", "Respect or Ignore"],
+    );
+    assert_mentions(
+        &scenario_error("name: s\nsettings: {minValuesPolicy: Loose}\n"),
+        &["settings.minValuesPolicy", "Strict or BestEffort"],
+    );
+}

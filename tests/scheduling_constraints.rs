@@ -873,3 +873,65 @@ fn pods_with_constraints_and_plain_pods_share_machines_where_allowed() {
     );
     assert_eq!(claims.iter().map(|c| c.requests.pods).sum::<i64>(), 12);
 }
+
+fn tainted_zone_c_pools(h: &mut CoreHarness) {
+    let mut ab = pool();
+    ab.requirements.retain(|r| r.key != labels::ZONE);
+    ab.requirements.push(req(
+        labels::ZONE,
+        Operator::In,
+        &["us-east-1a", "us-east-1b"],
+    ));
+    h.nodepool(ab);
+    let mut c = pool();
+    c.name = "zone-c-reserved".into();
+    c.requirements.retain(|r| r.key != labels::ZONE);
+    c.requirements
+        .push(req(labels::ZONE, Operator::In, &["us-east-1c"]));
+    c.taints.push(Taint::new(
+        "reserved",
+        Some("true"),
+        TaintEffect::NoSchedule,
+    ));
+    h.nodepool(c);
+}
+
+#[test]
+fn node_taints_policy_honor_leaves_out_zones_only_tainted_pools_offer() {
+    let mut h = CoreHarness::new();
+    tainted_zone_c_pools(&mut h);
+    let pods = (0..4)
+        .map(|i| {
+            let mut c = spread(labels::ZONE, 1, WhenUnsatisfiable::DoNotSchedule, "web");
+            c.node_taints_policy = InclusionPolicy::Honor;
+            with_spread(&format!("w{i}"), "web", c)
+        })
+        .collect();
+    let zones = pods_per_zone(&provision(&mut h, pods));
+    assert_eq!(
+        zones,
+        BTreeMap::from([("us-east-1a".to_string(), 2), ("us-east-1b".to_string(), 2)])
+    );
+}
+
+#[test]
+fn node_taints_policy_ignore_counts_the_tainted_zone_and_holds_the_skew() {
+    let mut h = CoreHarness::new();
+    tainted_zone_c_pools(&mut h);
+    let pods = (0..4)
+        .map(|i| {
+            with_spread(
+                &format!("w{i}"),
+                "web",
+                spread(labels::ZONE, 1, WhenUnsatisfiable::DoNotSchedule, "web"),
+            )
+        })
+        .collect();
+    let claims = provision(&mut h, pods);
+    assert_eq!(
+        claims.iter().map(|c| c.requests.pods).sum::<i64>(),
+        2,
+        "zone c stays empty, so a and b hold one each"
+    );
+    assert_eq!(unschedulable(&h).len(), 2);
+}

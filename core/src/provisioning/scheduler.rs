@@ -140,18 +140,24 @@ fn has_offering_passing(
     })
 }
 
-/// Every value each topology key can take: the zones and capacity types of the offerings the
-/// NodePools allow, their instance types' labels, their template labels, existing nodes' labels.
-fn domain_universe(
+/// Where topology domains come from: for each NodePool (with its taints), the values each key
+/// takes on its instance types, offerings and template; for each existing node (with its
+/// taints), its labels.
+fn domain_sources(
     prepared: Option<&PreparedCatalog>,
     contexts: &[PoolContext],
     state: &ClusterState,
     keys: &BTreeSet<String>,
-) -> BTreeMap<String, BTreeSet<String>> {
-    let mut out: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
-    for key in keys.iter().filter(|k| k.as_str() != labels::HOSTNAME) {
-        let set = out.entry(key.clone()).or_default();
-        for ctx in contexts {
+) -> Vec<(Vec<Taint>, BTreeMap<String, BTreeSet<String>>)> {
+    let keys: Vec<&String> = keys
+        .iter()
+        .filter(|k| k.as_str() != labels::HOSTNAME)
+        .collect();
+    let mut out = Vec::new();
+    for ctx in contexts {
+        let mut domains: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
+        for key in &keys {
+            let set = domains.entry((*key).clone()).or_default();
             if let Some(r) = ctx.template.get(key)
                 && !r.complement
             {
@@ -168,7 +174,7 @@ fn domain_universe(
                         .iter()
                         .map(|o| o.capacity_type.as_str().to_string())
                         .collect(),
-                    _ => it.labels.get(key).cloned().into_iter().collect(),
+                    _ => it.labels.get(*key).cloned().into_iter().collect(),
                 };
                 for v in values {
                     if ctx.template.get(key).is_none_or(|r| r.has(&v)) {
@@ -177,10 +183,20 @@ fn domain_universe(
                 }
             }
         }
-        for node in state.nodes.values() {
-            if let Some(v) = node.node.labels.get(key) {
-                set.insert(v.clone());
-            }
+        out.push((ctx.pool.taints.clone(), domains));
+    }
+    for node in state.nodes.values() {
+        let domains: BTreeMap<String, BTreeSet<String>> = keys
+            .iter()
+            .filter_map(|k| {
+                node.node
+                    .labels
+                    .get(*k)
+                    .map(|v| ((*k).clone(), BTreeSet::from([v.clone()])))
+            })
+            .collect();
+        if !domains.is_empty() {
+            out.push((node.node.taints.clone(), domains));
         }
     }
     out
@@ -468,7 +484,7 @@ impl<'a> Solver<'a> {
             }
             // 2. Machines planned in this batch, fewest pods first. A failed try changes
             // nothing, so the walk may continue from where it was.
-            let scan = self.topology.scan(profile, groups);
+            let scan = self.topology.scan(pod, profile, groups);
             let mut cursor: Option<(usize, usize)> = None;
             while let Some((at, claim)) = self.order.next_after(cursor) {
                 cursor = Some(at);
@@ -853,7 +869,7 @@ pub fn solve(state: &ClusterState, config: &Config, now_ms: u64, pods: &[&Pod]) 
                 .map(|t| t.topology_key.clone()),
         );
     }
-    let mut topology = Topology::new(domain_universe(prepared, &contexts, state, &keys));
+    let mut topology = Topology::new(domain_sources(prepared, &contexts, state, &keys));
     for (pod, profile) in pods.iter().zip(profiles.iter_mut()) {
         topology.register_pending(pod, profile);
     }

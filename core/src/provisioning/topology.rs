@@ -8,10 +8,13 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use crate::model::affinity::{InclusionPolicy, LabelSelector, PodAffinityTerm};
+use crate::model::affinity::{
+    InclusionPolicy, LabelSelector, PodAffinityTerm, TopologySpreadConstraint,
+};
 use crate::model::labels::HOSTNAME;
 use crate::model::pod::Pod;
 use crate::model::requirements::{Requirement, Requirements};
+use crate::model::taints::{Taint, first_untolerated};
 
 use super::profile::PodProfile;
 
@@ -106,6 +109,9 @@ pub struct Topology {
     index: BTreeMap<GroupKey, usize>,
     /// Every value each non-hostname key can take (zones of the offerings, label values).
     universe: BTreeMap<String, BTreeSet<String>>,
+    /// Where the domains come from, with the taints of their source (a NodePool's taints, or an
+    /// existing node's), for spreads with `nodeTaintsPolicy: Honor`.
+    sources: Vec<(Vec<Taint>, BTreeMap<String, BTreeSet<String>>)>,
     /// Group indices a pod with these (namespace, labels) counts for.
     membership: BTreeMap<(String, BTreeMap<String, String>), Vec<usize>>,
 }
@@ -122,9 +128,19 @@ fn namespaces_of(term: &PodAffinityTerm, pod: &Pod) -> Vec<String> {
 }
 
 impl Topology {
-    pub fn new(universe: BTreeMap<String, BTreeSet<String>>) -> Self {
+    pub fn new(sources: Vec<(Vec<Taint>, BTreeMap<String, BTreeSet<String>>)>) -> Self {
+        let mut universe: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
+        for (_, domains) in &sources {
+            for (key, values) in domains {
+                universe
+                    .entry(key.clone())
+                    .or_default()
+                    .extend(values.iter().cloned());
+            }
+        }
         Topology {
             universe,
+            sources,
             ..Topology::default()
         }
     }
@@ -229,9 +245,39 @@ impl Topology {
         }
     }
 
+    /// The domains a spread counts for this pod: its node affinity (`nodeAffinityPolicy:
+    /// Honor`, the default) and the taints of their source (`nodeTaintsPolicy: Honor`) decide.
+    fn eligible_domains(
+        &self,
+        pod: &Pod,
+        profile: &PodProfile,
+        c: &TopologySpreadConstraint,
+    ) -> Vec<&String> {
+        let honor_affinity = c.node_affinity_policy == InclusionPolicy::Honor;
+        let honor_taints = c.node_taints_policy == InclusionPolicy::Honor;
+        let pod_domains = profile.strict_requirements.get(&c.topology_key);
+        let tolerated: Option<BTreeSet<&String>> = honor_taints.then(|| {
+            self.sources
+                .iter()
+                .filter(|(taints, _)| first_untolerated(taints, &pod.tolerations).is_none())
+                .filter_map(|(_, d)| d.get(&c.topology_key))
+                .flatten()
+                .collect()
+        });
+        self.universe
+            .get(&c.topology_key)
+            .map(|u| {
+                u.iter()
+                    .filter(|d| !honor_affinity || pod_domains.is_none_or(|r| r.has(d)))
+                    .filter(|d| tolerated.as_ref().is_none_or(|t| t.contains(d)))
+                    .collect()
+            })
+            .unwrap_or_default()
+    }
+
     /// What a pod's constraints allow, computed once before it is tried against every
     /// machine (nothing is recorded while one pod is being placed).
-    pub fn scan(&self, profile: &PodProfile, groups: &PodGroups) -> Scan {
+    pub fn scan(&self, pod: &Pod, profile: &PodProfile, groups: &PodGroups) -> Scan {
         let mut scan = Scan::default();
         if !profile.is_registered() {
             scan.impossible = true;
@@ -250,17 +296,7 @@ impl Topology {
                     .push((gi, c.max_skew.saturating_sub(self_match)));
                 continue;
             }
-            let honor = c.node_affinity_policy == InclusionPolicy::Honor;
-            let pod_domains = profile.strict_requirements.get(&c.topology_key);
-            let eligible: Vec<&String> = self
-                .universe
-                .get(&c.topology_key)
-                .map(|u| {
-                    u.iter()
-                        .filter(|d| !honor || pod_domains.is_none_or(|r| r.has(d)))
-                        .collect()
-                })
-                .unwrap_or_default();
+            let eligible = self.eligible_domains(pod, profile, c);
             let mut min = eligible.iter().map(|d| g.count(d)).min().unwrap_or(0);
             if c.min_domains.is_some_and(|m| (eligible.len() as u32) < m) {
                 min = 0;
@@ -418,16 +454,9 @@ impl Topology {
                 }
                 continue;
             }
-            let honor = c.node_affinity_policy == InclusionPolicy::Honor;
             let pod_domains = profile.strict_requirements.get(key);
             let universe = self.universe.get(key);
-            let eligible: Vec<&String> = universe
-                .map(|u| {
-                    u.iter()
-                        .filter(|d| !honor || pod_domains.is_none_or(|r| r.has(d)))
-                        .collect()
-                })
-                .unwrap_or_default();
+            let eligible = self.eligible_domains(pod, profile, c);
             let mut min = eligible.iter().map(|d| g.count(d)).min().unwrap_or(0);
             if c.min_domains.is_some_and(|m| (eligible.len() as u32) < m) {
                 min = 0;

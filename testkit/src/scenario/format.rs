@@ -31,6 +31,14 @@ pub struct SettingsFile {
     pub batch_max_duration: Option<String>,
     #[serde(rename = "clusterName")]
     pub cluster_name: Option<String>,
+    #[serde(rename = "reservedENIs")]
+    pub reserved_enis: Option<u32>,
+    #[serde(rename = "vmMemoryOverheadPercent")]
+    pub vm_memory_overhead_percent: Option<f64>,
+    #[serde(rename = "preferencePolicy")]
+    pub preference_policy: Option<String>,
+    #[serde(rename = "minValuesPolicy")]
+    pub min_values_policy: Option<String>,
 }
 
 /// `40s`, or `{min: 30s, max: 60s}` (uniform, from the scenario's seed).

@@ -237,6 +237,46 @@ pub fn load_str(
         if let Some(name) = &settings.cluster_name {
             config.cluster_name = name.clone();
         }
+        if let Some(n) = settings.reserved_enis {
+            config.reserved_enis = n;
+        }
+        if let Some(p) = settings.vm_memory_overhead_percent {
+            if !(0.0..100.0).contains(&p) {
+                return Err(invalid(
+                    "settings.vmMemoryOverheadPercent",
+                    format!("{p} is not a fraction"),
+                    "use a value between 0 and 1 (Karpenter's default is 0.075)",
+                ));
+            }
+            // Karpenter's setting is a fraction (0.075 = 7.5 %).
+            config.vm_memory_overhead_per_mille = (p * 1000.0).round() as u32;
+        }
+        if let Some(p) = &settings.preference_policy {
+            config.preference_policy = match p.as_str() {
+                "Respect" => nodewright_core::config::PreferencePolicy::Respect,
+                "Ignore" => nodewright_core::config::PreferencePolicy::Ignore,
+                other => {
+                    return Err(invalid(
+                        "settings.preferencePolicy",
+                        format!("unknown policy {other:?}"),
+                        "use Respect or Ignore",
+                    ));
+                }
+            };
+        }
+        if let Some(p) = &settings.min_values_policy {
+            config.min_values_policy = match p.as_str() {
+                "Strict" => nodewright_core::config::MinValuesPolicy::Strict,
+                "BestEffort" => nodewright_core::config::MinValuesPolicy::BestEffort,
+                other => {
+                    return Err(invalid(
+                        "settings.minValuesPolicy",
+                        format!("unknown policy {other:?}"),
+                        "use Strict or BestEffort",
+                    ));
+                }
+            };
+        }
         if config.batch_idle_ms > config.batch_max_ms {
             return Err(invalid(
                 "settings.batchIdleDuration",
