@@ -21,7 +21,7 @@ use crate::state::{ClusterState, PreparedCatalog};
 use super::launch::{self, OfferingFilter};
 use super::overhead::daemonset_overhead;
 use super::profile::PodProfile;
-use super::topology::{PodGroups, Scan, Topology};
+use super::topology::{DomainSource, PodGroups, Scan, Topology};
 
 /// A machine this batch wants: the pods it is for and the instance types that can still hold
 /// them all.
@@ -148,7 +148,7 @@ fn domain_sources(
     contexts: &[PoolContext],
     state: &ClusterState,
     keys: &BTreeSet<String>,
-) -> Vec<(Vec<Taint>, BTreeMap<String, BTreeSet<String>>)> {
+) -> Vec<DomainSource> {
     let keys: Vec<&String> = keys
         .iter()
         .filter(|k| k.as_str() != labels::HOSTNAME)
@@ -183,7 +183,10 @@ fn domain_sources(
                 }
             }
         }
-        out.push((ctx.pool.taints.clone(), domains));
+        out.push(DomainSource {
+            taints: ctx.pool.taints.clone(),
+            domains,
+        });
     }
     for node in state.nodes.values() {
         let domains: BTreeMap<String, BTreeSet<String>> = keys
@@ -196,7 +199,10 @@ fn domain_sources(
             })
             .collect();
         if !domains.is_empty() {
-            out.push((node.node.taints.clone(), domains));
+            out.push(DomainSource {
+                taints: node.node.taints.clone(),
+                domains,
+            });
         }
     }
     out

@@ -71,6 +71,13 @@ impl Group {
     }
 }
 
+/// Domains offered by one source (a NodePool, or an existing node), with its taints.
+#[derive(Debug, Clone, Default)]
+pub struct DomainSource {
+    pub taints: Vec<Taint>,
+    pub domains: BTreeMap<String, BTreeSet<String>>,
+}
+
 /// A rule on the domain a pinned machine is in.
 #[derive(Debug, Clone)]
 pub enum DomainRule {
@@ -111,7 +118,7 @@ pub struct Topology {
     universe: BTreeMap<String, BTreeSet<String>>,
     /// Where the domains come from, with the taints of their source (a NodePool's taints, or an
     /// existing node's), for spreads with `nodeTaintsPolicy: Honor`.
-    sources: Vec<(Vec<Taint>, BTreeMap<String, BTreeSet<String>>)>,
+    sources: Vec<DomainSource>,
     /// Group indices a pod with these (namespace, labels) counts for.
     membership: BTreeMap<(String, BTreeMap<String, String>), Vec<usize>>,
 }
@@ -128,10 +135,10 @@ fn namespaces_of(term: &PodAffinityTerm, pod: &Pod) -> Vec<String> {
 }
 
 impl Topology {
-    pub fn new(sources: Vec<(Vec<Taint>, BTreeMap<String, BTreeSet<String>>)>) -> Self {
+    pub fn new(sources: Vec<DomainSource>) -> Self {
         let mut universe: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
-        for (_, domains) in &sources {
-            for (key, values) in domains {
+        for source in &sources {
+            for (key, values) in &source.domains {
                 universe
                     .entry(key.clone())
                     .or_default()
@@ -259,8 +266,8 @@ impl Topology {
         let tolerated: Option<BTreeSet<&String>> = honor_taints.then(|| {
             self.sources
                 .iter()
-                .filter(|(taints, _)| first_untolerated(taints, &pod.tolerations).is_none())
-                .filter_map(|(_, d)| d.get(&c.topology_key))
+                .filter(|s| first_untolerated(&s.taints, &pod.tolerations).is_none())
+                .filter_map(|s| s.domains.get(&c.topology_key))
                 .flatten()
                 .collect()
         });
