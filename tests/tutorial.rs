@@ -162,6 +162,9 @@ fn transcript(records: &[LogRecord]) -> String {
                         Command::WarnMissingRequests { pod } => {
                             format!("WarnMissingRequests {pod}")
                         }
+                        Command::DisruptionBlocked { nodepool, reason } => {
+                            format!("DisruptionBlocked {nodepool}: {reason}")
+                        }
                     };
                     out.push_str(&format!(
                         "t={:.3}s after {cause}: {line}\n",

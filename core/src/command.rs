@@ -34,6 +34,8 @@ pub enum Command {
         /// What allowed it: the rule, the idle time, the budget.
         detail: String,
     },
+    /// The NodePool's disruption is blocked until it is fixed (event `DisruptionBlocked`).
+    DisruptionBlocked { nodepool: String, reason: String },
 }
 
 impl Command {
@@ -45,6 +47,7 @@ impl Command {
             Command::ReportUnschedulable { .. } => "ReportUnschedulable",
             Command::WarnMissingRequests { .. } => "WarnMissingRequests",
             Command::TerminateNodeClaim { .. } => "TerminateNodeClaim",
+            Command::DisruptionBlocked { .. } => "DisruptionBlocked",
         }
     }
 }

@@ -104,6 +104,14 @@ impl Core {
                 self.trigger_if_pending();
             }
             EventKind::NodePoolApplied(pool) => {
+                if let Some(err) = crate::disruption::budget::invalid_schedule(pool) {
+                    commands.push(Command::DisruptionBlocked {
+                        nodepool: pool.name.clone(),
+                        reason: format!(
+                            "spec.disruption.budgets: {err}; no node of this NodePool is disrupted until it is fixed"
+                        ),
+                    });
+                }
                 self.state
                     .nodepools
                     .insert(pool.name.clone(), pool.as_ref().clone());

@@ -1,18 +1,32 @@
 //! Disruption budgets: how many of a NodePool's nodes may be disrupted at once for a reason.
+//! A budget with a `schedule` is active for `duration` after each time the schedule fires
+//! (UTC); several active budgets: the most restrictive wins; no active budget: no limit.
 
-use crate::model::nodepool::{DisruptionReason, NodePool};
+use super::schedule::{CronError, CronSchedule};
+use crate::model::nodepool::{BudgetNodes, DisruptionReason, NodePool};
 use crate::state::ClusterState;
 
-/// How many more nodes of `pool` may be disrupted now for `reason`: the most restrictive
-/// budget that applies, minus the nodes already being deleted or not yet ready.
-///
-/// Scheduled budgets (`schedule` + `duration`) are treated as always active, the conservative
-/// reading, until cron windows are evaluated.
+/// The first budget schedule of a NodePool that does not parse.
+pub fn invalid_schedule(pool: &NodePool) -> Option<CronError> {
+    pool.budgets
+        .iter()
+        .filter_map(|b| b.schedule.as_deref())
+        .find_map(|s| CronSchedule::parse(s).err())
+}
+
+/// How many more nodes of `pool` may be disrupted at `now_ms` for `reason`: the most
+/// restrictive active budget that applies, minus the nodes already being deleted or not yet
+/// ready; and the sentence that explains it. `Err` when a schedule is invalid: disruption is
+/// blocked until the NodePool is fixed.
 pub fn allowed_disruptions(
     state: &ClusterState,
     pool: &NodePool,
     reason: DisruptionReason,
-) -> (u32, String) {
+    now_ms: u64,
+) -> Result<(u32, String), String> {
+    if let Some(err) = invalid_schedule(pool) {
+        return Err(format!("disruption blocked: {err}"));
+    }
     let claims: Vec<_> = state
         .nodeclaims
         .values()
@@ -25,19 +39,31 @@ pub fn allowed_disruptions(
         .count() as u32;
     let mut budget: Option<(u32, String)> = None;
     for b in pool.budgets.iter().filter(|b| b.applies_to(reason)) {
-        let allowed = b.nodes.allowed_of(total);
-        let text = match b.nodes {
-            crate::model::nodepool::BudgetNodes::Count(n) => format!("nodes: {n}"),
-            crate::model::nodepool::BudgetNodes::Percent(p) => format!("nodes: {p}% of {total}"),
+        let active = match (&b.schedule, b.duration_ms) {
+            (Some(s), Some(d)) => CronSchedule::parse(s)
+                .map(|c| c.active_at(now_ms, d))
+                .unwrap_or(false),
+            _ => true,
         };
+        if !active {
+            continue;
+        }
+        let allowed = b.nodes.allowed_of(total);
+        let mut text = match b.nodes {
+            BudgetNodes::Count(n) => format!("nodes: {n}"),
+            BudgetNodes::Percent(p) => format!("nodes: {p}% of {total}"),
+        };
+        if let Some(s) = &b.schedule {
+            text.push_str(&format!(" (schedule {s:?}, active now)"));
+        }
         if budget.as_ref().is_none_or(|(a, _)| allowed < *a) {
             budget = Some((allowed, text));
         }
     }
-    let (limit, text) = budget.unwrap_or((total, "no budget".to_string()));
+    let (limit, text) = budget.unwrap_or((total, "no active budget".to_string()));
     let allowed = limit.saturating_sub(disrupting);
-    (
+    Ok((
         allowed,
         format!("budget {text} allows {limit}, {disrupting} already disrupting or not ready"),
-    )
+    ))
 }

@@ -79,7 +79,11 @@ pub fn select(
     if candidates.is_empty() {
         return (Vec::new(), next, false);
     }
-    let (allowed, budget_text) = allowed_disruptions(state, pool, DisruptionReason::Empty);
+    let (allowed, budget_text) =
+        match allowed_disruptions(state, pool, DisruptionReason::Empty, now_ms) {
+            Ok(a) => a,
+            Err(_) => return (Vec::new(), next, true),
+        };
     let blocked = (candidates.len() as u32) > allowed;
     let after = pool.consolidate_after.as_ms().unwrap_or(0);
     let chosen = candidates

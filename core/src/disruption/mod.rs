@@ -4,3 +4,4 @@
 pub mod budget;
 pub mod emptiness;
 pub mod expiration;
+pub mod schedule;

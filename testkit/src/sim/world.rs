@@ -447,7 +447,7 @@ impl CommandExecutor for World {
                     },
                 );
             }
-            Command::NominatePod { .. } => {}
+            Command::NominatePod { .. } | Command::DisruptionBlocked { .. } => {}
             Command::ReportUnschedulable { pod, reason } => {
                 self.unschedulable.insert(pod.clone(), reason.clone());
             }
