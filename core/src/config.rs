@@ -28,6 +28,10 @@ pub struct Config {
     pub preference_policy: PreferencePolicy,
     /// Whether `minValues` may be relaxed when it cannot be met (`minValuesPolicy`).
     pub min_values_policy: MinValuesPolicy,
+    /// The payback rule: a consolidation is taken only when its saving over this horizon ...
+    pub consolidation_payback_horizon_ms: u64,
+    /// ... exceeds this cost per evicted pod (micro-USD). Both zero: Karpenter's rule.
+    pub eviction_cost_micro_usd: u64,
 }
 
 /// `Respect`: preferences are tried as requirements first, then relaxed one by one.
@@ -61,6 +65,8 @@ impl Default for Config {
             vm_memory_overhead_per_mille: 75,
             preference_policy: PreferencePolicy::Respect,
             min_values_policy: MinValuesPolicy::Strict,
+            consolidation_payback_horizon_ms: 24 * 3_600_000,
+            eviction_cost_micro_usd: 50_000,
         }
     }
 }

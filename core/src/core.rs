@@ -4,7 +4,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use crate::command::Command;
 use crate::config::Config;
-use crate::disruption::{emptiness, expiration};
+use crate::disruption::{consolidation, emptiness, expiration};
 use crate::event::{Event, EventKind};
 use crate::lifecycle;
 use crate::model::labels;
@@ -36,6 +36,16 @@ pub struct Core {
     unschedulable: BTreeMap<PodKey, String>,
     /// Pods already warned about missing requests.
     warned_missing_requests: BTreeSet<PodKey>,
+    /// Bumped by every event that changes the cluster (ticks do not).
+    epoch: u64,
+    /// A consolidation waiting out its validation period, and when it was decided.
+    pending_consolidation: Option<(consolidation::Decision, u64)>,
+    /// The epoch and time of the last search for a consolidation.
+    last_consolidation_search: Option<(u64, u64)>,
+    /// When another node becomes old enough to consolidate.
+    consolidation_next_ms: Option<u64>,
+    /// Replacement NodeClaim → the NodeClaim it replaces (terminated once it is initialized).
+    replacements: BTreeMap<String, String>,
 }
 
 impl Core {
@@ -56,6 +66,11 @@ impl Core {
             nominations: BTreeMap::new(),
             unschedulable: BTreeMap::new(),
             warned_missing_requests: BTreeSet::new(),
+            epoch: 0,
+            pending_consolidation: None,
+            last_consolidation_search: None,
+            consolidation_next_ms: None,
+            replacements: BTreeMap::new(),
         }
     }
 
@@ -98,6 +113,9 @@ impl Core {
 
     fn apply(&mut self, kind: &EventKind, commands: &mut Vec<Command>) {
         let now = self.now_ms;
+        if !matches!(kind, EventKind::Tick) {
+            self.epoch += 1;
+        }
         match kind {
             EventKind::CatalogUpdated(catalog) => {
                 self.state.catalog = Some(PreparedCatalog::new(catalog.clone()));
@@ -187,12 +205,27 @@ impl Core {
                 for key in bound {
                     self.attach_pod(&key, &node.name);
                 }
-                if let Some(claim) = claim_name.and_then(|c| self.state.nodeclaims.get_mut(&c)) {
+                if let Some(claim) = claim_name
+                    .as_ref()
+                    .and_then(|c| self.state.nodeclaims.get_mut(c))
+                {
                     claim.node_name = Some(node.name.clone());
                     claim.registered_at_ms.get_or_insert(now);
                     if node.ready {
                         claim.initialized_at_ms.get_or_insert(now);
                     }
+                }
+                // A replacement is up: the machine it replaces goes.
+                if node.ready
+                    && let Some(new) = claim_name
+                    && let Some(old) = self.replacements.remove(&new)
+                {
+                    self.terminate(
+                        &old,
+                        TerminationReason::Underutilized,
+                        format!("replaced by {new}, which is now initialized"),
+                        commands,
+                    );
                 }
                 if became_ready {
                     self.trigger_if_pending();
@@ -252,6 +285,7 @@ impl Core {
                 self.trigger_if_pending();
             }
             EventKind::NodeClaimTerminated { nodeclaim } => {
+                self.replacements.remove(nodeclaim);
                 if let Some(claim) = self.state.nodeclaims.remove(nodeclaim)
                     && let Some(node) = claim.node_name
                     && let Some(state) = self.state.nodes.get_mut(&node)
@@ -408,10 +442,114 @@ impl Core {
                 next = Some(next.map_or(at, |n: u64| n.min(at)));
             }
         }
+        if !acted && pass_allowed {
+            let (at, executed) = self.consolidate(commands, &nominated);
+            if let Some(at) = at {
+                next = Some(next.map_or(at, |n: u64| n.min(at)));
+            }
+            acted |= executed;
+        }
         if acted {
             self.last_disruption_pass_ms = Some(now);
         }
         next
+    }
+
+    /// Single-node consolidation: finish a decision whose validation period is over, or look
+    /// for a new one (at most once per poll interval, and only when the cluster changed or a
+    /// node became eligible). Returns when to look again.
+    fn consolidate(
+        &mut self,
+        commands: &mut Vec<Command>,
+        nominated: &BTreeSet<String>,
+    ) -> (Option<u64>, bool) {
+        let now = self.now_ms;
+        if let Some((decision, decided_at)) = self.pending_consolidation.take() {
+            let due = decided_at + consolidation::VALIDATION_MS;
+            if now < due {
+                self.pending_consolidation = Some((decision, decided_at));
+                return (Some(due), false);
+            }
+            // Validation: the same decision must still hold.
+            if let Ok(again) =
+                consolidation::simulate(&self.state, &self.config, &decision.nodeclaim, now)
+                && again.replacement.is_some() == decision.replacement.is_some()
+            {
+                self.execute_consolidation(again, commands);
+                return (None, true);
+            }
+            return (None, false);
+        }
+        if !self.replacements.is_empty() {
+            // One replacement at a time.
+            return (None, false);
+        }
+        let poll = self.config.disruption_poll_ms.max(1);
+        let searched = self.last_consolidation_search;
+        let changed = searched.is_none_or(|(epoch, _)| epoch != self.epoch);
+        let newly_eligible = self.consolidation_next_ms.is_some_and(|t| t <= now);
+        if !changed && !newly_eligible {
+            return (self.consolidation_next_ms, false);
+        }
+        if let Some((_, at)) = searched
+            && now < at + poll
+        {
+            return (Some(at + poll), false);
+        }
+        let (decision, next) =
+            consolidation::single_node(&self.state, &self.config, nominated, now);
+        self.last_consolidation_search = Some((self.epoch, now));
+        self.consolidation_next_ms = next;
+        match decision {
+            Some(d) => {
+                self.pending_consolidation = Some((d, now));
+                (Some(now + consolidation::VALIDATION_MS), false)
+            }
+            None => (next, false),
+        }
+    }
+
+    fn execute_consolidation(
+        &mut self,
+        decision: consolidation::Decision,
+        commands: &mut Vec<Command>,
+    ) {
+        match &decision.replacement {
+            None => self.terminate(
+                &decision.nodeclaim,
+                TerminationReason::Underutilized,
+                decision.detail.clone(),
+                commands,
+            ),
+            Some(planned) => {
+                let Some((spec, mut reason)) = self.claim_spec(planned) else {
+                    return;
+                };
+                reason.summary = format!(
+                    "replaces {}: {}; {}",
+                    decision.nodeclaim, decision.detail, reason.summary
+                );
+                self.replacements
+                    .insert(spec.name.clone(), decision.nodeclaim.clone());
+                self.state.nodeclaims.insert(
+                    spec.name.clone(),
+                    NodeClaimState {
+                        spec: spec.clone(),
+                        created_at_ms: self.now_ms,
+                        instance: None,
+                        launched_at_ms: None,
+                        node_name: None,
+                        registered_at_ms: None,
+                        initialized_at_ms: None,
+                        terminating: None,
+                    },
+                );
+                commands.push(Command::LaunchNodeClaim {
+                    nodeclaim: Box::new(spec),
+                    reason,
+                });
+            }
+        }
     }
 
     fn terminate(

@@ -1,7 +1,9 @@
-//! Disruption: removing machines. This first cut covers emptiness (for both consolidation
-//! policies) within the NodePool's budgets, and forced expiration.
+//! Disruption: removing machines — emptiness (both consolidation policies), single-node
+//! consolidation (delete or replace, with the payback rule), within the NodePool's budgets;
+//! and forced expiration.
 
 pub mod budget;
+pub mod consolidation;
 pub mod emptiness;
 pub mod expiration;
 pub mod schedule;

@@ -94,11 +94,16 @@ pub enum TerminationReason {
     RegistrationTimeout,
     /// The launch failed for every option.
     LaunchFailed,
+    /// Voluntary: its pods fit elsewhere, or on one cheaper machine.
+    Underutilized,
 }
 
 impl TerminationReason {
     pub fn is_voluntary(self) -> bool {
-        matches!(self, TerminationReason::Empty)
+        matches!(
+            self,
+            TerminationReason::Empty | TerminationReason::Underutilized
+        )
     }
 }
 

@@ -1,0 +1,277 @@
+//! Single-node consolidation: a node whose pods fit elsewhere is deleted, or replaced by one
+//! cheaper machine, when the saving pays for the disruption (the payback rule).
+//!
+//! The decision is a simulation: the node's pods are rescheduled with the provisioning solver
+//! onto the other nodes, machines on their way, and at most one new machine. It is taken only
+//! if every pod fits, the result is cheaper, and
+//! `saving per hour × payback horizon > evicted pods × cost per evicted pod`
+//! (both settings zero: any saving, Karpenter's rule). It is re-checked after the validation
+//! period before it acts.
+
+use std::collections::BTreeSet;
+
+use super::budget::allowed_disruptions;
+use crate::catalog::{CapacityType, Price};
+use crate::config::Config;
+use crate::model::duration::format_duration_ms;
+use crate::model::nodepool::{ConsolidationPolicy, DisruptionReason};
+use crate::model::pod::Pod;
+use crate::provisioning::{PlannedClaim, launch_options, solve};
+use crate::state::ClusterState;
+
+/// Karpenter's consolidation validation period.
+pub const VALIDATION_MS: u64 = 15_000;
+/// Spot-to-spot replacement needs this many cheaper spot instance types (Karpenter's rule).
+pub const MIN_SPOT_TO_SPOT_OPTIONS: usize = 15;
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Decision {
+    pub nodeclaim: String,
+    pub node: String,
+    /// The machine that takes the pods that do not fit elsewhere; `None` deletes.
+    pub replacement: Option<PlannedClaim>,
+    /// Per hour.
+    pub saving: Price,
+    pub evictions: usize,
+    /// Why it is allowed: the pods, the prices, the payback rule, the budget.
+    pub detail: String,
+}
+
+/// Karpenter's disruption cost of a pod: 1 + deletion-cost/2^27 + priority/2^25, clamped to
+/// ±10.
+fn pod_disruption_cost(pod: &Pod) -> f64 {
+    let deletion_cost = pod
+        .annotations
+        .get("controller.kubernetes.io/pod-deletion-cost")
+        .and_then(|v| v.parse::<f64>().ok())
+        .unwrap_or(0.0);
+    (1.0 + deletion_cost / 134_217_728.0 + pod.priority as f64 / 33_554_432.0).clamp(-10.0, 10.0)
+}
+
+/// The nodes that may be consolidated now (cheapest to disrupt first), and the earliest time
+/// another becomes eligible.
+pub fn candidates(
+    state: &ClusterState,
+    nominated: &BTreeSet<String>,
+    now_ms: u64,
+) -> (Vec<(f64, String)>, Option<u64>) {
+    let mut out = Vec::new();
+    let mut next: Option<u64> = None;
+    for (name, claim) in &state.nodeclaims {
+        let Some(pool) = state.nodepools.get(&claim.spec.nodepool) else {
+            continue;
+        };
+        if pool.consolidation_policy != ConsolidationPolicy::WhenEmptyOrUnderutilized
+            || claim.terminating.is_some()
+            || !claim.is_initialized()
+            || claim.instance.is_none()
+        {
+            continue;
+        }
+        let Some(after_ms) = pool.consolidate_after.as_ms() else {
+            continue;
+        };
+        let Some(node_name) = &claim.node_name else {
+            continue;
+        };
+        let Some(node) = state.nodes.get(node_name) else {
+            continue;
+        };
+        let pods = state.workload_pods_on_node(node_name);
+        if pods.is_empty()
+            || node.node.has_do_not_disrupt()
+            || pods.iter().any(|p| p.has_do_not_disrupt())
+            || nominated.contains(node_name)
+            || nominated.contains(name)
+        {
+            continue;
+        }
+        let eligible_at = node.last_pod_event_ms + after_ms;
+        if eligible_at > now_ms {
+            next = Some(next.map_or(eligible_at, |n: u64| n.min(eligible_at)));
+            continue;
+        }
+        let lifetime_left = match claim.spec.expire_after_ms {
+            Some(expire) if expire > 0 => {
+                let age = now_ms.saturating_sub(claim.created_at_ms);
+                (expire.saturating_sub(age)) as f64 / expire as f64
+            }
+            _ => 1.0,
+        };
+        let cost: f64 = pods.iter().map(|p| pod_disruption_cost(p)).sum::<f64>() * lifetime_left;
+        out.push((cost, name.clone()));
+    }
+    out.sort_by(|a, b| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1)));
+    (out, next)
+}
+
+/// Simulates removing one node: its pods onto the rest of the cluster and at most one new
+/// machine. `None` when it cannot be consolidated (with the reason).
+pub fn simulate(
+    state: &ClusterState,
+    config: &Config,
+    nodeclaim: &str,
+    now_ms: u64,
+) -> Result<Decision, String> {
+    let claim = state
+        .nodeclaims
+        .get(nodeclaim)
+        .ok_or_else(|| "the NodeClaim is gone".to_string())?;
+    let node = claim.node_name.clone().ok_or("the node is gone")?;
+    let instance = claim.instance.clone().ok_or("no instance")?;
+    let pool = state
+        .nodepools
+        .get(&claim.spec.nodepool)
+        .ok_or("the NodePool is gone")?;
+    let pods: Vec<Pod> = state
+        .workload_pods_on_node(&node)
+        .into_iter()
+        .map(|p| {
+            let mut p = p.clone();
+            p.node_name = None;
+            p
+        })
+        .collect();
+    // The cluster without this node.
+    let mut without = state.clone();
+    if let Some(n) = without.nodes.get_mut(&node) {
+        n.node.unschedulable = true;
+    }
+    if let Some(c) = without.nodeclaims.get_mut(nodeclaim) {
+        c.terminating = Some((
+            crate::model::nodeclaim::TerminationReason::Underutilized,
+            now_ms,
+        ));
+    }
+    let refs: Vec<&Pod> = pods.iter().collect();
+    let result = solve(&without, config, now_ms, &refs);
+    if let Some((pod, reason)) = result.unschedulable.first() {
+        return Err(format!("pod {pod} would not fit elsewhere: {reason}"));
+    }
+    if result.new_claims.len() > 1 {
+        return Err(format!(
+            "its pods would need {} new machines",
+            result.new_claims.len()
+        ));
+    }
+    let price = instance.price;
+    let (replacement, new_price) = match result.new_claims.into_iter().next() {
+        None => (None, Price(0)),
+        Some(mut planned) => {
+            let mut options = launch_options(&without, &planned, now_ms, config.max_instance_types);
+            options.retain(|o| o.price < price);
+            if options.is_empty() {
+                return Err(format!(
+                    "no replacement is cheaper than {} at {price}",
+                    instance.instance_type
+                ));
+            }
+            let spot_options: BTreeSet<&str> = options
+                .iter()
+                .filter(|o| o.capacity_type == CapacityType::Spot)
+                .map(|o| o.instance_type.as_str())
+                .collect();
+            if instance.capacity_type == CapacityType::Spot
+                && spot_options.len() < MIN_SPOT_TO_SPOT_OPTIONS
+            {
+                return Err(format!(
+                    "spot-to-spot replacement needs {MIN_SPOT_TO_SPOT_OPTIONS} cheaper spot instance types, {} exist",
+                    spot_options.len()
+                ));
+            }
+            // Keep only the types with a cheaper offering; on-demand replaced by a machine that
+            // may be spot is pinned to spot.
+            let cheaper: BTreeSet<String> =
+                if instance.capacity_type == CapacityType::OnDemand && !spot_options.is_empty() {
+                    spot_options.iter().map(|s| s.to_string()).collect()
+                } else {
+                    options.iter().map(|o| o.instance_type.clone()).collect()
+                };
+            let keep_spot_only =
+                instance.capacity_type == CapacityType::OnDemand && !spot_options.is_empty();
+            if keep_spot_only {
+                planned
+                    .requirements
+                    .add(crate::model::requirements::Requirement::single(
+                        crate::model::labels::CAPACITY_TYPE,
+                        "spot",
+                    ));
+            }
+            let prepared = state.catalog.as_ref().ok_or("no catalog")?;
+            planned
+                .types
+                .retain(|t| cheaper.contains(&prepared.catalog.instance_types[*t].name));
+            let mut final_options =
+                launch_options(&without, &planned, now_ms, config.max_instance_types);
+            final_options.retain(|o| o.price < price);
+            let cheapest = final_options
+                .first()
+                .map(|o| o.price)
+                .ok_or("no cheaper replacement option")?;
+            (Some(planned), cheapest)
+        }
+    };
+    let saving = Price(price.0 - new_price.0);
+    // The payback rule: the saving over the horizon must exceed the cost of the evictions.
+    let horizon_h = config.consolidation_payback_horizon_ms as f64 / 3_600_000.0;
+    let earned = saving.usd_per_hour() * horizon_h;
+    let cost = pods.len() as f64 * config.eviction_cost_micro_usd as f64 / 1e6;
+    let zero_rule =
+        config.consolidation_payback_horizon_ms == 0 && config.eviction_cost_micro_usd == 0;
+    if !zero_rule && earned <= cost {
+        return Err(format!(
+            "saving {saving} over {} is ${earned:.4}, not more than {} evictions × ${:.4} = ${cost:.4}",
+            format_duration_ms(config.consolidation_payback_horizon_ms),
+            pods.len(),
+            config.eviction_cost_micro_usd as f64 / 1e6
+        ));
+    }
+    let (allowed, budget_text) =
+        allowed_disruptions(state, pool, DisruptionReason::Underutilized, now_ms)?;
+    if allowed == 0 {
+        return Err(format!("no disruption allowed now: {budget_text}"));
+    }
+    let action = match &replacement {
+        None => "delete: its pods fit on the other nodes".to_string(),
+        Some(_) => format!("replace with one machine from {new_price}"),
+    };
+    let detail = format!(
+        "node {node} ({} at {price}) is underutilized: {action}; saves {saving} (${earned:.4} over {}) for {} evictions (cost ${cost:.4}){}; {budget_text}",
+        instance.instance_type,
+        format_duration_ms(config.consolidation_payback_horizon_ms),
+        pods.len(),
+        if zero_rule {
+            ", payback rule off"
+        } else {
+            ", payback rule met"
+        },
+    );
+    Ok(Decision {
+        nodeclaim: nodeclaim.to_string(),
+        node,
+        replacement,
+        saving,
+        evictions: pods.len(),
+        detail,
+    })
+}
+
+/// The first node (cheapest to disrupt) that can be consolidated now.
+pub fn single_node(
+    state: &ClusterState,
+    config: &Config,
+    nominated: &BTreeSet<String>,
+    now_ms: u64,
+) -> (Option<Decision>, Option<u64>) {
+    if state.pending_pods().next().is_some() {
+        // Pods are waiting for capacity: no node is taken away meanwhile.
+        return (None, None);
+    }
+    let (candidates, next) = candidates(state, nominated, now_ms);
+    for (_, nodeclaim) in candidates {
+        if let Ok(decision) = simulate(state, config, &nodeclaim, now_ms) {
+            return (Some(decision), next);
+        }
+    }
+    (None, next)
+}

@@ -1,0 +1,266 @@
+//! Single-node consolidation: delete when the pods fit elsewhere, replace with one cheaper
+//! machine, the payback rule, validation, and what blocks it.
+
+use nodewright_core::catalog::CapacityType;
+use nodewright_core::config::Config;
+use nodewright_core::model::duration::MaybeNever;
+use nodewright_core::model::labels;
+use nodewright_core::model::nodeclaim::{NodeClaimSpec, TerminationReason};
+use nodewright_core::model::nodepool::{
+    BudgetNodes, ConsolidationPolicy, DisruptionBudget, DisruptionReason, NodePool,
+};
+use nodewright_core::model::pod::Pod;
+use nodewright_core::model::requirements::{Operator, RequirementSpec};
+use nodewright_core::{Command, EventKind};
+use nodewright_testkit::harness::CoreHarness;
+
+const GIB: i64 = 1 << 30;
+const MIN: u64 = 60_000;
+
+fn pool() -> NodePool {
+    let mut p = NodePool::new("default", "default");
+    p.requirements = vec![
+        RequirementSpec::new(labels::CAPACITY_TYPE, Operator::In, &["on-demand"]),
+        RequirementSpec::new(labels::INSTANCE_CATEGORY, Operator::In, &["c", "m", "r"]),
+        RequirementSpec::new(labels::ARCH, Operator::In, &["amd64"]),
+    ];
+    p.consolidate_after = MaybeNever::After(MIN);
+    p
+}
+
+/// Launches and joins a machine for `pods` (all bound to it); returns (claim, node).
+fn machine(h: &mut CoreHarness, pods: &[(&str, i64)]) -> (NodeClaimSpec, String) {
+    for (name, cpu) in pods {
+        h.pod(Pod::new("default", name, *cpu, GIB));
+    }
+    let claim = CoreHarness::launches(&h.advance(2_000)).remove(0);
+    let instance = h.launch_cheapest(&claim);
+    let node = h.join(&claim, &instance);
+    for (name, _) in pods {
+        h.bind("default", name, &node);
+    }
+    (claim, node)
+}
+
+fn terminations(h: &CoreHarness) -> Vec<(u64, String, TerminationReason, String)> {
+    h.commands
+        .iter()
+        .filter_map(|(t, c)| match c {
+            Command::TerminateNodeClaim {
+                nodeclaim,
+                reason,
+                detail,
+                ..
+            } => Some((*t, nodeclaim.clone(), *reason, detail.clone())),
+            _ => None,
+        })
+        .collect()
+}
+
+/// A node whose big pod left: one small pod on a 16-vCPU machine.
+fn underused(h: &mut CoreHarness) -> (NodeClaimSpec, String) {
+    let (claim, node) = machine(h, &[("big", 14_000), ("small", 500)]);
+    h.delete_pod("default", "big");
+    (claim, node)
+}
+
+#[test]
+fn a_node_whose_pods_fit_elsewhere_is_deleted_after_validation() {
+    let mut h = CoreHarness::new();
+    h.nodepool(pool());
+    let (first, _) = machine(&mut h, &[("a", 3000)]);
+    let (second, node_b) = machine(&mut h, &[("b", 3000)]);
+    // b leaves and a tiny pod takes its place: either machine's pods now fit on the other.
+    h.delete_pod("default", "b");
+    let mut tiny = Pod::new("default", "tiny", 100, GIB / 8);
+    tiny.node_name = Some(node_b);
+    h.send(EventKind::PodApplied(Box::new(tiny)));
+    let emptied = h.now_ms;
+    h.run_until(emptied + MIN + 60_000);
+    let t = terminations(&h);
+    // Not before consolidateAfter (since the node's last pod event) plus the 15 s validation.
+    assert!(t.first().is_some_and(|t| t.0 >= MIN + 15_000), "{t:?}");
+    assert_eq!(t.len(), 1, "one of the two goes, not both: {t:?}");
+    assert!([first.name.clone(), second.name.clone()].contains(&t[0].1));
+    assert_eq!(t[0].2, TerminationReason::Underutilized);
+    assert!(
+        t[0].3.contains("delete: its pods fit on the other nodes"),
+        "{}",
+        t[0].3
+    );
+    assert!(t[0].3.contains("payback rule met"), "{}", t[0].3);
+    assert_eq!(h.all_launches().len(), 2, "a delete launches nothing");
+}
+
+#[test]
+fn a_mostly_empty_big_node_is_replaced_by_one_cheaper_machine() {
+    let mut h = CoreHarness::new();
+    h.nodepool(pool());
+    let (old, _) = underused(&mut h);
+    let old_price = old.options[0].price;
+    h.run_until(h.now_ms + MIN + 30_000);
+    let launches = h.all_launches();
+    assert_eq!(launches.len(), 2, "a replacement was launched");
+    let replacement = launches[1].clone();
+    assert!(
+        replacement.options.iter().all(|o| o.price < old_price),
+        "replace never raises cost"
+    );
+    assert!(
+        terminations(&h).is_empty(),
+        "the old node waits for its replacement"
+    );
+    let instance = h.launch_cheapest(&replacement);
+    h.join(&replacement, &instance);
+    let t = terminations(&h);
+    assert_eq!(t.len(), 1);
+    assert_eq!(t[0].1, old.name);
+    assert_eq!(t[0].2, TerminationReason::Underutilized);
+}
+
+#[test]
+fn the_payback_rule_keeps_a_node_when_the_saving_is_too_small() {
+    let mut h = CoreHarness::with_config(Config {
+        // A day's saving must beat $1,000 per evicted pod: nothing ever does.
+        eviction_cost_micro_usd: 1_000_000_000,
+        ..Config::default()
+    });
+    h.nodepool(pool());
+    underused(&mut h);
+    h.run_until(h.now_ms + 10 * MIN);
+    assert_eq!(h.all_launches().len(), 1);
+    assert!(terminations(&h).is_empty());
+}
+
+#[test]
+fn zero_payback_settings_give_karpenters_behaviour() {
+    let mut h = CoreHarness::with_config(Config {
+        consolidation_payback_horizon_ms: 0,
+        eviction_cost_micro_usd: 0,
+        ..Config::default()
+    });
+    h.nodepool(pool());
+    underused(&mut h);
+    h.run_until(h.now_ms + 2 * MIN);
+    assert_eq!(h.all_launches().len(), 2);
+    let summary = h
+        .commands
+        .iter()
+        .find_map(|(_, c)| match c {
+            Command::LaunchNodeClaim { reason, .. } if reason.summary.starts_with("replaces") => {
+                Some(reason.summary.clone())
+            }
+            _ => None,
+        })
+        .expect("a replacement");
+    assert!(summary.contains("payback rule off"), "{summary}");
+}
+
+#[test]
+fn consolidate_after_is_waited_for() {
+    let mut h = CoreHarness::new();
+    let mut p = pool();
+    p.consolidate_after = MaybeNever::After(10 * MIN);
+    h.nodepool(p);
+    underused(&mut h);
+    h.run_until(h.now_ms + 9 * MIN);
+    assert_eq!(h.all_launches().len(), 1);
+    h.run_until(h.now_ms + 2 * MIN);
+    assert_eq!(h.all_launches().len(), 2);
+}
+
+#[test]
+fn when_empty_pools_are_not_consolidated_for_underutilization() {
+    let mut h = CoreHarness::new();
+    let mut p = pool();
+    p.consolidation_policy = ConsolidationPolicy::WhenEmpty;
+    h.nodepool(p);
+    underused(&mut h);
+    h.run_until(h.now_ms + 30 * MIN);
+    assert_eq!(h.all_launches().len(), 1);
+}
+
+#[test]
+fn a_do_not_disrupt_pod_keeps_its_node() {
+    let mut h = CoreHarness::new();
+    h.nodepool(pool());
+    let (_, node) = machine(&mut h, &[("big", 14_000)]);
+    let mut keeper = Pod::new("default", "keeper", 500, GIB);
+    keeper
+        .annotations
+        .insert(labels::DO_NOT_DISRUPT.into(), "true".into());
+    keeper.node_name = Some(node);
+    h.send(EventKind::PodApplied(Box::new(keeper)));
+    h.delete_pod("default", "big");
+    h.run_until(h.now_ms + 30 * MIN);
+    assert_eq!(h.all_launches().len(), 1);
+    assert!(terminations(&h).is_empty());
+}
+
+#[test]
+fn an_underutilized_budget_of_zero_blocks_consolidation() {
+    let mut h = CoreHarness::new();
+    let mut p = pool();
+    p.budgets = vec![DisruptionBudget {
+        nodes: BudgetNodes::Count(0),
+        schedule: None,
+        duration_ms: None,
+        reasons: vec![DisruptionReason::Underutilized],
+    }];
+    h.nodepool(p);
+    underused(&mut h);
+    h.run_until(h.now_ms + 30 * MIN);
+    assert_eq!(h.all_launches().len(), 1);
+}
+
+#[test]
+fn a_decision_is_dropped_when_the_world_changes_during_validation() {
+    let mut h = CoreHarness::new();
+    h.nodepool(pool());
+    let (_, node) = underused(&mut h);
+    // Let the decision be taken, then fill the node before the 15 s validation ends.
+    h.run_until(h.now_ms + MIN + 10_000);
+    let decided_launches = h.all_launches().len();
+    let mut filler = Pod::new("default", "filler", 12_000, GIB);
+    filler.node_name = Some(node);
+    h.send(EventKind::PodApplied(Box::new(filler)));
+    h.run_until(h.now_ms + 20_000);
+    assert_eq!(
+        h.all_launches().len(),
+        decided_launches,
+        "no replacement for a node that is busy again"
+    );
+    assert!(terminations(&h).is_empty());
+}
+
+#[test]
+fn no_consolidation_while_pods_are_pending() {
+    let mut h = CoreHarness::new();
+    let mut p = pool();
+    p.limits.insert("nodes".into(), 1);
+    h.nodepool(p);
+    underused(&mut h);
+    // A pod that cannot get a machine (the pool is at its node limit) stays pending.
+    h.pod(Pod::new("default", "waiting", 60_000, GIB));
+    h.run_until(h.now_ms + 10 * MIN);
+    assert!(terminations(&h).is_empty());
+}
+
+#[test]
+fn spot_replacements_need_fifteen_cheaper_spot_types() {
+    let mut h = CoreHarness::new();
+    let mut p = pool();
+    p.requirements = vec![
+        RequirementSpec::new(labels::CAPACITY_TYPE, Operator::In, &["spot"]),
+        RequirementSpec::new(labels::INSTANCE_FAMILY, Operator::In, &["m5", "c5"]),
+    ];
+    h.nodepool(p);
+    let (claim, _) = underused(&mut h);
+    assert_eq!(claim.options[0].capacity_type, CapacityType::Spot);
+    h.run_until(h.now_ms + 10 * MIN);
+    assert_eq!(
+        h.all_launches().len(),
+        1,
+        "m5 and c5 offer fewer than 15 cheaper spot types"
+    );
+}
