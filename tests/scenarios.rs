@@ -90,3 +90,31 @@ fn every_scenario_in_the_folder_loads_and_passes() {
     }
     assert!(ran >= 2);
 }
+
+#[test]
+fn steady_state_has_no_voluntary_disruption_after_the_first_consolidation_round() {
+    let report = run("steady-state.yaml");
+    assert!(report.passed(), "{}", report.summary());
+    let voluntary: Vec<(f64, &str)> = report
+        .machines
+        .iter()
+        .filter_map(|m| {
+            let reason = m.termination_reason.as_deref()?;
+            (reason.starts_with("Empty") || reason.starts_with("Underutilized"))
+                .then(|| (m.terminated_at_seconds.unwrap_or(0.0), m.name.as_str()))
+        })
+        .collect();
+    // The scale-down at 20 minutes is followed by one round of consolidation; from an hour on
+    // the workload is settled and nothing moves for six hours.
+    assert!(
+        voluntary.iter().all(|(t, _)| *t < 3600.0),
+        "disruptions after settling: {voluntary:?}"
+    );
+    let launched_late: Vec<&str> = report
+        .machines
+        .iter()
+        .filter(|m| m.launched_at_seconds > 3600.0)
+        .map(|m| m.name.as_str())
+        .collect();
+    assert!(launched_late.is_empty(), "machines launched after settling: {launched_late:?}");
+}
