@@ -313,3 +313,21 @@ fn scenario_settings_are_checked() {
         &["settings.minValuesPolicy", "Strict or BestEffort"],
     );
 }
+
+#[test]
+fn spread_max_skew_out_of_range_is_refused() {
+    let yaml = "apiVersion: v1\nkind: Pod\nmetadata: {name: p}\nspec:\n  topologySpreadConstraints:\n    - {maxSkew: 4294967296, topologyKey: topology.kubernetes.io/zone, whenUnsatisfiable: DoNotSchedule, labelSelector: {matchLabels: {app: p}}}\n  containers: [{name: c}]\n";
+    assert_mentions(
+        &refused(yaml),
+        &["topologySpreadConstraints[0].maxSkew", "2147483647"],
+    );
+}
+
+#[test]
+fn a_term_without_label_selector_selects_no_pod() {
+    let yaml = "apiVersion: v1\nkind: Pod\nmetadata: {name: p, labels: {app: p}}\nspec:\n  affinity:\n    podAntiAffinity:\n      requiredDuringSchedulingIgnoredDuringExecution:\n        - topologyKey: kubernetes.io/hostname\n  containers: [{name: c}]\n";
+    let Manifest::Pod(pod) = &parse_manifests(yaml, "p.yaml").expect("parses")[0] else {
+        panic!("a pod");
+    };
+    assert!(!pod.pod_anti_affinity[0].selector.matches(&pod.labels));
+}

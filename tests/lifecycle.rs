@@ -290,3 +290,16 @@ fn the_core_never_asks_for_a_timer_in_the_past() {
         h.send(EventKind::Tick);
     }
 }
+
+#[test]
+fn a_machine_whose_node_is_deleted_from_outside_is_terminated() {
+    let mut h = CoreHarness::new();
+    h.nodepool(pool(0));
+    let (claim, instance, node) = running_machine(&mut h, "a");
+    let cmds = h.send(EventKind::NodeDeleted { name: node });
+    let t = terminations(&cmds);
+    assert_eq!(t.len(), 1);
+    assert_eq!(t[0].0, claim.name);
+    assert_eq!(t[0].1, TerminationReason::NodeDeleted);
+    assert!(cmds.iter().any(|c| matches!(c, Command::TerminateNodeClaim { instance_id: Some(id), .. } if *id == instance.instance_id)));
+}

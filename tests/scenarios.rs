@@ -116,5 +116,8 @@ fn steady_state_has_no_voluntary_disruption_after_the_first_consolidation_round(
         .filter(|m| m.launched_at_seconds > 3600.0)
         .map(|m| m.name.as_str())
         .collect();
-    assert!(launched_late.is_empty(), "machines launched after settling: {launched_late:?}");
+    assert!(
+        launched_late.is_empty(),
+        "machines launched after settling: {launched_late:?}"
+    );
 }

@@ -935,3 +935,30 @@ fn node_taints_policy_ignore_counts_the_tainted_zone_and_holds_the_skew() {
     );
     assert_eq!(unschedulable(&h).len(), 2);
 }
+
+#[test]
+fn a_machine_on_its_way_keeps_room_for_its_daemonsets() {
+    let mut h = harness(Config::default());
+    h.send(EventKind::DaemonSetApplied(Box::new(daemonset(
+        "agent", 1000,
+    ))));
+    let first = provision(&mut h, vec![Pod::new("default", "a", 2500, GIB)]);
+    assert_eq!(first.len(), 1);
+    h.launch_cheapest(&first[0]);
+    // The machine is launching; a pod that fits only if the DaemonSet's CPU is ignored needs
+    // another machine.
+    let it = h
+        .catalog()
+        .get(&first[0].options[0].instance_type)
+        .expect("known")
+        .clone();
+    let alloc = nodewright_core::catalog::capacity(&it, &Default::default()).allocatable;
+    let squeeze = alloc.cpu_milli - 2500 - 500;
+    let second = provision(&mut h, vec![Pod::new("default", "b", squeeze, GIB / 4)]);
+    assert_eq!(
+        second.len(),
+        1,
+        "{} left after the DaemonSet is less than {squeeze}m",
+        alloc.cpu_milli - 3500
+    );
+}

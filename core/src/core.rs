@@ -233,11 +233,19 @@ impl Core {
             }
             EventKind::NodeDeleted { name } => {
                 if let Some(state) = self.state.nodes.remove(name)
-                    && let Some(claim) = state
-                        .nodeclaim
-                        .and_then(|c| self.state.nodeclaims.get_mut(&c))
+                    && let Some(claim_name) = state.nodeclaim
+                    && let Some(claim) = self.state.nodeclaims.get_mut(&claim_name)
                 {
                     claim.node_name = None;
+                    if claim.terminating.is_none() {
+                        // Its node was deleted from outside: the machine is of no use.
+                        self.terminate(
+                            &claim_name,
+                            TerminationReason::NodeDeleted,
+                            format!("its node {name} was deleted"),
+                            commands,
+                        );
+                    }
                 }
                 self.trigger_if_pending();
             }
@@ -294,11 +302,7 @@ impl Core {
                 }
                 self.trigger_if_pending();
             }
-            EventKind::Tick => {
-                if self.state.unavailable.values().any(|until| *until == now) {
-                    self.trigger_if_pending();
-                }
-            }
+            EventKind::Tick => {}
             EventKind::DaemonSetApplied(ds) => {
                 self.state
                     .daemonsets
@@ -361,6 +365,12 @@ impl Core {
     /// Everything whose time has come: the batch, lifecycle deadlines, expiration, disruption.
     fn run_due_work(&mut self, commands: &mut Vec<Command>) {
         let now = self.now_ms;
+        // Offerings whose unavailability ran out may be what pending pods wait for.
+        let before = self.state.unavailable.len();
+        self.state.unavailable.retain(|_, until| *until > now);
+        if self.state.unavailable.len() != before {
+            self.trigger_if_pending();
+        }
         if self
             .batcher
             .take_if_due(now, self.config.batch_idle_ms, self.config.batch_max_ms)
@@ -595,7 +605,26 @@ impl Core {
             }
         }
         for planned in result.new_claims {
-            if let Some((spec, reason)) = self.claim_spec(&planned) {
+            let Some((spec, reason)) = self.claim_spec(&planned) else {
+                // No offering is left to launch with (it can only happen if the catalog
+                // changed under the solve): the pods are told, and retried next batch.
+                for pod in &planned.pods {
+                    self.nominations.remove(pod);
+                    let reason = format!(
+                        "nodepool {}: no instance type offering is available to launch with",
+                        planned.nodepool
+                    );
+                    if self.unschedulable.get(pod) != Some(&reason) {
+                        self.unschedulable.insert(pod.clone(), reason.clone());
+                        commands.push(Command::ReportUnschedulable {
+                            pod: pod.clone(),
+                            reason,
+                        });
+                    }
+                }
+                continue;
+            };
+            {
                 for pod in &planned.pods {
                     self.unschedulable.remove(pod);
                     self.nominations.insert(pod.clone(), spec.name.clone());
@@ -649,21 +678,7 @@ impl Core {
         let requirements: Vec<RequirementSpec> = planned
             .requirements
             .iter()
-            .map(|r| RequirementSpec {
-                key: r.key.clone(),
-                operator: r.operator(),
-                values: match r.operator() {
-                    crate::model::requirements::Operator::Gt => r
-                        .greater_than
-                        .map(|v| vec![v.to_string()])
-                        .unwrap_or_default(),
-                    crate::model::requirements::Operator::Lt => {
-                        r.less_than.map(|v| vec![v.to_string()]).unwrap_or_default()
-                    }
-                    _ => r.values.iter().cloned().collect(),
-                },
-                min_values: r.min_values,
-            })
+            .flat_map(|r| requirement_specs(r, &planned.min_values))
             .collect();
         let type_count = options
             .iter()
@@ -716,4 +731,56 @@ fn describe_pool_requirements(pool: &crate::model::nodepool::NodePool) -> String
         .map(|r| r.to_string())
         .collect::<Vec<_>>()
         .join(" AND ")
+}
+
+/// A requirement set as NodeClaim requirements: the value set with its operator, and integer
+/// bounds as separate Gt / Lt terms, with the `minValues` in force.
+fn requirement_specs(
+    r: &crate::model::requirements::Requirement,
+    min_values: &[(String, u32)],
+) -> Vec<RequirementSpec> {
+    use crate::model::requirements::Operator;
+    let min_values = min_values
+        .iter()
+        .find(|(k, _)| *k == r.key)
+        .map(|(_, m)| *m)
+        .or(r.min_values);
+    let mut out = Vec::new();
+    let values: Vec<String> = r.values.iter().cloned().collect();
+    let set_op = match (r.complement, values.is_empty()) {
+        (true, true) => Operator::Exists,
+        (true, false) => Operator::NotIn,
+        (false, true) => Operator::DoesNotExist,
+        (false, false) => Operator::In,
+    };
+    let has_bounds = r.greater_than.is_some() || r.less_than.is_some();
+    // `Exists` adds nothing next to a bound (a bound already requires the label).
+    if !(set_op == Operator::Exists && has_bounds) {
+        out.push(RequirementSpec {
+            key: r.key.clone(),
+            operator: set_op,
+            values,
+            min_values,
+        });
+    }
+    if let Some(gt) = r.greater_than {
+        out.push(RequirementSpec {
+            key: r.key.clone(),
+            operator: Operator::Gt,
+            values: vec![gt.to_string()],
+            min_values: None,
+        });
+    }
+    if let Some(lt) = r.less_than {
+        out.push(RequirementSpec {
+            key: r.key.clone(),
+            operator: Operator::Lt,
+            values: vec![lt.to_string()],
+            min_values: None,
+        });
+    }
+    if let Some(first) = out.first_mut() {
+        first.min_values = min_values;
+    }
+    out
 }

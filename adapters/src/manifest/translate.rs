@@ -955,7 +955,8 @@ fn check_weight(weight: i64, field: &str) -> Result<i32, FieldError> {
 
 fn label_selector(obj: Option<&LabelSelector>, field: &str) -> Result<Selector, FieldError> {
     let Some(obj) = obj else {
-        return Ok(Selector::default());
+        // Kubernetes: a term without a labelSelector selects no pod (`{}` selects all).
+        return Ok(Selector::nothing());
     };
     let mut out = Selector {
         match_labels: obj.match_labels.clone(),
@@ -1032,11 +1033,11 @@ fn spread_constraint(
     c: &TopologySpreadObject,
     field: &str,
 ) -> Result<TopologySpreadConstraint, FieldError> {
-    if c.max_skew < 1 {
+    if c.max_skew < 1 || c.max_skew > i32::MAX as i64 {
         return Err(field_error(
             &format!("{field}.maxSkew"),
-            format!("{} is below 1", c.max_skew),
-            "maxSkew is 1 or more",
+            format!("{} is out of range", c.max_skew),
+            "maxSkew is between 1 and 2147483647",
         ));
     }
     if c.topology_key.is_empty() {
@@ -1069,12 +1070,12 @@ fn spread_constraint(
     };
     let min_domains = match c.min_domains {
         None => None,
-        Some(n) if n >= 1 => Some(n as u32),
+        Some(n) if (1..=i32::MAX as i64).contains(&n) => Some(n as u32),
         Some(n) => {
             return Err(field_error(
                 &format!("{field}.minDomains"),
-                format!("{n} is below 1"),
-                "minDomains is 1 or more",
+                format!("{n} is out of range"),
+                "minDomains is between 1 and 2147483647",
             ));
         }
     };

@@ -16,6 +16,15 @@ pub struct LabelSelector {
 }
 
 impl LabelSelector {
+    /// The selector of a term that has none: it selects no pod. (Label keys are never empty,
+    /// so `"" Exists` never holds.)
+    pub fn nothing() -> Self {
+        LabelSelector {
+            match_labels: BTreeMap::new(),
+            match_expressions: vec![RequirementSpec::new("", Operator::Exists, &[])],
+        }
+    }
+
     pub fn matches(&self, labels: &BTreeMap<String, String>) -> bool {
         self.match_labels
             .iter()

@@ -96,6 +96,8 @@ pub enum TerminationReason {
     LaunchFailed,
     /// Voluntary: its pods fit elsewhere, or on one cheaper machine.
     Underutilized,
+    /// Its node was deleted from outside nodewright.
+    NodeDeleted,
 }
 
 impl TerminationReason {

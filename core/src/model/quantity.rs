@@ -51,6 +51,9 @@ fn parse_milli(raw: &str) -> Result<i128, QuantityError> {
             .parse::<i128>()
             .map_err(|_| QuantityError::Overflow(raw.to_string()))?
     };
+    if frac_part.len() > 18 {
+        return Err(QuantityError::Malformed(raw.to_string()));
+    }
     let frac_len = frac_part.len() as u32;
     // multiplier expressed as (numerator in milli units, extra power of ten divisor)
     let (mul_milli, exp10): (i128, i32) = match suffix {

@@ -88,22 +88,24 @@ impl Resources {
         names
     }
 
+    /// Adds `other` (saturating: absurd amounts never wrap around into "fits").
     pub fn add(&mut self, other: &Resources) {
-        self.cpu_milli += other.cpu_milli;
-        self.memory_bytes += other.memory_bytes;
-        self.pods += other.pods;
+        self.cpu_milli = self.cpu_milli.saturating_add(other.cpu_milli);
+        self.memory_bytes = self.memory_bytes.saturating_add(other.memory_bytes);
+        self.pods = self.pods.saturating_add(other.pods);
         for (name, amount) in &other.extended {
-            let sum = self.extended(name) + amount;
+            let sum = self.extended(name).saturating_add(*amount);
             self.set_extended(name, sum);
         }
     }
 
+    /// Subtracts `other` (saturating).
     pub fn sub(&mut self, other: &Resources) {
-        self.cpu_milli -= other.cpu_milli;
-        self.memory_bytes -= other.memory_bytes;
-        self.pods -= other.pods;
+        self.cpu_milli = self.cpu_milli.saturating_sub(other.cpu_milli);
+        self.memory_bytes = self.memory_bytes.saturating_sub(other.memory_bytes);
+        self.pods = self.pods.saturating_sub(other.pods);
         for (name, amount) in &other.extended {
-            let diff = self.extended(name) - amount;
+            let diff = self.extended(name).saturating_sub(*amount);
             self.set_extended(name, diff);
         }
     }

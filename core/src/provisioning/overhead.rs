@@ -21,15 +21,18 @@ pub fn daemonset_overhead<'a>(
         if first_untolerated(&pool.taints, &pod.tolerations).is_some() {
             continue;
         }
-        let Some(reqs) = pod.requirement_alternatives().into_iter().next() else {
-            continue;
-        };
-        if template.compatible(&reqs).is_err() {
+        // Required node-affinity terms are alternatives: the DaemonSet runs where any holds.
+        let combined: Vec<Requirements> = pod
+            .requirement_alternatives()
+            .into_iter()
+            .filter(|reqs| template.compatible(reqs).is_ok())
+            .map(|reqs| template.intersect(&reqs))
+            .collect();
+        if combined.is_empty() {
             continue;
         }
-        let combined = template.intersect(&reqs);
         for (t, type_reqs) in type_requirements.iter().enumerate() {
-            if type_reqs.intersects(&combined).is_ok() {
+            if combined.iter().any(|c| type_reqs.intersects(c).is_ok()) {
                 overhead[t].add(&pod.requests);
             }
         }

@@ -208,7 +208,7 @@ fn domain_sources(
     out
 }
 
-fn existing_targets(state: &ClusterState) -> Vec<Target> {
+fn existing_targets(state: &ClusterState, contexts: &[PoolContext]) -> Vec<Target> {
     let mut targets = Vec::new();
     for (name, node_state) in &state.nodes {
         let node = &node_state.node;
@@ -296,7 +296,10 @@ fn existing_targets(state: &ClusterState) -> Vec<Target> {
             name: name.clone(),
             label_sets,
             taints: claim.spec.taints.clone(),
-            available: resources.allocatable,
+            // DaemonSet pods will land on it too once it registers.
+            available: resources
+                .allocatable
+                .minus(&in_flight_overhead(state, contexts, claim)),
             host_ports: Vec::new(),
             initialized: false,
         });
@@ -304,6 +307,42 @@ fn existing_targets(state: &ClusterState) -> Vec<Target> {
     // Initialized nodes first, then by name.
     targets.sort_by(|a, b| b.initialized.cmp(&a.initialized).then(a.name.cmp(&b.name)));
     targets
+}
+
+/// The DaemonSet overhead a machine on its way will carry: its type's, or the largest of its
+/// options' while the type is not known.
+fn in_flight_overhead(
+    state: &ClusterState,
+    contexts: &[PoolContext],
+    claim: &crate::state::NodeClaimState,
+) -> Resources {
+    let (Some(ctx), Some(prepared)) = (
+        contexts.iter().find(|c| c.pool.name == claim.spec.nodepool),
+        state.catalog.as_ref(),
+    ) else {
+        return Resources::default();
+    };
+    let index = |name: &str| {
+        prepared
+            .catalog
+            .instance_types
+            .binary_search_by(|it| it.name.as_str().cmp(name))
+            .ok()
+    };
+    let names: Vec<&str> = match &claim.instance {
+        Some(i) => vec![i.instance_type.as_str()],
+        None => claim
+            .spec
+            .options
+            .iter()
+            .map(|o| o.instance_type.as_str())
+            .collect(),
+    };
+    let mut out = Resources::default();
+    for t in names.into_iter().filter_map(index) {
+        out.max_assign(&ctx.resources[t].allocatable.minus(&ctx.rooms[t]));
+    }
+    out
 }
 
 /// The labels every label set agrees on (what is known of a machine on its way).
@@ -892,7 +931,7 @@ pub fn solve(state: &ClusterState, config: &Config, now_ms: u64, pods: &[&Pod]) 
         .values()
         .filter(|p| p.node_name.is_some())
         .collect();
-    let targets = existing_targets(state);
+    let targets = existing_targets(state, &contexts);
     if !topology.is_empty() {
         let by_name: BTreeMap<&str, usize> = targets
             .iter()

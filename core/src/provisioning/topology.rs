@@ -313,7 +313,9 @@ impl Topology {
                 .get(&c.topology_key)
                 .map(|u| {
                     u.iter()
-                        .filter(|d| g.count(d) + self_match <= c.max_skew + min)
+                        .filter(|d| {
+                            g.count(d).saturating_add(self_match) <= c.max_skew.saturating_add(min)
+                        })
                         .cloned()
                         .collect()
                 })
@@ -329,11 +331,15 @@ impl Topology {
             if g.hostname {
                 scan.host_min.push(gi);
             } else {
+                // As `admit` does: only domains the pod allows; none left means the pod may
+                // start the group anywhere (if it matches itself), so no rule here.
+                let pod_domains = profile.strict_requirements.get(&g.key.topology_key);
                 let present: Vec<String> = g
                     .counts
                     .iter()
                     .filter(|(_, n)| **n > 0)
                     .map(|(d, _)| d.clone())
+                    .filter(|d| pod_domains.is_none_or(|r| r.has(d)))
                     .collect();
                 if !present.is_empty() {
                     scan.domains
@@ -473,7 +479,7 @@ impl Topology {
                 .flatten()
                 .filter(|d| reqs.get(key).is_none_or(|r| r.has(d)))
                 .filter(|d| pod_domains.is_none_or(|r| r.has(d)))
-                .filter(|d| g.count(d) + self_match <= c.max_skew + min)
+                .filter(|d| g.count(d).saturating_add(self_match) <= c.max_skew.saturating_add(min))
                 .min_by(|a, b| g.count(a).cmp(&g.count(b)).then(a.cmp(b)));
             match best {
                 Some(d) => reqs.add(Requirement::single(key, d)),

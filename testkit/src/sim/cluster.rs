@@ -86,6 +86,13 @@ impl SimCluster {
         out: &mut Vec<Event>,
         changes: &mut Vec<PodChange>,
     ) {
+        // Re-applying a pod replaces it: its old requests leave its node.
+        if let Some(old) = self.pods.remove(&pod.key)
+            && let Some(node) = &old.node_name
+            && let Some(n) = self.nodes.get_mut(node)
+        {
+            n.used.sub(&old.requests);
+        }
         pod.created_at_ms = now_ms;
         changes.push(PodChange::Created {
             pod: pod.key.clone(),
@@ -324,7 +331,7 @@ impl SimCluster {
             }
             let self_match = u32::from(selector.matches(&pod.labels));
             let here_count = counts.get(here).copied().unwrap_or(0);
-            if here_count + self_match > c.max_skew + min {
+            if here_count + self_match > c.max_skew.saturating_add(min) {
                 return false;
             }
         }
