@@ -44,8 +44,18 @@ pub struct Core {
     last_consolidation_search: Option<(u64, u64)>,
     /// When another node becomes old enough to consolidate.
     consolidation_next_ms: Option<u64>,
-    /// Replacement NodeClaim → the NodeClaim it replaces (terminated once it is initialized).
-    replacements: BTreeMap<String, String>,
+    /// Machines being replaced: once every replacement is initialized, the old one goes.
+    replacements: BTreeMap<String, Replacement>,
+    /// The epoch and time of the last search for drifted machines.
+    last_drift_search: Option<(u64, u64)>,
+}
+
+/// The replacements of one machine and why it is replaced.
+#[derive(Debug, Clone)]
+struct Replacement {
+    new: BTreeSet<String>,
+    reason: TerminationReason,
+    detail: String,
 }
 
 impl Core {
@@ -71,6 +81,7 @@ impl Core {
             last_consolidation_search: None,
             consolidation_next_ms: None,
             replacements: BTreeMap::new(),
+            last_drift_search: None,
         }
     }
 
@@ -215,17 +226,32 @@ impl Core {
                         claim.initialized_at_ms.get_or_insert(now);
                     }
                 }
-                // A replacement is up: the machine it replaces goes.
-                if node.ready
-                    && let Some(new) = claim_name
-                    && let Some(old) = self.replacements.remove(&new)
-                {
-                    self.terminate(
-                        &old,
-                        TerminationReason::Underutilized,
-                        format!("replaced by {new}, which is now initialized"),
-                        commands,
-                    );
+                // Replacements are up: the machine they replace goes.
+                if node.ready {
+                    let done: Vec<String> = self
+                        .replacements
+                        .iter()
+                        .filter(|(_, r)| {
+                            r.new.iter().all(|n| {
+                                self.state
+                                    .nodeclaims
+                                    .get(n)
+                                    .is_some_and(|c| c.is_initialized())
+                            })
+                        })
+                        .map(|(old, _)| old.clone())
+                        .collect();
+                    for old in done {
+                        if let Some(r) = self.replacements.remove(&old) {
+                            let names: Vec<&str> = r.new.iter().map(String::as_str).collect();
+                            self.terminate(
+                                &old,
+                                r.reason,
+                                format!("{}; replaced by {}, now initialized", r.detail, names.join(", ")),
+                                commands,
+                            );
+                        }
+                    }
                 }
                 if became_ready {
                     self.trigger_if_pending();
@@ -293,7 +319,10 @@ impl Core {
                 self.trigger_if_pending();
             }
             EventKind::NodeClaimTerminated { nodeclaim } => {
-                self.replacements.remove(nodeclaim);
+                // A replacement that failed: the machine it was for stays (and is looked at
+                // again later); a replaced machine that is gone needs nothing more.
+                self.replacements
+                    .retain(|old, r| old != nodeclaim && !r.new.contains(nodeclaim));
                 if let Some(claim) = self.state.nodeclaims.remove(nodeclaim)
                     && let Some(node) = claim.node_name
                     && let Some(state) = self.state.nodes.get_mut(&node)
@@ -452,6 +481,9 @@ impl Core {
                 next = Some(next.map_or(at, |n: u64| n.min(at)));
             }
         }
+        if !acted && pass_allowed && self.pending_consolidation.is_none() {
+            acted = self.drift(commands);
+        }
         if !acted && pass_allowed {
             let (at, executed) = self.consolidate(commands, &nominated);
             if let Some(at) = at {
@@ -531,35 +563,145 @@ impl Core {
                 decision.detail.clone(),
                 commands,
             ),
-            Some(planned) => {
-                let Some((spec, mut reason)) = self.claim_spec(planned) else {
-                    return;
-                };
-                reason.summary = format!(
-                    "replaces {}: {}; {}",
-                    decision.nodeclaim, decision.detail, reason.summary
-                );
-                self.replacements
-                    .insert(spec.name.clone(), decision.nodeclaim.clone());
-                self.state.nodeclaims.insert(
-                    spec.name.clone(),
-                    NodeClaimState {
-                        spec: spec.clone(),
-                        created_at_ms: self.now_ms,
-                        instance: None,
-                        launched_at_ms: None,
-                        node_name: None,
-                        registered_at_ms: None,
-                        initialized_at_ms: None,
-                        terminating: None,
-                    },
-                );
-                commands.push(Command::LaunchNodeClaim {
-                    nodeclaim: Box::new(spec),
-                    reason,
-                });
-            }
+            Some(planned) => self.replace(
+                &decision.nodeclaim,
+                std::slice::from_ref(planned),
+                TerminationReason::Underutilized,
+                decision.detail.clone(),
+                commands,
+            ),
         }
+    }
+
+    /// Launches the replacements of a machine; it is terminated once they are all initialized.
+    fn replace(
+        &mut self,
+        old: &str,
+        planned: &[PlannedClaim],
+        reason: TerminationReason,
+        detail: String,
+        commands: &mut Vec<Command>,
+    ) {
+        let mut new = BTreeSet::new();
+        for p in planned {
+            let Some((spec, mut launch_reason)) = self.claim_spec(p) else {
+                continue;
+            };
+            launch_reason.summary = format!("replaces {old}: {detail}; {}", launch_reason.summary);
+            new.insert(spec.name.clone());
+            self.state.nodeclaims.insert(
+                spec.name.clone(),
+                NodeClaimState {
+                    spec: spec.clone(),
+                    created_at_ms: self.now_ms,
+                    instance: None,
+                    launched_at_ms: None,
+                    node_name: None,
+                    registered_at_ms: None,
+                    initialized_at_ms: None,
+                    terminating: None,
+                },
+            );
+            commands.push(Command::LaunchNodeClaim {
+                nodeclaim: Box::new(spec),
+                reason: launch_reason,
+            });
+        }
+        if new.is_empty() {
+            self.terminate(old, reason, detail, commands);
+        } else {
+            self.replacements.insert(
+                old.to_string(),
+                Replacement {
+                    new,
+                    reason,
+                    detail,
+                },
+            );
+        }
+    }
+
+    /// Drift: the first drifted machine the `Drifted` budget allows is replaced (or removed if
+    /// its pods fit elsewhere). Returns whether it acted.
+    fn drift(&mut self, commands: &mut Vec<Command>) -> bool {
+        if !self.replacements.is_empty() {
+            return false;
+        }
+        let now = self.now_ms;
+        // Searched already with nothing changed since: nothing new to find.
+        if self.last_drift_search.is_some_and(|(epoch, at)| {
+            epoch == self.epoch && now < at + self.config.disruption_poll_ms
+        }) {
+            return false;
+        }
+        self.last_drift_search = Some((self.epoch, now));
+        for (name, why) in crate::disruption::drift::drifted(&self.state) {
+            let Some(claim) = self.state.nodeclaims.get(&name) else {
+                continue;
+            };
+            let Some(pool) = self.state.nodepools.get(&claim.spec.nodepool) else {
+                continue;
+            };
+            let Ok((allowed, budget_text)) = crate::disruption::budget::allowed_disruptions(
+                &self.state,
+                pool,
+                crate::model::nodepool::DisruptionReason::Drifted,
+                now,
+            ) else {
+                continue;
+            };
+            if allowed == 0 {
+                continue;
+            }
+            let node = claim.node_name.clone();
+            if node.as_ref().is_some_and(|n| {
+                self.state
+                    .nodes
+                    .get(n)
+                    .is_some_and(|s| s.node.has_do_not_disrupt())
+                    || self
+                        .state
+                        .workload_pods_on_node(n)
+                        .iter()
+                        .any(|p| p.has_do_not_disrupt())
+            }) {
+                continue;
+            }
+            // Where its pods would go: the rest of the cluster, plus new machines.
+            let pods: Vec<Pod> = node
+                .as_ref()
+                .map(|n| {
+                    self.state
+                        .workload_pods_on_node(n)
+                        .into_iter()
+                        .map(|p| {
+                            let mut p = p.clone();
+                            p.node_name = None;
+                            p
+                        })
+                        .collect()
+                })
+                .unwrap_or_default();
+            let mut without = self.state.clone();
+            if let Some(c) = without.nodeclaims.get_mut(&name) {
+                c.terminating = Some((TerminationReason::Drifted, now));
+            }
+            let refs: Vec<&Pod> = pods.iter().collect();
+            let result = scheduler::solve(&without, &self.config, now, &refs);
+            if !result.unschedulable.is_empty() {
+                continue;
+            }
+            let detail = format!("drifted: {why}; {} pods move; {budget_text}", pods.len());
+            self.replace(
+                &name,
+                &result.new_claims,
+                TerminationReason::Drifted,
+                detail,
+                commands,
+            );
+            return true;
+        }
+        false
     }
 
     fn terminate(
@@ -699,12 +841,23 @@ impl Core {
             cheapest.capacity_type,
             cheapest.price,
         );
+        let mut annotations = pool.template_annotations.clone();
+        annotations.insert(
+            crate::disruption::drift::NODEPOOL_HASH.to_string(),
+            crate::disruption::drift::nodepool_hash(&pool),
+        );
+        if let Some(class) = self.state.nodeclasses.get(&pool.node_class_ref.name) {
+            annotations.insert(
+                crate::disruption::drift::NODECLASS_HASH.to_string(),
+                crate::disruption::drift::nodeclass_hash(class),
+            );
+        }
         let spec = NodeClaimSpec {
             name,
             nodepool: pool.name.clone(),
             nodeclass: pool.node_class_ref.name.clone(),
             labels: node_labels,
-            annotations: pool.template_annotations.clone(),
+            annotations,
             taints: pool.taints.clone(),
             startup_taints: pool.startup_taints.clone(),
             requirements,

@@ -4,6 +4,7 @@
 
 pub mod budget;
 pub mod consolidation;
+pub mod drift;
 pub mod emptiness;
 pub mod expiration;
 pub mod schedule;

@@ -98,6 +98,8 @@ pub enum TerminationReason {
     Underutilized,
     /// Its node was deleted from outside nodewright.
     NodeDeleted,
+    /// Voluntary: it no longer matches its NodePool or EC2NodeClass.
+    Drifted,
 }
 
 impl TerminationReason {

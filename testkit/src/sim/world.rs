@@ -462,6 +462,7 @@ impl CommandExecutor for World {
                 match reason {
                     TerminationReason::Empty => self.disruptions.empty += 1,
                     TerminationReason::Underutilized => self.disruptions.underutilized += 1,
+                    TerminationReason::Drifted => self.disruptions.drifted += 1,
                     TerminationReason::Expired => self.disruptions.expired += 1,
                     _ => {}
                 }

@@ -1,0 +1,108 @@
+//! Drift: a machine no longer matches what its NodePool and EC2NodeClass ask for. It is
+//! replaced (voluntary, within the `Drifted` budgets).
+//!
+//! A machine is drifted when
+//! - its NodePool's template changed (the hash of everything but the requirements, written on
+//!   the NodeClaim at launch as `karpenter.sh/nodepool-hash`);
+//! - its labels no longer meet the NodePool's requirements;
+//! - its EC2NodeClass's AMIs, subnets or security groups changed (`karpenter.k8s.aws/ec2nodeclass-hash`);
+//! - its instance type is no longer in the catalog.
+
+use serde::Serialize;
+
+use crate::model::nodeclass::NodeClass;
+use crate::model::nodepool::NodePool;
+use crate::state::ClusterState;
+
+pub const NODEPOOL_HASH: &str = "karpenter.sh/nodepool-hash";
+pub const NODECLASS_HASH: &str = "karpenter.k8s.aws/ec2nodeclass-hash";
+
+/// FNV-1a of the JSON form: stable across runs and machines (ordered maps, no floats).
+fn hash<T: Serialize>(value: &T) -> String {
+    let text = serde_json::to_string(value).unwrap_or_default();
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    for b in text.bytes() {
+        h ^= b as u64;
+        h = h.wrapping_mul(0x100_0000_01b3);
+    }
+    format!("{h:016x}")
+}
+
+/// The NodePool template fields whose change drifts a machine (requirements are checked on
+/// their own, against the machine's labels).
+pub fn nodepool_hash(pool: &NodePool) -> String {
+    hash(&(
+        &pool.template_labels,
+        &pool.template_annotations,
+        &pool.taints,
+        &pool.startup_taints,
+        &pool.node_class_ref,
+        &pool.expire_after,
+        &pool.termination_grace_period_ms,
+    ))
+}
+
+/// The EC2NodeClass fields whose change drifts a machine.
+pub fn nodeclass_hash(class: &NodeClass) -> String {
+    hash(&(
+        &class.ami_selector_terms,
+        &class.subnet_selector_terms,
+        &class.security_group_selector_terms,
+        &class.ami_family,
+        &class.role,
+        &class.instance_profile,
+        &class.tags,
+        &class.kubelet,
+    ))
+}
+
+/// Drifted machines (initialized, not already leaving), by name, with why.
+pub fn drifted(state: &ClusterState) -> Vec<(String, String)> {
+    let mut out = Vec::new();
+    for (name, claim) in &state.nodeclaims {
+        if claim.terminating.is_some() || !claim.is_initialized() {
+            continue;
+        }
+        let Some(pool) = state.nodepools.get(&claim.spec.nodepool) else {
+            continue;
+        };
+        let reason = if claim
+            .spec
+            .annotations
+            .get(NODEPOOL_HASH)
+            .is_some_and(|h| *h != nodepool_hash(pool))
+        {
+            Some(format!("NodePool {} changed its template", pool.name))
+        } else if let Some(class) = state.nodeclasses.get(&claim.spec.nodeclass)
+            && claim
+                .spec
+                .annotations
+                .get(NODECLASS_HASH)
+                .is_some_and(|h| *h != nodeclass_hash(class))
+        {
+            Some(format!(
+                "EC2NodeClass {} changed its AMIs, subnets, security groups or kubelet settings",
+                class.name
+            ))
+        } else if let Some(instance) = &claim.instance
+            && state
+                .catalog
+                .as_ref()
+                .is_some_and(|c| c.catalog.get(&instance.instance_type).is_none())
+        {
+            Some(format!(
+                "instance type {} is no longer offered",
+                instance.instance_type
+            ))
+        } else {
+            let labels = state.nodeclaim_labels(claim);
+            pool.template_requirements()
+                .first_unmet(&labels)
+                .map(|r| format!("its labels no longer meet the NodePool requirement {r}"))
+        };
+        if let Some(reason) = reason {
+            out.push((name.clone(), reason));
+        }
+    }
+    out
+}

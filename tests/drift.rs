@@ -1,0 +1,177 @@
+//! Drift: a machine that no longer matches its NodePool or EC2NodeClass is replaced, within the
+//! Drifted budgets.
+
+use nodewright_core::catalog::Catalog;
+use nodewright_core::model::labels;
+use nodewright_core::model::nodeclaim::{NodeClaimSpec, TerminationReason};
+use nodewright_core::model::nodeclass::{NodeClass, SelectorTerm};
+use nodewright_core::model::nodepool::{BudgetNodes, DisruptionBudget, DisruptionReason, NodePool};
+use nodewright_core::model::pod::Pod;
+use nodewright_core::model::requirements::{Operator, RequirementSpec};
+use nodewright_core::{Command, EventKind};
+use nodewright_testkit::harness::CoreHarness;
+
+const GIB: i64 = 1 << 30;
+
+fn pool() -> NodePool {
+    let mut p = NodePool::new("default", "default");
+    p.requirements = vec![
+        RequirementSpec::new(labels::CAPACITY_TYPE, Operator::In, &["on-demand"]),
+        RequirementSpec::new(labels::INSTANCE_CATEGORY, Operator::In, &["c", "m"]),
+    ];
+    p.consolidate_after = nodewright_core::model::duration::MaybeNever::Never;
+    p
+}
+
+fn running(h: &mut CoreHarness) -> (NodeClaimSpec, String) {
+    h.pod(Pod::new("default", "app", 1000, GIB));
+    let claim = CoreHarness::launches(&h.advance(2_000)).remove(0);
+    let instance = h.launch_cheapest(&claim);
+    let node = h.join(&claim, &instance);
+    h.bind("default", "app", &node);
+    (claim, node)
+}
+
+fn terminations(h: &CoreHarness) -> Vec<(String, TerminationReason, String)> {
+    h.commands
+        .iter()
+        .filter_map(|(_, c)| match c {
+            Command::TerminateNodeClaim {
+                nodeclaim,
+                reason,
+                detail,
+                ..
+            } => Some((nodeclaim.clone(), *reason, detail.clone())),
+            _ => None,
+        })
+        .collect()
+}
+
+/// Completes the replacement launched last and returns the terminations after it.
+fn finish_replacement(h: &mut CoreHarness) -> Vec<(String, TerminationReason, String)> {
+    let replacement = h.all_launches().pop().expect("a replacement");
+    let instance = h.launch_cheapest(&replacement);
+    h.join(&replacement, &instance);
+    terminations(h)
+}
+
+#[test]
+fn a_changed_template_label_drifts_and_replaces_the_machine() {
+    let mut h = CoreHarness::new();
+    h.nodepool(pool());
+    let (old, _) = running(&mut h);
+    let mut changed = pool();
+    changed.template_labels.insert("team".into(), "blue".into());
+    h.nodepool(changed);
+    h.advance(15_000);
+    let launches = h.all_launches();
+    assert_eq!(launches.len(), 2, "a replacement is launched first");
+    assert_eq!(
+        launches[1].labels.get("team").map(String::as_str),
+        Some("blue")
+    );
+    assert!(terminations(&h).is_empty(), "the old machine waits for it");
+    let t = finish_replacement(&mut h);
+    assert_eq!(t.len(), 1);
+    assert_eq!(t[0].0, old.name);
+    assert_eq!(t[0].1, TerminationReason::Drifted);
+    assert!(t[0].2.contains("changed its template"), "{}", t[0].2);
+}
+
+#[test]
+fn requirements_the_machine_no_longer_meets_drift_it() {
+    let mut h = CoreHarness::new();
+    h.nodepool(pool());
+    let (old, _) = running(&mut h);
+    let category = h
+        .catalog()
+        .get(&old.options[0].instance_type)
+        .expect("known")
+        .labels[labels::INSTANCE_CATEGORY]
+        .clone();
+    let other = if category == "c" { "m" } else { "c" };
+    let mut changed = pool();
+    changed.requirements[1] =
+        RequirementSpec::new(labels::INSTANCE_CATEGORY, Operator::In, &[other]);
+    h.nodepool(changed);
+    h.advance(15_000);
+    let t = finish_replacement(&mut h);
+    assert_eq!(t.len(), 1);
+    assert!(t[0].2.contains("no longer meet"), "{}", t[0].2);
+}
+
+#[test]
+fn a_new_ami_in_the_node_class_drifts_the_machine() {
+    let mut h = CoreHarness::new();
+    h.nodepool(pool());
+    running(&mut h);
+    let mut nc = NodeClass::new("default");
+    nc.ami_selector_terms = vec![SelectorTerm {
+        id: Some("ami-0new".into()),
+        ..SelectorTerm::default()
+    }];
+    h.nodeclass(nc);
+    h.advance(15_000);
+    let t = finish_replacement(&mut h);
+    assert_eq!(t.len(), 1);
+    assert!(
+        t[0].2.contains("EC2NodeClass default changed"),
+        "{}",
+        t[0].2
+    );
+}
+
+#[test]
+fn an_instance_type_no_longer_offered_drifts_the_machine() {
+    let mut h = CoreHarness::new();
+    h.nodepool(pool());
+    let (old, _) = running(&mut h);
+    let gone = old.options[0].instance_type.clone();
+    let catalog = h.catalog().clone();
+    h.send(EventKind::CatalogUpdated(Catalog {
+        region: catalog.region,
+        instance_types: catalog
+            .instance_types
+            .into_iter()
+            .filter(|it| it.name != gone)
+            .collect(),
+    }));
+    h.advance(15_000);
+    let t = finish_replacement(&mut h);
+    assert_eq!(t.len(), 1);
+    assert!(
+        t[0].2
+            .contains(&format!("instance type {gone} is no longer offered")),
+        "{}",
+        t[0].2
+    );
+}
+
+#[test]
+fn a_drifted_budget_of_zero_holds_drift_back() {
+    let mut h = CoreHarness::new();
+    let mut p = pool();
+    p.budgets = vec![DisruptionBudget {
+        nodes: BudgetNodes::Count(0),
+        schedule: None,
+        duration_ms: None,
+        reasons: vec![DisruptionReason::Drifted],
+    }];
+    h.nodepool(p.clone());
+    running(&mut h);
+    p.template_labels.insert("team".into(), "blue".into());
+    h.nodepool(p);
+    h.advance(10 * 60_000);
+    assert_eq!(h.all_launches().len(), 1);
+    assert!(terminations(&h).is_empty());
+}
+
+#[test]
+fn an_unchanged_nodepool_reapplied_does_not_drift() {
+    let mut h = CoreHarness::new();
+    h.nodepool(pool());
+    running(&mut h);
+    h.nodepool(pool());
+    h.advance(10 * 60_000);
+    assert_eq!(h.all_launches().len(), 1);
+}
