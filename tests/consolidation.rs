@@ -264,3 +264,85 @@ fn spot_replacements_need_fifteen_cheaper_spot_types() {
         "m5 and c5 offer fewer than 15 cheaper spot types"
     );
 }
+
+#[test]
+fn multi_node_consolidation_takes_several_nodes_in_one_decision() {
+    let mut h = CoreHarness::new();
+    let mut p = pool();
+    // The default 10 % would allow one node at a time.
+    p.budgets = vec![DisruptionBudget {
+        nodes: BudgetNodes::Percent(100),
+        schedule: None,
+        duration_ms: None,
+        reasons: vec![],
+    }];
+    h.nodepool(p);
+    let mut claims = Vec::new();
+    let mut nodes = Vec::new();
+    for i in 0..3 {
+        // Each big pod needs a machine of its own (3.5 CPU) ...
+        let (claim, node) = machine(&mut h, &[(&format!("big{i}"), 3500)]);
+        claims.push(claim);
+        nodes.push(node);
+    }
+    for (i, node) in nodes.into_iter().enumerate() {
+        // ... then shrinks to a small one.
+        let mut small = Pod::new("default", &format!("small{i}"), 250, GIB / 2);
+        small.node_name = Some(node);
+        h.send(EventKind::PodApplied(Box::new(small)));
+        h.delete_pod("default", &format!("big{i}"));
+    }
+    let before: u64 = claims.iter().map(|c| c.options[0].price.0).sum();
+    h.run_until(h.now_ms + 2 * MIN);
+    let launches = h.all_launches();
+    let decision_detail = h
+        .commands
+        .iter()
+        .find_map(|(_, c)| match c {
+            Command::LaunchNodeClaim { reason, .. } if reason.summary.starts_with("replaces") => {
+                Some(reason.summary.clone())
+            }
+            Command::TerminateNodeClaim {
+                reason: TerminationReason::Underutilized,
+                detail,
+                ..
+            } => Some(detail.clone()),
+            _ => None,
+        })
+        .expect("a consolidation");
+    assert!(
+        decision_detail.contains("nodes "),
+        "several nodes in one decision: {decision_detail}"
+    );
+    if launches.len() == 4 {
+        let replacement = launches[3].clone();
+        assert!(replacement.options[0].price.0 < before);
+        let instance = h.launch_cheapest(&replacement);
+        h.join(&replacement, &instance);
+    }
+    let gone: Vec<String> = terminations(&h).into_iter().map(|t| t.1).collect();
+    assert!(gone.len() >= 2, "{gone:?}");
+    assert!(gone.iter().all(|g| claims.iter().any(|c| &c.name == g)));
+}
+
+#[test]
+fn multi_node_consolidation_respects_the_budget() {
+    let mut h = CoreHarness::new();
+    h.nodepool(pool());
+    let mut nodes = Vec::new();
+    for i in 0..3 {
+        let (_, node) = machine(&mut h, &[(&format!("big{i}"), 3500)]);
+        nodes.push(node);
+    }
+    for (i, node) in nodes.into_iter().enumerate() {
+        let mut small = Pod::new("default", &format!("small{i}"), 250, GIB / 2);
+        small.node_name = Some(node);
+        h.send(EventKind::PodApplied(Box::new(small)));
+        h.delete_pod("default", &format!("big{i}"));
+    }
+    h.run_until(h.now_ms + MIN + 20_000);
+    // 10 % of 3 nodes rounds up to 1: one node per decision.
+    let t = terminations(&h);
+    assert_eq!(t.len(), 1, "{t:?}");
+    assert!(t[0].3.starts_with("node "), "{}", t[0].3);
+}

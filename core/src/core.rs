@@ -514,7 +514,7 @@ impl Core {
             }
             // Validation: the same decision must still hold.
             if let Ok(again) =
-                consolidation::simulate(&self.state, &self.config, &decision.nodeclaim, now)
+                consolidation::simulate_many(&self.state, &self.config, &decision.nodeclaims, now)
                 && again.replacement.is_some() == decision.replacement.is_some()
             {
                 self.execute_consolidation(again, commands);
@@ -539,7 +539,10 @@ impl Core {
             return (Some(at + poll), false);
         }
         let (decision, next) =
-            consolidation::single_node(&self.state, &self.config, nominated, now);
+            match consolidation::multi_node(&self.state, &self.config, nominated, now) {
+                Some(d) => (Some(d), None),
+                None => consolidation::single_node(&self.state, &self.config, nominated, now),
+            };
         self.last_consolidation_search = Some((self.epoch, now));
         self.consolidation_next_ms = next;
         match decision {
@@ -557,19 +560,34 @@ impl Core {
         commands: &mut Vec<Command>,
     ) {
         match &decision.replacement {
-            None => self.terminate(
-                &decision.nodeclaim,
-                TerminationReason::Underutilized,
-                decision.detail.clone(),
-                commands,
-            ),
-            Some(planned) => self.replace(
-                &decision.nodeclaim,
-                std::slice::from_ref(planned),
-                TerminationReason::Underutilized,
-                decision.detail.clone(),
-                commands,
-            ),
+            None => {
+                for nodeclaim in &decision.nodeclaims {
+                    self.terminate(
+                        nodeclaim,
+                        TerminationReason::Underutilized,
+                        decision.detail.clone(),
+                        commands,
+                    );
+                }
+            }
+            Some(planned) => {
+                let Some(first) = decision.nodeclaims.first() else {
+                    return;
+                };
+                self.replace(
+                    first,
+                    std::slice::from_ref(planned),
+                    TerminationReason::Underutilized,
+                    decision.detail.clone(),
+                    commands,
+                );
+                // The other machines go with the first, once the same replacement is up.
+                if let Some(r) = self.replacements.get(first).cloned() {
+                    for other in decision.nodeclaims.iter().skip(1) {
+                        self.replacements.insert(other.clone(), r.clone());
+                    }
+                }
+            }
         }
     }
 

@@ -1,5 +1,6 @@
-//! Single-node consolidation: a node whose pods fit elsewhere is deleted, or replaced by one
-//! cheaper machine, when the saving pays for the disruption (the payback rule).
+//! Consolidation: nodes whose pods fit elsewhere are deleted, or replaced by one cheaper
+//! machine, when the saving pays for the disruption (the payback rule). Multi-node first (the
+//! largest group of the cheapest-to-disrupt candidates that can go together), then single-node.
 //!
 //! The decision is a simulation: the node's pods are rescheduled with the provisioning solver
 //! onto the other nodes, machines on their way, and at most one new machine. It is taken only
@@ -21,13 +22,15 @@ use crate::state::ClusterState;
 
 /// Karpenter's consolidation validation period.
 pub const VALIDATION_MS: u64 = 15_000;
+/// Multi-node consolidation looks at this many candidates at most (Karpenter's limit).
+pub const MAX_MULTI_NODE_CANDIDATES: usize = 100;
 /// Spot-to-spot replacement needs this many cheaper spot instance types (Karpenter's rule).
 pub const MIN_SPOT_TO_SPOT_OPTIONS: usize = 15;
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Decision {
-    pub nodeclaim: String,
-    pub node: String,
+    pub nodeclaims: Vec<String>,
+    pub nodes: Vec<String>,
     /// The machine that takes the pods that do not fit elsewhere; `None` deletes.
     pub replacement: Option<PlannedClaim>,
     /// Per hour.
@@ -106,42 +109,60 @@ pub fn candidates(
 }
 
 /// Simulates removing one node: its pods onto the rest of the cluster and at most one new
-/// machine. `None` when it cannot be consolidated (with the reason).
+/// machine. `Err` says why it cannot be consolidated.
 pub fn simulate(
     state: &ClusterState,
     config: &Config,
     nodeclaim: &str,
     now_ms: u64,
 ) -> Result<Decision, String> {
-    let claim = state
-        .nodeclaims
-        .get(nodeclaim)
-        .ok_or_else(|| "the NodeClaim is gone".to_string())?;
-    let node = claim.node_name.clone().ok_or("the node is gone")?;
-    let instance = claim.instance.clone().ok_or("no instance")?;
-    let pool = state
-        .nodepools
-        .get(&claim.spec.nodepool)
-        .ok_or("the NodePool is gone")?;
-    let pods: Vec<Pod> = state
-        .workload_pods_on_node(&node)
-        .into_iter()
-        .map(|p| {
+    simulate_many(state, config, &[nodeclaim.to_string()], now_ms)
+}
+
+/// Simulates removing several nodes at once: all their pods onto the rest of the cluster and
+/// at most one new machine, which must be cheaper than all of them together.
+pub fn simulate_many(
+    state: &ClusterState,
+    config: &Config,
+    nodeclaims: &[String],
+    now_ms: u64,
+) -> Result<Decision, String> {
+    let mut without = state.clone();
+    let mut pods: Vec<Pod> = Vec::new();
+    let mut nodes = Vec::new();
+    let mut price = Price(0);
+    let mut any_spot = false;
+    let mut any_on_demand = false;
+    let mut described = Vec::new();
+    for nodeclaim in nodeclaims {
+        let claim = state
+            .nodeclaims
+            .get(nodeclaim)
+            .ok_or_else(|| format!("NodeClaim {nodeclaim} is gone"))?;
+        let node = claim.node_name.clone().ok_or("a node is gone")?;
+        let instance = claim.instance.clone().ok_or("no instance")?;
+        price = Price(price.0 + instance.price.0);
+        any_spot |= instance.capacity_type == CapacityType::Spot;
+        any_on_demand |= instance.capacity_type == CapacityType::OnDemand;
+        described.push(format!(
+            "{node} ({} at {})",
+            instance.instance_type, instance.price
+        ));
+        pods.extend(state.workload_pods_on_node(&node).into_iter().map(|p| {
             let mut p = p.clone();
             p.node_name = None;
             p
-        })
-        .collect();
-    // The cluster without this node.
-    let mut without = state.clone();
-    if let Some(n) = without.nodes.get_mut(&node) {
-        n.node.unschedulable = true;
-    }
-    if let Some(c) = without.nodeclaims.get_mut(nodeclaim) {
-        c.terminating = Some((
-            crate::model::nodeclaim::TerminationReason::Underutilized,
-            now_ms,
-        ));
+        }));
+        if let Some(n) = without.nodes.get_mut(&node) {
+            n.node.unschedulable = true;
+        }
+        if let Some(c) = without.nodeclaims.get_mut(nodeclaim) {
+            c.terminating = Some((
+                crate::model::nodeclaim::TerminationReason::Underutilized,
+                now_ms,
+            ));
+        }
+        nodes.push(node);
     }
     let refs: Vec<&Pod> = pods.iter().collect();
     let result = solve(&without, config, now_ms, &refs);
@@ -150,46 +171,37 @@ pub fn simulate(
     }
     if result.new_claims.len() > 1 {
         return Err(format!(
-            "its pods would need {} new machines",
+            "their pods would need {} new machines",
             result.new_claims.len()
         ));
     }
-    let price = instance.price;
     let (replacement, new_price) = match result.new_claims.into_iter().next() {
         None => (None, Price(0)),
         Some(mut planned) => {
-            let mut options = launch_options(&without, &planned, now_ms, config.max_instance_types);
-            options.retain(|o| o.price < price);
-            if options.is_empty() {
-                return Err(format!(
-                    "no replacement is cheaper than {} at {price}",
-                    instance.instance_type
-                ));
+            let options = launch_options(&without, &planned, now_ms, config.max_instance_types);
+            let cheaper: Vec<_> = options.iter().filter(|o| o.price < price).collect();
+            if cheaper.is_empty() {
+                return Err(format!("no replacement is cheaper than {price}"));
             }
-            let spot_options: BTreeSet<&str> = options
+            let spot_types: BTreeSet<&str> = cheaper
                 .iter()
                 .filter(|o| o.capacity_type == CapacityType::Spot)
                 .map(|o| o.instance_type.as_str())
                 .collect();
-            if instance.capacity_type == CapacityType::Spot
-                && spot_options.len() < MIN_SPOT_TO_SPOT_OPTIONS
-            {
+            if any_spot && !any_on_demand && spot_types.len() < MIN_SPOT_TO_SPOT_OPTIONS {
                 return Err(format!(
                     "spot-to-spot replacement needs {MIN_SPOT_TO_SPOT_OPTIONS} cheaper spot instance types, {} exist",
-                    spot_options.len()
+                    spot_types.len()
                 ));
             }
-            // Keep only the types with a cheaper offering; on-demand replaced by a machine that
-            // may be spot is pinned to spot.
-            let cheaper: BTreeSet<String> =
-                if instance.capacity_type == CapacityType::OnDemand && !spot_options.is_empty() {
-                    spot_options.iter().map(|s| s.to_string()).collect()
-                } else {
-                    options.iter().map(|o| o.instance_type.clone()).collect()
-                };
-            let keep_spot_only =
-                instance.capacity_type == CapacityType::OnDemand && !spot_options.is_empty();
-            if keep_spot_only {
+            // On-demand replaced by a machine that may be spot is pinned to spot.
+            let pin_spot = any_on_demand && !spot_types.is_empty();
+            let keep: BTreeSet<String> = if pin_spot {
+                spot_types.iter().map(|s| s.to_string()).collect()
+            } else {
+                cheaper.iter().map(|o| o.instance_type.clone()).collect()
+            };
+            if pin_spot {
                 planned
                     .requirements
                     .add(crate::model::requirements::Requirement::single(
@@ -200,7 +212,7 @@ pub fn simulate(
             let prepared = state.catalog.as_ref().ok_or("no catalog")?;
             planned
                 .types
-                .retain(|t| cheaper.contains(&prepared.catalog.instance_types[*t].name));
+                .retain(|t| keep.contains(&prepared.catalog.instance_types[*t].name));
             let mut final_options =
                 launch_options(&without, &planned, now_ms, config.max_instance_types);
             final_options.retain(|o| o.price < price);
@@ -226,18 +238,41 @@ pub fn simulate(
             config.eviction_cost_micro_usd as f64 / 1e6
         ));
     }
-    let (allowed, budget_text) =
-        allowed_disruptions(state, pool, DisruptionReason::Underutilized, now_ms)?;
-    if allowed == 0 {
-        return Err(format!("no disruption allowed now: {budget_text}"));
+    // Every NodePool involved must allow as many disruptions as it loses nodes.
+    let mut budget_texts = Vec::new();
+    let mut per_pool: std::collections::BTreeMap<&str, u32> = std::collections::BTreeMap::new();
+    for nodeclaim in nodeclaims {
+        if let Some(c) = state.nodeclaims.get(nodeclaim) {
+            *per_pool.entry(c.spec.nodepool.as_str()).or_insert(0) += 1;
+        }
     }
-    let action = match &replacement {
-        None => "delete: its pods fit on the other nodes".to_string(),
-        Some(_) => format!("replace with one machine from {new_price}"),
+    for (pool_name, wanted) in per_pool {
+        let pool = state
+            .nodepools
+            .get(pool_name)
+            .ok_or("the NodePool is gone")?;
+        let (allowed, text) =
+            allowed_disruptions(state, pool, DisruptionReason::Underutilized, now_ms)?;
+        if allowed < wanted {
+            return Err(format!(
+                "NodePool {pool_name} allows {allowed} disruptions now: {text}"
+            ));
+        }
+        budget_texts.push(text);
+    }
+    let action = match (&replacement, nodeclaims.len()) {
+        (None, 1) => "delete: its pods fit on the other nodes".to_string(),
+        (None, _) => "delete: their pods fit on the other nodes".to_string(),
+        (Some(_), _) => format!("replace with one machine from {new_price}"),
     };
     let detail = format!(
-        "node {node} ({} at {price}) is underutilized: {action}; saves {saving} (${earned:.4} over {}) for {} evictions (cost ${cost:.4}){}; {budget_text}",
-        instance.instance_type,
+        "{} {} underutilized: {action}; saves {saving} (${earned:.4} over {}) for {} evictions (cost ${cost:.4}){}; {}",
+        if nodeclaims.len() == 1 {
+            "node"
+        } else {
+            "nodes"
+        },
+        described.join(", "),
         format_duration_ms(config.consolidation_payback_horizon_ms),
         pods.len(),
         if zero_rule {
@@ -245,15 +280,51 @@ pub fn simulate(
         } else {
             ", payback rule met"
         },
+        budget_texts.join("; "),
     );
     Ok(Decision {
-        nodeclaim: nodeclaim.to_string(),
-        node,
+        nodeclaims: nodeclaims.to_vec(),
+        nodes,
         replacement,
         saving,
         evictions: pods.len(),
         detail,
     })
+}
+
+/// Multi-node consolidation: the largest prefix (at least two) of the first 100 candidates
+/// that can go together, found by binary search.
+pub fn multi_node(
+    state: &ClusterState,
+    config: &Config,
+    nominated: &BTreeSet<String>,
+    now_ms: u64,
+) -> Option<Decision> {
+    if state.pending_pods().next().is_some() {
+        return None;
+    }
+    let (candidates, _) = candidates(state, nominated, now_ms);
+    let names: Vec<String> = candidates
+        .into_iter()
+        .take(MAX_MULTI_NODE_CANDIDATES)
+        .map(|(_, n)| n)
+        .collect();
+    if names.len() < 2 {
+        return None;
+    }
+    let (mut lo, mut hi) = (2usize, names.len());
+    let mut best = None;
+    while lo <= hi {
+        let mid = (lo + hi) / 2;
+        match simulate_many(state, config, &names[..mid], now_ms) {
+            Ok(d) => {
+                best = Some(d);
+                lo = mid + 1;
+            }
+            Err(_) => hi = mid - 1,
+        }
+    }
+    best
 }
 
 /// The first node (cheapest to disrupt) that can be consolidated now.
