@@ -75,6 +75,13 @@ enum BenchCommands {
         #[arg(long)]
         json: bool,
     },
+    /// One consolidation search (multi-node, then single-node) over a half-full cluster.
+    Consolidation {
+        #[arg(long, default_value_t = 1000)]
+        nodes: usize,
+        #[arg(long, default_value_t = 10000)]
+        pods: usize,
+    },
 }
 
 #[derive(Subcommand)]
@@ -112,6 +119,16 @@ fn main() -> ExitCode {
                     json,
                 },
         } => bench_scheduling(pods, preferences, ignore_preferences, json),
+        Commands::Bench {
+            command: BenchCommands::Consolidation { nodes, pods },
+        } => {
+            let (seconds, removed) = nodewright_testkit::bench::consolidation_pass(nodes, pods);
+            println!(
+                "consolidation search over {nodes} nodes and {pods} pods: {:.3}s; the decision removes {removed} nodes",
+                seconds
+            );
+            Ok(0)
+        }
     };
     match result {
         Ok(code) => ExitCode::from(code),

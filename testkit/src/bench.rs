@@ -362,3 +362,124 @@ impl BenchReport {
         )
     }
 }
+
+/// A cluster of `nodes` initialized machines (m5.2xlarge, on-demand, three zones) running
+/// `pods` pods of 500m / 1Gi spread evenly: half full, so consolidation has work to do.
+pub fn consolidation_state(nodes: usize, pods: usize) -> (Config, ClusterState) {
+    use nodewright_core::model::nodeclaim::{Instance, NodeClaimSpec};
+    use nodewright_core::model::node::Node;
+    use nodewright_core::state::{NodeClaimState, NodeState};
+    let config = Config::default();
+    let mut state = ClusterState {
+        capacity_settings: config.capacity_settings(),
+        ..ClusterState::default()
+    };
+    let catalog = crate::us_east_1_catalog();
+    let it = catalog.get("m5.2xlarge").cloned();
+    state.catalog = Some(PreparedCatalog::new(catalog));
+    let nc = NodeClass::new("default");
+    state.nodeclasses.insert(nc.name.clone(), nc);
+    let mut pool = NodePool::new("default", "default");
+    pool.requirements = vec![
+        RequirementSpec::new(labels::CAPACITY_TYPE, Operator::In, &["on-demand"]),
+        RequirementSpec::new(labels::INSTANCE_CATEGORY, Operator::In, &["c", "m", "r"]),
+    ];
+    pool.budgets = vec![nodewright_core::model::nodepool::DisruptionBudget {
+        nodes: nodewright_core::model::nodepool::BudgetNodes::Percent(100),
+        schedule: None,
+        duration_ms: None,
+        reasons: vec![],
+    }];
+    state.nodepools.insert(pool.name.clone(), pool);
+    let Some(it) = it else {
+        return (config, state);
+    };
+    let resources = nodewright_core::catalog::capacity(&it, &Default::default());
+    for n in 0..nodes {
+        let zone = ZONES_US_EAST_1[n % 3];
+        let name = format!("node-{n:05}");
+        let claim_name = format!("default-{n:05}");
+        let instance = Instance {
+            instance_id: format!("i-{n:017x}"),
+            instance_type: it.name.clone(),
+            zone: zone.to_string(),
+            capacity_type: CapacityType::OnDemand,
+            price: it.offerings.iter().find(|o| o.capacity_type == CapacityType::OnDemand).map(|o| o.price).unwrap_or_default(),
+        };
+        let mut node_labels = it.labels.clone();
+        node_labels.insert(labels::ZONE.into(), zone.into());
+        node_labels.insert(labels::CAPACITY_TYPE.into(), "on-demand".into());
+        node_labels.insert(labels::HOSTNAME.into(), name.clone());
+        node_labels.insert(labels::NODEPOOL.into(), "default".into());
+        state.nodes.insert(
+            name.clone(),
+            NodeState {
+                node: Node {
+                    name: name.clone(),
+                    provider_id: Some(instance.provider_id()),
+                    labels: node_labels,
+                    annotations: Default::default(),
+                    taints: Vec::new(),
+                    allocatable: resources.allocatable.clone(),
+                    ready: true,
+                    unschedulable: false,
+                },
+                nodeclaim: Some(claim_name.clone()),
+                pods: Default::default(),
+                last_pod_event_ms: 0,
+            },
+        );
+        state.nodeclaims.insert(
+            claim_name.clone(),
+            NodeClaimState {
+                spec: NodeClaimSpec {
+                    name: claim_name,
+                    nodepool: "default".into(),
+                    nodeclass: "default".into(),
+                    labels: Default::default(),
+                    annotations: Default::default(),
+                    taints: Vec::new(),
+                    startup_taints: Vec::new(),
+                    requirements: Vec::new(),
+                    requests: Default::default(),
+                    options: Vec::new(),
+                    expire_after_ms: Some(720 * 3_600_000),
+                },
+                created_at_ms: 0,
+                instance: Some(instance),
+                launched_at_ms: Some(0),
+                node_name: Some(name),
+                registered_at_ms: Some(0),
+                initialized_at_ms: Some(0),
+                terminating: None,
+            },
+        );
+    }
+    for p in 0..pods {
+        let node = format!("node-{:05}", p % nodes.max(1));
+        let mut pod = Pod::new("default", &format!("pod-{p:06}"), 500, GIB);
+        pod.node_name = Some(node.clone());
+        if let Some(n) = state.nodes.get_mut(&node) {
+            n.pods.insert(pod.key.clone());
+        }
+        state.pods.insert(pod.key.clone(), pod);
+    }
+    (config, state)
+}
+
+const ZONES_US_EAST_1: [&str; 3] = ["us-east-1a", "us-east-1b", "us-east-1c"];
+
+/// One consolidation search over the cluster (what a disruption pass does): multi-node, then
+/// single-node. Returns (seconds, nodes the decision removes).
+pub fn consolidation_pass(nodes: usize, pods: usize) -> (f64, usize) {
+    use nodewright_core::disruption::consolidation;
+    let (config, state) = consolidation_state(nodes, pods);
+    let nominated = Default::default();
+    let started = Instant::now();
+    let decision = consolidation::multi_node(&state, &config, &nominated, 3_600_000)
+        .or_else(|| consolidation::single_node(&state, &config, &nominated, 3_600_000).0);
+    (
+        started.elapsed().as_secs_f64(),
+        decision.map(|d| d.nodeclaims.len()).unwrap_or(0),
+    )
+}
