@@ -129,7 +129,7 @@ impl Core {
         }
         match kind {
             EventKind::CatalogUpdated(catalog) => {
-                self.state.catalog = Some(PreparedCatalog::new(catalog.clone()));
+                self.state.catalog = Some(std::sync::Arc::new(PreparedCatalog::new(catalog.clone())));
                 self.trigger_if_pending();
             }
             EventKind::NodePoolApplied(pool) => {
@@ -700,12 +700,9 @@ impl Core {
                         .collect()
                 })
                 .unwrap_or_default();
-            let mut without = self.state.clone();
-            if let Some(c) = without.nodeclaims.get_mut(&name) {
-                c.terminating = Some((TerminationReason::Drifted, now));
-            }
             let refs: Vec<&Pod> = pods.iter().collect();
-            let result = scheduler::solve(&without, &self.config, now, &refs);
+            let removed = BTreeSet::from([name.clone()]);
+            let result = scheduler::solve_without(&self.state, &self.config, now, &refs, &removed);
             if !result.unschedulable.is_empty() {
                 continue;
             }

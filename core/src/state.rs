@@ -84,7 +84,8 @@ pub struct NodeState {
 
 #[derive(Debug, Clone, Default)]
 pub struct ClusterState {
-    pub catalog: Option<PreparedCatalog>,
+    /// Shared, so that simulations (consolidation, drift) copy the cluster cheaply.
+    pub catalog: Option<std::sync::Arc<PreparedCatalog>>,
     pub nodepools: BTreeMap<String, NodePool>,
     pub nodeclasses: BTreeMap<String, NodeClass>,
     pub pods: BTreeMap<PodKey, Pod>,

@@ -242,7 +242,7 @@ pub fn state(config: &Config) -> ClusterState {
         capacity_settings: config.capacity_settings(),
         ..ClusterState::default()
     };
-    state.catalog = Some(PreparedCatalog::new(catalog()));
+    state.catalog = Some(std::sync::Arc::new(PreparedCatalog::new(catalog())));
     let nc = node_class();
     state.nodeclasses.insert(nc.name.clone(), nc);
     let pool = node_pool();
@@ -322,7 +322,7 @@ pub fn run(case: Case, n: usize) -> BenchReport {
 
 /// max over CPU and memory of (total requested) × (cheapest price per allocatable unit).
 fn fractional_bound(state: &ClusterState, config: &Config, pods: &[Pod]) -> f64 {
-    let Some(prepared) = state.catalog.as_ref() else {
+    let Some(prepared) = state.catalog.as_deref() else {
         return 0.0;
     };
     let resources = prepared.node_resources(&node_class().kubelet, &config.capacity_settings());
@@ -366,8 +366,8 @@ impl BenchReport {
 /// A cluster of `nodes` initialized machines (m5.2xlarge, on-demand, three zones) running
 /// `pods` pods of 500m / 1Gi spread evenly: half full, so consolidation has work to do.
 pub fn consolidation_state(nodes: usize, pods: usize) -> (Config, ClusterState) {
-    use nodewright_core::model::nodeclaim::{Instance, NodeClaimSpec};
     use nodewright_core::model::node::Node;
+    use nodewright_core::model::nodeclaim::{Instance, NodeClaimSpec};
     use nodewright_core::state::{NodeClaimState, NodeState};
     let config = Config::default();
     let mut state = ClusterState {
@@ -376,7 +376,7 @@ pub fn consolidation_state(nodes: usize, pods: usize) -> (Config, ClusterState) 
     };
     let catalog = crate::us_east_1_catalog();
     let it = catalog.get("m5.2xlarge").cloned();
-    state.catalog = Some(PreparedCatalog::new(catalog));
+    state.catalog = Some(std::sync::Arc::new(PreparedCatalog::new(catalog)));
     let nc = NodeClass::new("default");
     state.nodeclasses.insert(nc.name.clone(), nc);
     let mut pool = NodePool::new("default", "default");
@@ -404,7 +404,12 @@ pub fn consolidation_state(nodes: usize, pods: usize) -> (Config, ClusterState) 
             instance_type: it.name.clone(),
             zone: zone.to_string(),
             capacity_type: CapacityType::OnDemand,
-            price: it.offerings.iter().find(|o| o.capacity_type == CapacityType::OnDemand).map(|o| o.price).unwrap_or_default(),
+            price: it
+                .offerings
+                .iter()
+                .find(|o| o.capacity_type == CapacityType::OnDemand)
+                .map(|o| o.price)
+                .unwrap_or_default(),
         };
         let mut node_labels = it.labels.clone();
         node_labels.insert(labels::ZONE.into(), zone.into());

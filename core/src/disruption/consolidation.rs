@@ -17,7 +17,7 @@ use crate::config::Config;
 use crate::model::duration::format_duration_ms;
 use crate::model::nodepool::{ConsolidationPolicy, DisruptionReason};
 use crate::model::pod::Pod;
-use crate::provisioning::{PlannedClaim, launch_options, solve};
+use crate::provisioning::{PlannedClaim, launch_options, solve_without};
 use crate::state::ClusterState;
 
 /// Karpenter's consolidation validation period.
@@ -127,7 +127,7 @@ pub fn simulate_many(
     nodeclaims: &[String],
     now_ms: u64,
 ) -> Result<Decision, String> {
-    let mut without = state.clone();
+    let removed: BTreeSet<String> = nodeclaims.iter().cloned().collect();
     let mut pods: Vec<Pod> = Vec::new();
     let mut nodes = Vec::new();
     let mut price = Price(0);
@@ -153,19 +153,10 @@ pub fn simulate_many(
             p.node_name = None;
             p
         }));
-        if let Some(n) = without.nodes.get_mut(&node) {
-            n.node.unschedulable = true;
-        }
-        if let Some(c) = without.nodeclaims.get_mut(nodeclaim) {
-            c.terminating = Some((
-                crate::model::nodeclaim::TerminationReason::Underutilized,
-                now_ms,
-            ));
-        }
         nodes.push(node);
     }
     let refs: Vec<&Pod> = pods.iter().collect();
-    let result = solve(&without, config, now_ms, &refs);
+    let result = solve_without(state, config, now_ms, &refs, &removed);
     if let Some((pod, reason)) = result.unschedulable.first() {
         return Err(format!("pod {pod} would not fit elsewhere: {reason}"));
     }
@@ -178,7 +169,7 @@ pub fn simulate_many(
     let (replacement, new_price) = match result.new_claims.into_iter().next() {
         None => (None, Price(0)),
         Some(mut planned) => {
-            let options = launch_options(&without, &planned, now_ms, config.max_instance_types);
+            let options = launch_options(state, &planned, now_ms, config.max_instance_types);
             let cheaper: Vec<_> = options.iter().filter(|o| o.price < price).collect();
             if cheaper.is_empty() {
                 return Err(format!("no replacement is cheaper than {price}"));
@@ -209,12 +200,12 @@ pub fn simulate_many(
                         "spot",
                     ));
             }
-            let prepared = state.catalog.as_ref().ok_or("no catalog")?;
+            let prepared = state.catalog.as_deref().ok_or("no catalog")?;
             planned
                 .types
                 .retain(|t| keep.contains(&prepared.catalog.instance_types[*t].name));
             let mut final_options =
-                launch_options(&without, &planned, now_ms, config.max_instance_types);
+                launch_options(state, &planned, now_ms, config.max_instance_types);
             final_options.retain(|o| o.price < price);
             let cheapest = final_options
                 .first()

@@ -208,9 +208,20 @@ fn domain_sources(
     out
 }
 
-fn existing_targets(state: &ClusterState, contexts: &[PoolContext]) -> Vec<Target> {
+fn existing_targets(
+    state: &ClusterState,
+    contexts: &[PoolContext],
+    removed: &BTreeSet<String>,
+) -> Vec<Target> {
     let mut targets = Vec::new();
     for (name, node_state) in &state.nodes {
+        if node_state
+            .nodeclaim
+            .as_ref()
+            .is_some_and(|c| removed.contains(c))
+        {
+            continue;
+        }
         let node = &node_state.node;
         let claim = node_state
             .nodeclaim
@@ -251,7 +262,7 @@ fn existing_targets(state: &ClusterState, contexts: &[PoolContext]) -> Vec<Targe
         });
     }
     for (name, claim) in &state.nodeclaims {
-        if claim.node_name.is_some() || claim.terminating.is_some() {
+        if claim.node_name.is_some() || claim.terminating.is_some() || removed.contains(name) {
             continue;
         }
         let Some(resources) = state.nodeclaim_resources(claim) else {
@@ -260,7 +271,7 @@ fn existing_targets(state: &ClusterState, contexts: &[PoolContext]) -> Vec<Targe
         let label_sets: Vec<BTreeMap<String, String>> = match &claim.instance {
             Some(_) => vec![state.nodeclaim_labels(claim)],
             None => {
-                let Some(prepared) = state.catalog.as_ref() else {
+                let Some(prepared) = state.catalog.as_deref() else {
                     continue;
                 };
                 claim
@@ -318,7 +329,7 @@ fn in_flight_overhead(
 ) -> Resources {
     let (Some(ctx), Some(prepared)) = (
         contexts.iter().find(|c| c.pool.name == claim.spec.nodepool),
-        state.catalog.as_ref(),
+        state.catalog.as_deref(),
     ) else {
         return Resources::default();
     };
@@ -838,11 +849,23 @@ fn describe_remaining(remaining: Option<&BTreeMap<String, i64>>) -> String {
 
 /// Places `pods` (pending, any order) given the cluster state.
 pub fn solve(state: &ClusterState, config: &Config, now_ms: u64, pods: &[&Pod]) -> SolveResult {
+    solve_without(state, config, now_ms, pods, &BTreeSet::new())
+}
+
+/// [`solve`] as if the NodeClaims in `removed` (and their nodes and pods) were gone: how a
+/// disruption simulates taking machines away without copying the cluster.
+pub fn solve_without(
+    state: &ClusterState,
+    config: &Config,
+    now_ms: u64,
+    pods: &[&Pod],
+    removed: &BTreeSet<String>,
+) -> SolveResult {
     let mut result = SolveResult::default();
     let mut pods: Vec<&Pod> = pods.to_vec();
     pods.sort_by(|a, b| Pod::queue_order(a, b));
 
-    let prepared = state.catalog.as_ref();
+    let prepared = state.catalog.as_deref();
     let mut pools: Vec<&NodePool> = state.nodepools.values().collect();
     pools.sort_by(|a, b| NodePool::priority_order(a, b));
     let mut missing_class = Vec::new();
@@ -858,7 +881,16 @@ pub fn solve(state: &ClusterState, config: &Config, now_ms: u64, pods: &[&Pod]) 
             };
             let prepared = prepared?;
             let template = pool.template_requirements();
-            let (usage, count) = state.nodepool_usage(&pool.name);
+            let (mut usage, mut count) = state.nodepool_usage(&pool.name);
+            for name in removed {
+                if let Some(claim) = state.nodeclaims.get(name)
+                    && claim.spec.nodepool == pool.name
+                    && claim.terminating.is_none()
+                {
+                    usage.sub(&state.nodeclaim_limit_capacity(claim));
+                    count -= 1;
+                }
+            }
             let resources = prepared.node_resources(&nodeclass.kubelet, &state.capacity_settings);
             let overhead = daemonset_overhead(
                 pool,
@@ -914,11 +946,25 @@ pub fn solve(state: &ClusterState, config: &Config, now_ms: u64, pods: &[&Pod]) 
                 .map(|t| t.topology_key.clone()),
         );
     }
+    let removed_nodes: BTreeSet<&str> = removed
+        .iter()
+        .filter_map(|c| state.nodeclaims.get(c))
+        .filter_map(|c| c.node_name.as_deref())
+        .collect();
+    let on_removed = |p: &Pod| {
+        p.node_name
+            .as_deref()
+            .is_some_and(|n| removed_nodes.contains(n))
+    };
     let mut topology = Topology::new(domain_sources(prepared, &contexts, state, &keys));
     for (pod, profile) in pods.iter().zip(profiles.iter_mut()) {
         topology.register_pending(pod, profile);
     }
-    for p in state.pods.values().filter(|p| p.node_name.is_some()) {
+    for p in state
+        .pods
+        .values()
+        .filter(|p| p.node_name.is_some() && !on_removed(p))
+    {
         topology.register_running(p);
     }
     let pod_groups: Vec<PodGroups> = if topology.is_empty() {
@@ -929,9 +975,9 @@ pub fn solve(state: &ClusterState, config: &Config, now_ms: u64, pods: &[&Pod]) 
     let bound: Vec<&Pod> = state
         .pods
         .values()
-        .filter(|p| p.node_name.is_some())
+        .filter(|p| p.node_name.is_some() && !on_removed(p))
         .collect();
-    let targets = existing_targets(state, &contexts);
+    let targets = existing_targets(state, &contexts, removed);
     if !topology.is_empty() {
         let by_name: BTreeMap<&str, usize> = targets
             .iter()
@@ -1033,7 +1079,7 @@ pub fn launch_options(
     now_ms: u64,
     max_types: usize,
 ) -> Vec<LaunchOption> {
-    let Some(prepared) = state.catalog.as_ref() else {
+    let Some(prepared) = state.catalog.as_deref() else {
         return Vec::new();
     };
     launch::launch_options(
