@@ -609,16 +609,7 @@ impl Core {
             new.insert(spec.name.clone());
             self.state.nodeclaims.insert(
                 spec.name.clone(),
-                NodeClaimState {
-                    spec: spec.clone(),
-                    created_at_ms: self.now_ms,
-                    instance: None,
-                    launched_at_ms: None,
-                    node_name: None,
-                    registered_at_ms: None,
-                    initialized_at_ms: None,
-                    terminating: None,
-                },
+                NodeClaimState::new(spec.clone(), self.now_ms),
             );
             commands.push(Command::LaunchNodeClaim {
                 nodeclaim: Box::new(spec),
@@ -786,19 +777,9 @@ impl Core {
                     self.unschedulable.remove(pod);
                     self.nominations.insert(pod.clone(), spec.name.clone());
                 }
-                self.state.nodeclaims.insert(
-                    spec.name.clone(),
-                    NodeClaimState {
-                        spec: spec.clone(),
-                        created_at_ms: now,
-                        instance: None,
-                        launched_at_ms: None,
-                        node_name: None,
-                        registered_at_ms: None,
-                        initialized_at_ms: None,
-                        terminating: None,
-                    },
-                );
+                self.state
+                    .nodeclaims
+                    .insert(spec.name.clone(), NodeClaimState::new(spec.clone(), now));
                 commands.push(Command::LaunchNodeClaim {
                     nodeclaim: Box::new(spec),
                     reason,

@@ -67,6 +67,20 @@ pub struct NodeClaimState {
 }
 
 impl NodeClaimState {
+    /// A NodeClaim just decided, not launched yet.
+    pub fn new(spec: NodeClaimSpec, now_ms: u64) -> Self {
+        NodeClaimState {
+            spec,
+            created_at_ms: now_ms,
+            instance: None,
+            launched_at_ms: None,
+            node_name: None,
+            registered_at_ms: None,
+            initialized_at_ms: None,
+            terminating: None,
+        }
+    }
+
     pub fn is_initialized(&self) -> bool {
         self.initialized_at_ms.is_some()
     }
@@ -112,6 +126,24 @@ impl ClusterState {
             .is_some_and(|until| *until > now_ms)
     }
 
+    /// Whether an offering of a type may be launched now (not marked unavailable).
+    pub fn offering_available(
+        &self,
+        it: &catalog::InstanceType,
+        o: &catalog::Offering,
+        now_ms: u64,
+    ) -> bool {
+        self.unavailable.is_empty()
+            || !self.is_unavailable(
+                &OfferingKey {
+                    instance_type: it.name.clone(),
+                    zone: o.zone.clone(),
+                    capacity_type: o.capacity_type,
+                },
+                now_ms,
+            )
+    }
+
     /// The sum of requests of the pods bound to a node.
     pub fn requests_on_node(&self, node: &str) -> Resources {
         let mut used = Resources::default();
@@ -140,16 +172,10 @@ impl ClusterState {
             .unwrap_or_default()
     }
 
-    /// The node resources of a NodeClaim's machine: its instance type once launched, else the
-    /// smallest of its options in every dimension (what it is sure to offer).
-    pub fn nodeclaim_resources(&self, claim: &NodeClaimState) -> Option<NodeResources> {
-        let prepared = self.catalog.as_ref()?;
-        let kubelet = self
-            .nodeclasses
-            .get(&claim.spec.nodeclass)
-            .map(|nc| nc.kubelet.clone())
-            .unwrap_or_default();
-        let types: Vec<&str> = match &claim.instance {
+    /// The instance types a NodeClaim's machine may be: its type once launched, else every
+    /// type of its launch options.
+    pub fn nodeclaim_type_names<'a>(&self, claim: &'a NodeClaimState) -> Vec<&'a str> {
+        match &claim.instance {
             Some(instance) => vec![instance.instance_type.as_str()],
             None => claim
                 .spec
@@ -157,49 +183,42 @@ impl ClusterState {
                 .iter()
                 .map(|o| o.instance_type.as_str())
                 .collect(),
-        };
-        let mut out: Option<NodeResources> = None;
-        for name in types {
-            let Some(it) = prepared.catalog.get(name) else {
-                continue;
-            };
-            let r = catalog::capacity_with(it, &kubelet, &self.capacity_settings);
-            out = Some(match out {
-                None => r,
-                Some(acc) => NodeResources {
-                    capacity: acc.capacity.min(&r.capacity),
-                    allocatable: acc.allocatable.min(&r.allocatable),
-                },
-            });
         }
-        out
+    }
+
+    /// Node resources of each type a NodeClaim's machine may be.
+    fn nodeclaim_type_resources(&self, claim: &NodeClaimState) -> Vec<NodeResources> {
+        let Some(prepared) = self.catalog.as_deref() else {
+            return Vec::new();
+        };
+        let kubelet = self
+            .nodeclasses
+            .get(&claim.spec.nodeclass)
+            .map(|nc| nc.kubelet.clone())
+            .unwrap_or_default();
+        self.nodeclaim_type_names(claim)
+            .into_iter()
+            .filter_map(|name| prepared.catalog.get(name))
+            .map(|it| catalog::capacity_with(it, &kubelet, &self.capacity_settings))
+            .collect()
+    }
+
+    /// The node resources of a NodeClaim's machine: its instance type once launched, else the
+    /// smallest of its options in every dimension (what it is sure to offer).
+    pub fn nodeclaim_resources(&self, claim: &NodeClaimState) -> Option<NodeResources> {
+        self.nodeclaim_type_resources(claim)
+            .into_iter()
+            .reduce(|acc, r| NodeResources {
+                capacity: acc.capacity.min(&r.capacity),
+                allocatable: acc.allocatable.min(&r.allocatable),
+            })
     }
 
     /// Largest capacity a NodeClaim can have (what counts against NodePool limits).
     pub fn nodeclaim_limit_capacity(&self, claim: &NodeClaimState) -> Resources {
-        let Some(prepared) = self.catalog.as_ref() else {
-            return Resources::default();
-        };
-        let kubelet = self
-            .nodeclasses
-            .get(&claim.spec.nodeclass)
-            .map(|nc| nc.kubelet.clone())
-            .unwrap_or_default();
-        let names: Vec<&str> = match &claim.instance {
-            Some(instance) => vec![instance.instance_type.as_str()],
-            None => claim
-                .spec
-                .options
-                .iter()
-                .map(|o| o.instance_type.as_str())
-                .collect(),
-        };
         let mut out = Resources::default();
-        for name in names {
-            if let Some(it) = prepared.catalog.get(name) {
-                out = out
-                    .max(&catalog::capacity_with(it, &kubelet, &self.capacity_settings).capacity);
-            }
+        for r in self.nodeclaim_type_resources(claim) {
+            out.max_assign(&r.capacity);
         }
         out
     }

@@ -5,7 +5,7 @@ use std::collections::BTreeSet;
 
 use crate::catalog::Price;
 use crate::model::labels;
-use crate::model::nodeclaim::{LaunchOption, OfferingKey};
+use crate::model::nodeclaim::LaunchOption;
 use crate::model::requirements::Requirements;
 use crate::state::{ClusterState, PreparedCatalog};
 
@@ -43,22 +43,11 @@ pub fn type_options(
     now_ms: u64,
 ) -> Vec<LaunchOption> {
     let it = &prepared.catalog.instance_types[t];
-    let none_unavailable = state.unavailable.is_empty();
     let filter = OfferingFilter::new(reqs);
     it.offerings
         .iter()
         .filter(|o| filter.allows(&o.zone, o.capacity_type.as_str()))
-        .filter(|o| {
-            none_unavailable
-                || !state.is_unavailable(
-                    &OfferingKey {
-                        instance_type: it.name.clone(),
-                        zone: o.zone.clone(),
-                        capacity_type: o.capacity_type,
-                    },
-                    now_ms,
-                )
-        })
+        .filter(|o| state.offering_available(it, o, now_ms))
         .map(|o| LaunchOption {
             instance_type: it.name.clone(),
             zone: o.zone.clone(),
@@ -112,7 +101,6 @@ pub fn launch_options(
     now_ms: u64,
     max_types: usize,
 ) -> Vec<LaunchOption> {
-    let none_unavailable = state.unavailable.is_empty();
     let filter = OfferingFilter::new(reqs);
     // The cheapest allowed, available offering of each type, without building options yet.
     let mut per_type: Vec<(Price, &str, usize)> = Vec::new();
@@ -122,17 +110,7 @@ pub fn launch_options(
             .offerings
             .iter()
             .filter(|o| filter.allows(&o.zone, o.capacity_type.as_str()))
-            .filter(|o| {
-                none_unavailable
-                    || !state.is_unavailable(
-                        &OfferingKey {
-                            instance_type: it.name.clone(),
-                            zone: o.zone.clone(),
-                            capacity_type: o.capacity_type,
-                        },
-                        now_ms,
-                    )
-            })
+            .filter(|o| state.offering_available(it, o, now_ms))
             .map(|o| o.price)
             .min();
         if let Some(price) = cheapest {

@@ -125,18 +125,8 @@ fn has_offering_passing(
     now_ms: u64,
 ) -> bool {
     let it = &prepared.catalog.instance_types[t];
-    let none_unavailable = state.unavailable.is_empty();
     it.offerings.iter().any(|o| {
-        filter.allows(&o.zone, o.capacity_type.as_str())
-            && (none_unavailable
-                || !state.is_unavailable(
-                    &crate::model::nodeclaim::OfferingKey {
-                        instance_type: it.name.clone(),
-                        zone: o.zone.clone(),
-                        capacity_type: o.capacity_type,
-                    },
-                    now_ms,
-                ))
+        filter.allows(&o.zone, o.capacity_type.as_str()) && state.offering_available(it, o, now_ms)
     })
 }
 
@@ -340,15 +330,7 @@ fn in_flight_overhead(
             .binary_search_by(|it| it.name.as_str().cmp(name))
             .ok()
     };
-    let names: Vec<&str> = match &claim.instance {
-        Some(i) => vec![i.instance_type.as_str()],
-        None => claim
-            .spec
-            .options
-            .iter()
-            .map(|o| o.instance_type.as_str())
-            .collect(),
-    };
+    let names = state.nodeclaim_type_names(claim);
     let mut out = Resources::default();
     for t in names.into_iter().filter_map(index) {
         out.max_assign(&ctx.resources[t].allocatable.minus(&ctx.rooms[t]));
