@@ -5,18 +5,16 @@ use serde::{Deserialize, Serialize};
 
 /// SplitMix64: small, fast, and the same on every platform.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct NameGenerator {
+pub struct SplitMix64 {
     state: u64,
 }
 
-impl NameGenerator {
+impl SplitMix64 {
     pub fn new(seed: u64) -> Self {
-        NameGenerator {
-            state: seed ^ 0x6e6f_6465_7772_6974,
-        }
+        SplitMix64 { state: seed }
     }
 
-    fn next_u64(&mut self) -> u64 {
+    pub fn next_u64(&mut self) -> u64 {
         self.state = self.state.wrapping_add(0x9e37_79b9_7f4a_7c15);
         let mut z = self.state;
         z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
@@ -24,8 +22,8 @@ impl NameGenerator {
         z ^ (z >> 31)
     }
 
-    /// Five lowercase letters and digits, like Kubernetes' generated names.
-    pub fn suffix(&mut self) -> String {
+    /// Five lowercase letters and digits, like Kubernetes' generated name suffixes.
+    pub fn name_suffix(&mut self) -> String {
         const ALPHABET: &[u8] = b"bcdfghjklmnpqrstvwxz2456789";
         let mut n = self.next_u64();
         (0..5)
@@ -35,6 +33,25 @@ impl NameGenerator {
                 c
             })
             .collect()
+    }
+}
+
+/// The NodeClaim name generator: SplitMix64 on the configured seed.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct NameGenerator {
+    rng: SplitMix64,
+}
+
+impl NameGenerator {
+    pub fn new(seed: u64) -> Self {
+        NameGenerator {
+            rng: SplitMix64::new(seed ^ 0x6e6f_6465_7772_6974),
+        }
+    }
+
+    /// Five lowercase letters and digits, like Kubernetes' generated names.
+    pub fn suffix(&mut self) -> String {
+        self.rng.name_suffix()
     }
 }
 
