@@ -77,6 +77,13 @@ fn a_node_whose_pods_fit_elsewhere_is_deleted_after_validation() {
     h.send(EventKind::PodApplied(Box::new(tiny)));
     let emptied = h.now_ms;
     h.run_until(emptied + MIN + 60_000);
+    // The node is cordoned and its pod evicted; the instance goes once it is empty.
+    assert!(
+        h.commands
+            .iter()
+            .any(|(_, c)| matches!(c, Command::CordonNode { .. }))
+    );
+    h.complete_evictions();
     let t = terminations(&h);
     // Not before consolidateAfter (since the node's last pod event) plus the 15 s validation.
     assert!(t.first().is_some_and(|t| t.0 >= MIN + 15_000), "{t:?}");
@@ -112,6 +119,7 @@ fn a_mostly_empty_big_node_is_replaced_by_one_cheaper_machine() {
     );
     let instance = h.launch_cheapest(&replacement);
     h.join(&replacement, &instance);
+    h.complete_evictions();
     let t = terminations(&h);
     assert_eq!(t.len(), 1);
     assert_eq!(t[0].1, old.name);
@@ -320,6 +328,7 @@ fn multi_node_consolidation_takes_several_nodes_in_one_decision() {
         let instance = h.launch_cheapest(&replacement);
         h.join(&replacement, &instance);
     }
+    h.complete_evictions();
     let gone: Vec<String> = terminations(&h).into_iter().map(|t| t.1).collect();
     assert!(gone.len() >= 2, "{gone:?}");
     assert!(gone.iter().all(|g| claims.iter().any(|c| &c.name == g)));
@@ -341,6 +350,7 @@ fn multi_node_consolidation_respects_the_budget() {
         h.delete_pod("default", &format!("big{i}"));
     }
     h.run_until(h.now_ms + MIN + 20_000);
+    h.complete_evictions();
     // 10 % of 3 nodes rounds up to 1: one node per decision.
     let t = terminations(&h);
     assert_eq!(t.len(), 1, "{t:?}");

@@ -197,6 +197,7 @@ fn expiration_ignores_a_closed_budget() {
     h.nodepool(p);
     let claim = running(&mut h, "p");
     h.advance(HOUR);
+    h.complete_evictions();
     let t = terminations(&h);
     assert_eq!(t.len(), 1);
     assert_eq!(t[0].1, claim);

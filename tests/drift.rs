@@ -52,6 +52,7 @@ fn finish_replacement(h: &mut CoreHarness) -> Vec<(String, TerminationReason, St
     let replacement = h.all_launches().pop().expect("a replacement");
     let instance = h.launch_cheapest(&replacement);
     h.join(&replacement, &instance);
+    h.complete_evictions();
     terminations(h)
 }
 

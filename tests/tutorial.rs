@@ -165,6 +165,10 @@ fn transcript(records: &[LogRecord]) -> String {
                         Command::DisruptionBlocked { nodepool, reason } => {
                             format!("DisruptionBlocked {nodepool}: {reason}")
                         }
+                        Command::CordonNode { node, .. } => format!("CordonNode {node}"),
+                        Command::EvictPod { pod, forced, .. } => {
+                            format!("EvictPod {pod} forced={forced}")
+                        }
                     };
                     out.push_str(&format!(
                         "t={:.3}s after {cause}: {line}\n",

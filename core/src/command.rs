@@ -36,6 +36,20 @@ pub enum Command {
     },
     /// The NodePool's disruption is blocked until it is fixed (event `DisruptionBlocked`).
     DisruptionBlocked { nodepool: String, reason: String },
+    /// Taint the node `karpenter.sh/disrupted:NoSchedule`: no new pod lands on it.
+    CordonNode {
+        node: String,
+        nodeclaim: String,
+        reason: String,
+    },
+    /// Evict a pod through the Eviction API (PodDisruptionBudgets apply), or delete it when
+    /// `forced` (the NodePool's terminationGracePeriod ran out).
+    EvictPod {
+        pod: PodKey,
+        node: String,
+        forced: bool,
+        reason: String,
+    },
 }
 
 impl Command {
@@ -48,6 +62,8 @@ impl Command {
             Command::WarnMissingRequests { .. } => "WarnMissingRequests",
             Command::TerminateNodeClaim { .. } => "TerminateNodeClaim",
             Command::DisruptionBlocked { .. } => "DisruptionBlocked",
+            Command::CordonNode { .. } => "CordonNode",
+            Command::EvictPod { .. } => "EvictPod",
         }
     }
 }

@@ -48,6 +48,37 @@ pub struct Core {
     replacements: BTreeMap<String, Replacement>,
     /// The epoch and time of the last search for drifted machines.
     last_drift_search: Option<(u64, u64)>,
+    /// Machines being drained, by NodeClaim.
+    draining: BTreeMap<String, Drain>,
+}
+
+/// How often a drain asks again for pods a PodDisruptionBudget held back.
+const EVICTION_RETRY_MS: u64 = 5_000;
+/// Pods at or above this priority (system-cluster-critical) leave last.
+const CRITICAL_PRIORITY: i32 = 2_000_000_000;
+
+/// A machine being drained before its instance is terminated.
+#[derive(Debug, Clone)]
+struct Drain {
+    node: String,
+    reason: TerminationReason,
+    detail: String,
+    /// After this, PodDisruptionBudgets and do-not-disrupt no longer hold the drain
+    /// (the NodePool's terminationGracePeriod).
+    deadline_ms: Option<u64>,
+    /// Pods asked to leave.
+    evicting: BTreeMap<PodKey, Eviction>,
+    /// terminationGracePeriod ran out: what is left is deleted, whatever blocks it.
+    forced: bool,
+}
+
+/// Where the eviction of one pod stands.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Eviction {
+    /// Asked (forced or not); the pod is on its way out.
+    Asked { forced: bool },
+    /// Refused at this time (a PodDisruptionBudget); asked again after the retry interval.
+    Refused(u64),
 }
 
 /// The replacements of one machine and why it is replaced.
@@ -82,6 +113,7 @@ impl Core {
             consolidation_next_ms: None,
             replacements: BTreeMap::new(),
             last_drift_search: None,
+            draining: BTreeMap::new(),
         }
     }
 
@@ -323,6 +355,7 @@ impl Core {
                 // again later); a replaced machine that is gone needs nothing more.
                 self.replacements
                     .retain(|old, r| old != nodeclaim && !r.new.contains(nodeclaim));
+                self.draining.remove(nodeclaim);
                 if let Some(claim) = self.state.nodeclaims.remove(nodeclaim)
                     && let Some(node) = claim.node_name
                     && let Some(state) = self.state.nodes.get_mut(&node)
@@ -337,6 +370,22 @@ impl Core {
                     .daemonsets
                     .insert((ds.namespace.clone(), ds.name.clone()), ds.as_ref().clone());
                 self.trigger_if_pending();
+            }
+            EventKind::PodDisruptionBudgetApplied(pdb) => {
+                self.state
+                    .pdbs
+                    .insert((pdb.namespace.clone(), pdb.name.clone()), pdb.as_ref().clone());
+            }
+            EventKind::PodDisruptionBudgetDeleted { namespace, name } => {
+                self.state.pdbs.remove(&(namespace.clone(), name.clone()));
+            }
+            EventKind::EvictionRefused { pod, .. } => {
+                // Asked again after the retry interval.
+                for drain in self.draining.values_mut() {
+                    if let Some(e) = drain.evicting.get_mut(pod) {
+                        *e = Eviction::Refused(now);
+                    }
+                }
             }
             EventKind::DaemonSetDeleted { namespace, name } => {
                 self.state
@@ -421,6 +470,7 @@ impl Core {
         }
 
         next.push(self.disruption_pass(commands));
+        next.push(self.drain_all(commands));
         // An offering that becomes available again may be what a pending pod waits for.
         if self.state.pending_pods().next().is_some() {
             next.push(
@@ -724,6 +774,51 @@ impl Core {
             return;
         }
         claim.terminating = Some((reason, self.now_ms));
+        let node = claim.node_name.clone();
+        let pool_grace = self
+            .state
+            .nodepools
+            .get(&claim.spec.nodepool)
+            .and_then(|p| p.termination_grace_period_ms);
+        let has_pods = node
+            .as_ref()
+            .is_some_and(|n| !self.state.workload_pods_on_node(n).is_empty());
+        match node {
+            Some(node) if has_pods => {
+                // Cordon, then evict (PodDisruptionBudgets apply); the instance goes when the
+                // node is empty.
+                commands.push(Command::CordonNode {
+                    node: node.clone(),
+                    nodeclaim: nodeclaim.to_string(),
+                    reason: format!("{reason}: {detail}"),
+                });
+                self.draining.insert(
+                    nodeclaim.to_string(),
+                    Drain {
+                        node,
+                        reason,
+                        detail,
+                        deadline_ms: pool_grace.map(|g| self.now_ms + g),
+                        evicting: BTreeMap::new(),
+                        forced: false,
+                    },
+                );
+                self.drain_step(nodeclaim, commands);
+            }
+            _ => self.finish_termination(nodeclaim, reason, detail, commands),
+        }
+    }
+
+    fn finish_termination(
+        &mut self,
+        nodeclaim: &str,
+        reason: TerminationReason,
+        detail: String,
+        commands: &mut Vec<Command>,
+    ) {
+        let Some(claim) = self.state.nodeclaims.get(nodeclaim) else {
+            return;
+        };
         commands.push(Command::TerminateNodeClaim {
             nodeclaim: nodeclaim.to_string(),
             node: claim.node_name.clone(),
@@ -731,6 +826,117 @@ impl Core {
             reason,
             detail,
         });
+    }
+
+    /// One step of a drain: evict what PodDisruptionBudgets allow, non-critical pods before
+    /// critical ones; terminate the instance once no workload pod is left.
+    fn drain_step(&mut self, nodeclaim: &str, commands: &mut Vec<Command>) {
+        let now = self.now_ms;
+        let Some(drain) = self.draining.get(nodeclaim).cloned() else {
+            return;
+        };
+        let pods: Vec<Pod> = self
+            .state
+            .workload_pods_on_node(&drain.node)
+            .into_iter()
+            .cloned()
+            .collect();
+        if pods.is_empty() {
+            self.draining.remove(nodeclaim);
+            self.finish_termination(nodeclaim, drain.reason, drain.detail, commands);
+            return;
+        }
+        let forced = drain.forced || drain.deadline_ms.is_some_and(|d| now >= d);
+        let non_critical_left = pods.iter().any(|p| p.priority < CRITICAL_PRIORITY);
+        let mut evicting_now: BTreeSet<PodKey> = self
+            .draining
+            .values()
+            .flat_map(|d| d.evicting.keys().cloned())
+            .collect();
+        let mut asked = Vec::new();
+        for pod in &pods {
+            if non_critical_left && pod.priority >= CRITICAL_PRIORITY {
+                continue;
+            }
+            let pending = match drain.evicting.get(&pod.key) {
+                None => false,
+                // Asked: the pod is on its way out; a graceful eviction is made a forced one
+                // once terminationGracePeriod runs out.
+                Some(Eviction::Asked { forced: was_forced }) => *was_forced || !forced,
+                Some(Eviction::Refused(at)) => now < at + EVICTION_RETRY_MS,
+            };
+            if pending {
+                continue;
+            }
+            if !forced {
+                if pod.has_do_not_disrupt() {
+                    continue;
+                }
+                let blocked = self.state.pdbs.values().any(|pdb| {
+                    if !pdb.selects(pod) {
+                        return false;
+                    }
+                    let selected: Vec<&Pod> = self
+                        .state
+                        .pods
+                        .values()
+                        .filter(|p| pdb.selects(p))
+                        .collect();
+                    let healthy = selected
+                        .iter()
+                        .filter(|p| p.node_name.is_some() && !evicting_now.contains(&p.key))
+                        .count() as i64;
+                    pdb.allowed(selected.len() as i64, healthy) <= 0
+                });
+                if blocked {
+                    continue;
+                }
+            }
+            evicting_now.insert(pod.key.clone());
+            asked.push(pod.key.clone());
+            commands.push(Command::EvictPod {
+                pod: pod.key.clone(),
+                node: drain.node.clone(),
+                forced,
+                reason: if forced {
+                    format!(
+                        "{}: terminationGracePeriod ran out; PodDisruptionBudgets and do-not-disrupt no longer hold",
+                        drain.reason
+                    )
+                } else {
+                    format!("{}: {}", drain.reason, drain.detail)
+                },
+            });
+        }
+        if let Some(d) = self.draining.get_mut(nodeclaim) {
+            for key in asked {
+                d.evicting.insert(key, Eviction::Asked { forced });
+            }
+            d.forced = forced;
+        }
+    }
+
+    /// Advances every drain; returns when one may need to ask again.
+    fn drain_all(&mut self, commands: &mut Vec<Command>) -> Option<u64> {
+        let names: Vec<String> = self.draining.keys().cloned().collect();
+        for name in names {
+            self.drain_step(&name, commands);
+        }
+        let now = self.now_ms;
+        self.draining
+            .values()
+            .flat_map(|d| {
+                d.evicting
+                    .values()
+                    .filter_map(|e| match e {
+                        Eviction::Refused(at) => Some(at + EVICTION_RETRY_MS),
+                        Eviction::Asked { .. } => None,
+                    })
+                    .chain(std::iter::once(now + EVICTION_RETRY_MS))
+                    .chain(d.deadline_ms.filter(|t| *t > now))
+            })
+            .filter(|t| *t > now)
+            .min()
     }
 
     /// Closes the batch: nominate pods onto existing capacity, launch machines for the rest.

@@ -78,6 +78,16 @@ pub enum EventKind {
         namespace: String,
         name: String,
     },
+    PodDisruptionBudgetApplied(Box<crate::model::pdb::PodDisruptionBudget>),
+    PodDisruptionBudgetDeleted {
+        namespace: String,
+        name: String,
+    },
+    /// The Eviction API refused to evict a pod (a PodDisruptionBudget allows no disruption).
+    EvictionRefused {
+        pod: PodKey,
+        reason: String,
+    },
 }
 
 /// A DaemonSet: its pod template (the pod's name is empty).
@@ -108,6 +118,9 @@ impl EventKind {
             EventKind::Tick => "Tick",
             EventKind::DaemonSetApplied(_) => "DaemonSetApplied",
             EventKind::DaemonSetDeleted { .. } => "DaemonSetDeleted",
+            EventKind::PodDisruptionBudgetApplied(_) => "PodDisruptionBudgetApplied",
+            EventKind::PodDisruptionBudgetDeleted { .. } => "PodDisruptionBudgetDeleted",
+            EventKind::EvictionRefused { .. } => "EvictionRefused",
         }
     }
 }

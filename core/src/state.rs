@@ -109,6 +109,8 @@ pub struct ClusterState {
     pub unavailable: BTreeMap<OfferingKey, u64>,
     /// DaemonSets by (namespace, name).
     pub daemonsets: BTreeMap<(String, String), DaemonSet>,
+    /// PodDisruptionBudgets by (namespace, name).
+    pub pdbs: BTreeMap<(String, String), crate::model::pdb::PodDisruptionBudget>,
     /// Cluster-wide capacity settings (from the configuration).
     pub capacity_settings: CapacitySettings,
 }

@@ -202,6 +202,31 @@ impl CoreHarness {
         })
     }
 
+    /// Answers every eviction asked so far as the Eviction API would when nothing blocks it:
+    /// the pods are deleted. Returns the commands that follow.
+    pub fn complete_evictions(&mut self) -> Vec<Command> {
+        let mut out = Vec::new();
+        let mut done = std::collections::BTreeSet::new();
+        loop {
+            let asked: Vec<PodKey> = self
+                .commands
+                .iter()
+                .filter_map(|(_, c)| match c {
+                    Command::EvictPod { pod, .. } => Some(pod.clone()),
+                    _ => None,
+                })
+                .filter(|p| !done.contains(p))
+                .collect();
+            if asked.is_empty() {
+                return out;
+            }
+            for pod in asked {
+                done.insert(pod.clone());
+                out.extend(self.send(EventKind::PodDeleted { pod }));
+            }
+        }
+    }
+
     pub fn catalog(&self) -> &Catalog {
         &self.catalog
     }

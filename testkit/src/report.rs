@@ -91,6 +91,8 @@ pub struct DisruptionsReport {
     pub expired: u64,
     pub interrupted: u64,
     pub evictions: u64,
+    /// Evictions the Eviction API refused (a PodDisruptionBudget held them back).
+    pub refused_evictions: u64,
 }
 
 #[derive(Debug, Clone, Serialize, PartialEq)]
@@ -207,8 +209,14 @@ impl Report {
         let d = &self.disruptions;
         let _ = writeln!(
             s,
-            "disruptions: empty {}, underutilized {}, drifted {}, expired {}, interrupted {}; evictions {}",
-            d.empty, d.underutilized, d.drifted, d.expired, d.interrupted, d.evictions
+            "disruptions: empty {}, underutilized {}, drifted {}, expired {}, interrupted {}; evictions {} ({} refused by PodDisruptionBudgets and retried)",
+            d.empty,
+            d.underutilized,
+            d.drifted,
+            d.expired,
+            d.interrupted,
+            d.evictions,
+            d.refused_evictions
         );
         for u in &self.unschedulable {
             let _ = writeln!(s, "unschedulable {}: {}", u.pod, u.reason);

@@ -7,7 +7,4 @@ pub mod objects;
 mod translate;
 
 pub use error::{InvalidField, ManifestError};
-pub use translate::{
-    DaemonSet, Deployment, Manifest, PodDisruptionBudget, PodTemplate, parse_manifests,
-    pod_from_spec,
-};
+pub use translate::{DaemonSet, Deployment, Manifest, PodTemplate, parse_manifests, pod_from_spec};

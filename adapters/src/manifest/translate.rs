@@ -12,6 +12,7 @@ use nodewright_core::model::nodeclass::{KubeletConfig, NodeClass, SelectorTerm};
 use nodewright_core::model::nodepool::{
     BudgetNodes, ConsolidationPolicy, DisruptionBudget, DisruptionReason, NodeClassRef, NodePool,
 };
+use nodewright_core::model::pdb::{IntOrPercent, PodDisruptionBudget as CorePdb};
 use nodewright_core::model::pod::{OwnerRef, Pod, PodKey};
 use nodewright_core::model::quantity::{parse_milli_cpu, parse_units};
 use nodewright_core::model::requirements::{Operator, RequirementSpec};
@@ -54,15 +55,6 @@ pub struct DaemonSet {
     pub template: PodTemplate,
 }
 
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct PodDisruptionBudget {
-    pub namespace: String,
-    pub name: String,
-    pub selector: BTreeMap<String, String>,
-    pub min_available: Option<String>,
-    pub max_unavailable: Option<String>,
-}
-
 /// One object of a manifest file.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Manifest {
@@ -71,7 +63,7 @@ pub enum Manifest {
     Pod(Pod),
     Deployment(Deployment),
     DaemonSet(DaemonSet),
-    PodDisruptionBudget(PodDisruptionBudget),
+    PodDisruptionBudget(CorePdb),
 }
 
 /// Splits a YAML stream into documents at `---` lines, with each document's first line.
@@ -217,16 +209,26 @@ pub fn parse_manifests(text: &str, source_name: &str) -> Result<Vec<Manifest>, M
                         "keep only one of them",
                     ));
                 }
-                Manifest::PodDisruptionBudget(PodDisruptionBudget {
+                let amount = |value: &Option<Scalar>, field: &str| match value {
+                    None => Ok(None),
+                    Some(v) => IntOrPercent::parse(&v.as_text()).map(Some).ok_or_else(|| {
+                        ctx.invalid(
+                            field,
+                            &format!("{:?} is not a count or a percentage", v.as_text()),
+                            "write a whole number such as 1 or a percentage such as \"50%\"",
+                        )
+                    }),
+                };
+                let min_available = amount(&obj.spec.min_available, "spec.minAvailable")?;
+                let max_unavailable = amount(&obj.spec.max_unavailable, "spec.maxUnavailable")?;
+                let selector = label_selector(obj.spec.selector.as_ref(), "spec.selector")
+                    .map_err(|(field, problem, fix)| ctx.invalid(&field, &problem, &fix))?;
+                Manifest::PodDisruptionBudget(CorePdb {
                     namespace: obj.metadata.namespace.clone().unwrap_or("default".into()),
                     name,
-                    selector: obj
-                        .spec
-                        .selector
-                        .map(|s| s.match_labels)
-                        .unwrap_or_default(),
-                    min_available: obj.spec.min_available.map(|s| s.as_text()),
-                    max_unavailable: obj.spec.max_unavailable.map(|s| s.as_text()),
+                    selector,
+                    min_available,
+                    max_unavailable,
                 })
             }
             _ => {

@@ -7,6 +7,7 @@ pub mod node;
 pub mod nodeclaim;
 pub mod nodeclass;
 pub mod nodepool;
+pub mod pdb;
 pub mod pod;
 pub mod quantity;
 pub mod requirements;

@@ -4,12 +4,13 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use nodewright_adapters::manifest::{DaemonSet, Deployment, PodDisruptionBudget};
+use nodewright_adapters::manifest::{DaemonSet, Deployment};
 use nodewright_core::model::affinity::{
     InclusionPolicy, LabelSelector, PodAffinityTerm, WhenUnsatisfiable,
 };
 use nodewright_core::model::labels;
 use nodewright_core::model::node::Node;
+use nodewright_core::model::pdb::PodDisruptionBudget;
 use nodewright_core::model::pod::{Pod, PodKey};
 use nodewright_core::model::resources::Resources;
 use nodewright_core::model::taints::first_untolerated;
@@ -544,6 +545,50 @@ impl SimCluster {
         let mut pod = ds.template.instantiate(&ds.namespace, &name, now_ms);
         pod.node_name = Some(node.to_string());
         self.create_pod(pod, now_ms, out, changes);
+    }
+
+    /// Taints the node `karpenter.sh/disrupted:NoSchedule`; the core hears of it.
+    pub fn cordon(&mut self, node: &str, now_ms: u64, out: &mut Vec<Event>) {
+        let Some(n) = self.nodes.get_mut(node) else {
+            return;
+        };
+        if !n
+            .node
+            .taints
+            .iter()
+            .any(|t| t.key == labels::DISRUPTED_TAINT)
+        {
+            n.node
+                .taints
+                .push(nodewright_core::model::taints::Taint::new(
+                    labels::DISRUPTED_TAINT,
+                    None,
+                    nodewright_core::model::taints::TaintEffect::NoSchedule,
+                ));
+            out.push(Event::new(
+                now_ms,
+                EventKind::NodeApplied(Box::new(n.node.clone())),
+            ));
+        }
+    }
+
+    /// The Eviction API: refused when a PodDisruptionBudget selecting the pod allows no
+    /// disruption (pods that run count as healthy).
+    pub fn eviction_refused_by(&self, pod: &PodKey) -> Option<String> {
+        let p = self.pods.get(pod)?;
+        self.pdbs.values().find_map(|pdb| {
+            if !pdb.selects(p) {
+                return None;
+            }
+            let selected: Vec<&Pod> = self.pods.values().filter(|q| pdb.selects(q)).collect();
+            let healthy = selected.iter().filter(|q| q.node_name.is_some()).count() as i64;
+            (pdb.allowed(selected.len() as i64, healthy) <= 0).then(|| {
+                format!(
+                    "Cannot evict pod as it would violate the pod's disruption budget {}/{}",
+                    pdb.namespace, pdb.name
+                )
+            })
+        })
     }
 
     /// Taints the node as disrupted and evicts its pods (Deployments recreate theirs).

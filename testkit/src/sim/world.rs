@@ -73,6 +73,7 @@ pub struct World {
     pods: BTreeMap<PodKey, PodRecord>,
     unschedulable: BTreeMap<PodKey, String>,
     missing_requests: u64,
+    refused_evictions: u64,
     disruptions: DisruptionsReport,
     /// Commands of the current step, for the invariant checks.
     step_commands: Vec<Command>,
@@ -103,6 +104,7 @@ impl World {
             pods: BTreeMap::new(),
             unschedulable: BTreeMap::new(),
             missing_requests: 0,
+            refused_evictions: 0,
             disruptions: DisruptionsReport::default(),
             step_commands: Vec::new(),
             peak_nodes: 0,
@@ -154,6 +156,7 @@ impl World {
                         .create_pod(p.clone(), now, &mut self.outbox, &mut self.changes)
                 }
                 Manifest::PodDisruptionBudget(pdb) => {
+                    self.emit(EventKind::PodDisruptionBudgetApplied(Box::new(pdb.clone())));
                     self.cluster
                         .pdbs
                         .insert((pdb.namespace.clone(), pdb.name.clone()), pdb.clone());
@@ -249,6 +252,10 @@ impl World {
                     }
                     _ => {
                         self.cluster.pdbs.remove(&(namespace.clone(), name.clone()));
+                        self.emit(EventKind::PodDisruptionBudgetDeleted {
+                            namespace: namespace.clone(),
+                            name: name.clone(),
+                        });
                     }
                 },
                 Action::Apply(manifests) => {
@@ -448,6 +455,32 @@ impl CommandExecutor for World {
                 );
             }
             Command::NominatePod { .. } | Command::DisruptionBlocked { .. } => {}
+            Command::CordonNode { node, .. } => self.cluster.cordon(node, now, &mut self.outbox),
+            Command::EvictPod { pod, forced, .. } => {
+                if !*forced && let Some(reason) = self.cluster.eviction_refused_by(pod) {
+                    self.refused_evictions += 1;
+                    self.emit(EventKind::EvictionRefused {
+                        pod: pod.clone(),
+                        reason,
+                    });
+                    return;
+                }
+                self.cluster
+                    .delete_pod(pod, true, now, &mut self.outbox, &mut self.changes);
+                let owners: Vec<(String, String)> =
+                    self.cluster.deployments.keys().cloned().collect();
+                for key in owners {
+                    self.cluster.reconcile_deployment(
+                        &key,
+                        now,
+                        &mut self.rng,
+                        &mut self.outbox,
+                        &mut self.changes,
+                    );
+                }
+                self.cluster
+                    .bind_pending(now, &mut self.outbox, &mut self.changes);
+            }
             Command::ReportUnschedulable { pod, reason } => {
                 self.unschedulable.insert(pod.clone(), reason.clone());
             }
@@ -715,7 +748,10 @@ fn build_report<S: EventStore<LogHeader, LogRecord>>(
             cpu_mean: ratio(world.cpu_used_ms, world.cpu_alloc_ms),
             memory_mean: ratio(world.mem_used_ms, world.mem_alloc_ms),
         },
-        disruptions: world.disruptions.clone(),
+        disruptions: DisruptionsReport {
+            refused_evictions: world.refused_evictions,
+            ..world.disruptions.clone()
+        },
         invariant_violations,
         expectations: Vec::new(),
         machines,

@@ -1,0 +1,217 @@
+//! The termination flow: cordon, evict in tiers through the Eviction API (PodDisruptionBudgets
+//! apply, refusals are retried), do-not-disrupt and terminationGracePeriod, then terminate.
+
+use nodewright_core::model::affinity::LabelSelector;
+use nodewright_core::model::duration::MaybeNever;
+use nodewright_core::model::labels;
+use nodewright_core::model::nodepool::NodePool;
+use nodewright_core::model::pdb::{IntOrPercent, PodDisruptionBudget};
+use nodewright_core::model::pod::{Pod, PodKey};
+use nodewright_core::{Command, EventKind};
+use nodewright_testkit::harness::CoreHarness;
+
+const GIB: i64 = 1 << 30;
+const MIN: u64 = 60_000;
+
+fn pool(grace_ms: Option<u64>) -> NodePool {
+    let mut p = NodePool::new("default", "default");
+    p.expire_after = MaybeNever::After(30 * MIN);
+    p.consolidate_after = MaybeNever::Never;
+    p.termination_grace_period_ms = grace_ms;
+    p
+}
+
+fn web(name: &str) -> Pod {
+    let mut p = Pod::new("default", name, 500, GIB / 2);
+    p.labels.insert("app".into(), "web".into());
+    p
+}
+
+/// One machine running `pods`; returns its node.
+fn machine(h: &mut CoreHarness, pods: Vec<Pod>) -> String {
+    let names: Vec<String> = pods.iter().map(|p| p.key.name.clone()).collect();
+    for p in pods {
+        h.pod(p);
+    }
+    let claim = CoreHarness::launches(&h.advance(2_000)).remove(0);
+    let instance = h.launch_cheapest(&claim);
+    let node = h.join(&claim, &instance);
+    for n in names {
+        h.bind("default", &n, &node);
+    }
+    node
+}
+
+fn evictions(h: &CoreHarness) -> Vec<(u64, String, bool)> {
+    h.commands
+        .iter()
+        .filter_map(|(t, c)| match c {
+            Command::EvictPod { pod, forced, .. } => Some((*t, pod.name.clone(), *forced)),
+            _ => None,
+        })
+        .collect()
+}
+
+fn terminated(h: &CoreHarness) -> bool {
+    h.commands
+        .iter()
+        .any(|(_, c)| matches!(c, Command::TerminateNodeClaim { .. }))
+}
+
+fn pdb_max_unavailable_1() -> PodDisruptionBudget {
+    PodDisruptionBudget {
+        namespace: "default".into(),
+        name: "web".into(),
+        selector: LabelSelector {
+            match_labels: [("app".to_string(), "web".to_string())].into(),
+            match_expressions: vec![],
+        },
+        min_available: None,
+        max_unavailable: Some(IntOrPercent::Int(1)),
+    }
+}
+
+#[test]
+fn a_pdb_with_max_unavailable_1_never_has_two_pods_evicted_at_once() {
+    let mut h = CoreHarness::new();
+    h.nodepool(pool(None));
+    h.send(EventKind::PodDisruptionBudgetApplied(Box::new(
+        pdb_max_unavailable_1(),
+    )));
+    machine(&mut h, vec![web("w1"), web("w2"), web("w3")]);
+    h.run_until(31 * MIN);
+    assert!(
+        h.commands
+            .iter()
+            .any(|(_, c)| matches!(c, Command::CordonNode { .. }))
+    );
+    assert_eq!(evictions(&h).len(), 1, "one at a time");
+    h.advance(60_000);
+    assert_eq!(evictions(&h).len(), 1, "still one while it has not left");
+    let first = evictions(&h)[0].1.clone();
+    h.send(EventKind::PodDeleted {
+        pod: PodKey::new("default", &first),
+    });
+    assert_eq!(evictions(&h).len(), 2, "the next once the first is gone");
+    let second = evictions(&h)[1].1.clone();
+    h.send(EventKind::PodDeleted {
+        pod: PodKey::new("default", &second),
+    });
+    let third = evictions(&h)[2].1.clone();
+    assert!(!terminated(&h));
+    h.send(EventKind::PodDeleted {
+        pod: PodKey::new("default", &third),
+    });
+    assert!(terminated(&h), "the instance goes when the node is empty");
+}
+
+#[test]
+fn a_refused_eviction_is_retried_not_forced() {
+    let mut h = CoreHarness::new();
+    h.nodepool(pool(None));
+    machine(&mut h, vec![web("w1")]);
+    h.run_until(31 * MIN);
+    assert_eq!(evictions(&h).len(), 1);
+    h.send(EventKind::EvictionRefused {
+        pod: PodKey::new("default", "w1"),
+        reason: "Cannot evict pod as it would violate the pod's disruption budget".into(),
+    });
+    h.advance(4_000);
+    assert_eq!(evictions(&h).len(), 1);
+    h.advance(2_000);
+    let e = evictions(&h);
+    assert_eq!(e.len(), 2, "asked again after 5 s");
+    assert!(!e[1].2, "not forced");
+}
+
+#[test]
+fn a_do_not_disrupt_pod_keeps_its_node_until_termination_grace_period() {
+    let mut h = CoreHarness::new();
+    h.nodepool(pool(Some(60 * MIN)));
+    let mut keeper = web("keeper");
+    keeper
+        .annotations
+        .insert(labels::DO_NOT_DISRUPT.into(), "true".into());
+    machine(&mut h, vec![keeper, web("other")]);
+    h.run_until(31 * MIN);
+    let e = evictions(&h);
+    assert_eq!(
+        e.iter().map(|x| x.1.as_str()).collect::<Vec<_>>(),
+        vec!["other"]
+    );
+    h.send(EventKind::PodDeleted {
+        pod: PodKey::new("default", "other"),
+    });
+    h.run_until(31 * MIN + 59 * MIN);
+    assert_eq!(
+        evictions(&h).len(),
+        1,
+        "the keeper stays inside the grace period"
+    );
+    assert!(!terminated(&h));
+    h.run_until(31 * MIN + 61 * MIN);
+    let e = evictions(&h);
+    assert_eq!(e.len(), 2);
+    assert_eq!(e[1].1, "keeper");
+    assert!(e[1].2, "forced once terminationGracePeriod ran out");
+    h.send(EventKind::PodDeleted {
+        pod: PodKey::new("default", "keeper"),
+    });
+    assert!(terminated(&h));
+}
+
+#[test]
+fn termination_grace_period_overrides_a_blocking_pdb() {
+    let mut h = CoreHarness::new();
+    h.nodepool(pool(Some(10 * MIN)));
+    let mut pdb = pdb_max_unavailable_1();
+    pdb.max_unavailable = Some(IntOrPercent::Int(0));
+    h.send(EventKind::PodDisruptionBudgetApplied(Box::new(pdb)));
+    machine(&mut h, vec![web("w1")]);
+    h.run_until(31 * MIN + 9 * MIN);
+    assert!(evictions(&h).is_empty(), "the PDB allows nothing");
+    h.run_until(31 * MIN + 11 * MIN);
+    let e = evictions(&h);
+    assert_eq!(e.len(), 1);
+    assert!(e[0].2);
+}
+
+#[test]
+fn critical_pods_leave_after_the_others() {
+    let mut h = CoreHarness::new();
+    h.nodepool(pool(None));
+    let mut critical = web("critical");
+    critical.labels.clear();
+    critical.priority = 2_000_000_000;
+    let mut plain = web("plain");
+    plain.labels.clear();
+    machine(&mut h, vec![critical, plain]);
+    h.run_until(31 * MIN);
+    assert_eq!(
+        evictions(&h)
+            .iter()
+            .map(|e| e.1.as_str())
+            .collect::<Vec<_>>(),
+        vec!["plain"]
+    );
+    h.send(EventKind::PodDeleted {
+        pod: PodKey::new("default", "plain"),
+    });
+    assert_eq!(evictions(&h).last().map(|e| e.1.as_str()), Some("critical"));
+}
+
+#[test]
+fn an_empty_node_is_terminated_without_a_drain() {
+    let mut h = CoreHarness::new();
+    let mut p = pool(None);
+    p.consolidate_after = MaybeNever::After(0);
+    h.nodepool(p);
+    machine(&mut h, vec![web("w1")]);
+    h.delete_pod("default", "w1");
+    assert!(terminated(&h));
+    assert!(
+        !h.commands
+            .iter()
+            .any(|(_, c)| matches!(c, Command::CordonNode { .. }))
+    );
+}
