@@ -215,3 +215,32 @@ fn an_empty_node_is_terminated_without_a_drain() {
             .any(|(_, c)| matches!(c, Command::CordonNode { .. }))
     );
 }
+
+#[test]
+fn the_simulator_flags_a_voluntary_eviction_of_a_do_not_disrupt_pod() {
+    let mut h = CoreHarness::new();
+    h.nodepool(pool(None));
+    let mut keeper = web("keeper");
+    keeper
+        .annotations
+        .insert(labels::DO_NOT_DISRUPT.into(), "true".into());
+    let node = machine(&mut h, vec![keeper]);
+    // A core that evicted it would be caught.
+    let bad = vec![Command::EvictPod {
+        pod: PodKey::new("default", "keeper"),
+        node,
+        forced: false,
+        reason: "a planted bug".into(),
+    }];
+    let violations = nodewright_testkit::invariants::check_step(&h.core, &bad, h.now_ms);
+    assert_eq!(violations.len(), 1);
+    assert_eq!(violations[0].kind, "do-not-disrupt-pod-evicted");
+    // The real drain never does it (checked on every step of every simulation).
+    let forced = vec![Command::EvictPod {
+        pod: PodKey::new("default", "keeper"),
+        node: "n".into(),
+        forced: true,
+        reason: "terminationGracePeriod".into(),
+    }];
+    assert!(nodewright_testkit::invariants::check_step(&h.core, &forced, h.now_ms).is_empty());
+}

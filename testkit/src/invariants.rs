@@ -47,6 +47,43 @@ pub fn check_step(core: &Core, commands: &[Command], now_ms: u64) -> Vec<Violati
             }
         }
     }
+    // No voluntary disruption of a do-not-disrupt pod or node: such a pod is only evicted when
+    // forced (terminationGracePeriod ran out), and a voluntary termination never picks a node
+    // that carries the annotation or runs such a pod.
+    for command in commands {
+        match command {
+            Command::EvictPod {
+                pod, forced: false, ..
+            } if state.pods.get(pod).is_some_and(|p| p.has_do_not_disrupt()) => {
+                out.push(violation(
+                    now_ms,
+                    "do-not-disrupt-pod-evicted",
+                    format!("pod {pod} has karpenter.sh/do-not-disrupt and was evicted before terminationGracePeriod"),
+                ));
+            }
+            Command::CordonNode { node, reason, .. } => {
+                let voluntary = ["Empty", "Underutilized", "Drifted"]
+                    .iter()
+                    .any(|r| reason.starts_with(r));
+                let protected = state
+                    .nodes
+                    .get(node)
+                    .is_some_and(|n| n.node.has_do_not_disrupt())
+                    || state
+                        .workload_pods_on_node(node)
+                        .iter()
+                        .any(|p| p.has_do_not_disrupt());
+                if voluntary && protected {
+                    out.push(violation(
+                        now_ms,
+                        "do-not-disrupt-node-disrupted",
+                        format!("node {node} is protected by karpenter.sh/do-not-disrupt but was chosen: {reason}"),
+                    ));
+                }
+            }
+            _ => {}
+        }
+    }
     // NodePool limits, counting every live NodeClaim at its largest possible capacity.
     for pool in state.nodepools.values() {
         if pool.limits.is_empty() {
