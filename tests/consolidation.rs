@@ -356,3 +356,35 @@ fn multi_node_consolidation_respects_the_budget() {
     assert_eq!(t.len(), 1, "{t:?}");
     assert!(t[0].3.starts_with("node "), "{}", t[0].3);
 }
+
+#[test]
+fn a_node_whose_pod_a_pdb_protects_is_not_consolidated() {
+    use nodewright_core::model::affinity::LabelSelector;
+    use nodewright_core::model::pdb::{IntOrPercent, PodDisruptionBudget};
+    let mut h = CoreHarness::new();
+    h.nodepool(pool());
+    let (_, node) = machine(&mut h, &[("big", 14_000)]);
+    let mut guarded = Pod::new("default", "guarded", 500, GIB);
+    guarded.labels.insert("app".into(), "db".into());
+    guarded.node_name = Some(node);
+    h.send(EventKind::PodApplied(Box::new(guarded)));
+    h.send(EventKind::PodDisruptionBudgetApplied(Box::new(
+        PodDisruptionBudget {
+            namespace: "default".into(),
+            name: "db".into(),
+            selector: LabelSelector {
+                match_labels: [("app".to_string(), "db".to_string())].into(),
+                match_expressions: vec![],
+            },
+            min_available: Some(IntOrPercent::Int(1)),
+            max_unavailable: None,
+        },
+    )));
+    h.delete_pod("default", "big");
+    h.run_until(h.now_ms + 30 * MIN);
+    assert_eq!(
+        h.all_launches().len(),
+        1,
+        "no replacement for a node whose pod may not move"
+    );
+}

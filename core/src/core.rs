@@ -718,11 +718,10 @@ impl Core {
                     .nodes
                     .get(n)
                     .is_some_and(|s| s.node.has_do_not_disrupt())
-                    || self
-                        .state
-                        .workload_pods_on_node(n)
-                        .iter()
-                        .any(|p| p.has_do_not_disrupt())
+                    || self.state.workload_pods_on_node(n).iter().any(|p| {
+                        p.has_do_not_disrupt()
+                            || self.state.pdb_blocking(p, &BTreeSet::new()).is_some()
+                    })
             }) {
                 continue;
             }
@@ -872,23 +871,7 @@ impl Core {
                 if pod.has_do_not_disrupt() {
                     continue;
                 }
-                let blocked = self.state.pdbs.values().any(|pdb| {
-                    if !pdb.selects(pod) {
-                        return false;
-                    }
-                    let selected: Vec<&Pod> = self
-                        .state
-                        .pods
-                        .values()
-                        .filter(|p| pdb.selects(p))
-                        .collect();
-                    let healthy = selected
-                        .iter()
-                        .filter(|p| p.node_name.is_some() && !evicting_now.contains(&p.key))
-                        .count() as i64;
-                    pdb.allowed(selected.len() as i64, healthy) <= 0
-                });
-                if blocked {
+                if self.state.pdb_blocking(pod, &evicting_now).is_some() {
                     continue;
                 }
             }

@@ -146,6 +146,26 @@ impl ClusterState {
             )
     }
 
+    /// The first PodDisruptionBudget that allows no more disruption of this pod now (pods in
+    /// `leaving` count as unavailable already).
+    pub fn pdb_blocking(
+        &self,
+        pod: &Pod,
+        leaving: &BTreeSet<PodKey>,
+    ) -> Option<&crate::model::pdb::PodDisruptionBudget> {
+        self.pdbs.values().find(|pdb| {
+            if !pdb.selects(pod) {
+                return false;
+            }
+            let selected: Vec<&Pod> = self.pods.values().filter(|p| pdb.selects(p)).collect();
+            let healthy = selected
+                .iter()
+                .filter(|p| p.node_name.is_some() && !leaving.contains(&p.key))
+                .count() as i64;
+            pdb.allowed(selected.len() as i64, healthy) <= 0
+        })
+    }
+
     /// The sum of requests of the pods bound to a node.
     pub fn requests_on_node(&self, node: &str) -> Resources {
         let mut used = Resources::default();

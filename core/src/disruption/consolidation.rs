@@ -81,9 +81,13 @@ pub fn candidates(
             continue;
         };
         let pods = state.workload_pods_on_node(node_name);
+        let none_leaving = BTreeSet::new();
         if pods.is_empty()
             || node.node.has_do_not_disrupt()
             || pods.iter().any(|p| p.has_do_not_disrupt())
+            || pods
+                .iter()
+                .any(|p| state.pdb_blocking(p, &none_leaving).is_some())
             || nominated.contains(node_name)
             || nominated.contains(name)
         {
@@ -204,6 +208,17 @@ pub fn simulate_many(
             planned
                 .types
                 .retain(|t| keep.contains(&prepared.catalog.instance_types[*t].name));
+            if any_spot && !any_on_demand {
+                // Spot-to-spot launches with the 15 cheapest spot types (Karpenter's rule).
+                let cheapest: BTreeSet<String> =
+                    launch_options(state, &planned, now_ms, MIN_SPOT_TO_SPOT_OPTIONS)
+                        .into_iter()
+                        .map(|o| o.instance_type)
+                        .collect();
+                planned
+                    .types
+                    .retain(|t| cheapest.contains(&prepared.catalog.instance_types[*t].name));
+            }
             let mut final_options =
                 launch_options(state, &planned, now_ms, config.max_instance_types);
             final_options.retain(|o| o.price < price);
