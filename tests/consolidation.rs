@@ -30,30 +30,18 @@ fn pool() -> NodePool {
 
 /// Launches and joins a machine for `pods` (all bound to it); returns (claim, node).
 fn machine(h: &mut CoreHarness, pods: &[(&str, i64)]) -> (NodeClaimSpec, String) {
-    for (name, cpu) in pods {
-        h.pod(Pod::new("default", name, *cpu, GIB));
-    }
-    let claim = CoreHarness::launches(&h.advance(2_000)).remove(0);
-    let instance = h.launch_cheapest(&claim);
-    let node = h.join(&claim, &instance);
-    for (name, _) in pods {
-        h.bind("default", name, &node);
-    }
+    let pods = pods
+        .iter()
+        .map(|(name, cpu)| Pod::new("default", name, *cpu, GIB))
+        .collect();
+    let (claim, _, node) = h.running_machine(pods);
     (claim, node)
 }
 
 fn terminations(h: &CoreHarness) -> Vec<(u64, String, TerminationReason, String)> {
-    h.commands
-        .iter()
-        .filter_map(|(t, c)| match c {
-            Command::TerminateNodeClaim {
-                nodeclaim,
-                reason,
-                detail,
-                ..
-            } => Some((*t, nodeclaim.clone(), *reason, detail.clone())),
-            _ => None,
-        })
+    h.terminations()
+        .into_iter()
+        .map(|t| (t.at_ms, t.nodeclaim, t.reason, t.detail))
         .collect()
 }
 

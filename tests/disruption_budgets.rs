@@ -28,25 +28,17 @@ fn budget(
 }
 
 fn terminations(h: &CoreHarness) -> Vec<(u64, String, TerminationReason)> {
-    h.commands
-        .iter()
-        .filter_map(|(t, c)| match c {
-            Command::TerminateNodeClaim {
-                nodeclaim, reason, ..
-            } => Some((*t, nodeclaim.clone(), *reason)),
-            _ => None,
-        })
+    h.terminations()
+        .into_iter()
+        .map(|t| (t.at_ms, t.nodeclaim, t.reason))
         .collect()
 }
 
 /// A machine running one pod, launched at the harness's current time.
 fn running(h: &mut CoreHarness, pod: &str) -> String {
-    h.pod(Pod::new("default", pod, 1000, GIB));
-    let claim = CoreHarness::launches(&h.advance(2_000)).remove(0);
-    let instance = h.launch_cheapest(&claim);
-    let node = h.join(&claim, &instance);
-    h.bind("default", pod, &node);
-    claim.name
+    h.running_machine(vec![Pod::new("default", pod, 1000, GIB)])
+        .0
+        .name
 }
 
 fn business_hours_pool() -> NodePool {

@@ -1,6 +1,7 @@
 //! Drift: a machine that no longer matches its NodePool or EC2NodeClass is replaced, within the
 //! Drifted budgets.
 
+use nodewright_core::EventKind;
 use nodewright_core::catalog::Catalog;
 use nodewright_core::model::labels;
 use nodewright_core::model::nodeclaim::{NodeClaimSpec, TerminationReason};
@@ -8,7 +9,6 @@ use nodewright_core::model::nodeclass::{NodeClass, SelectorTerm};
 use nodewright_core::model::nodepool::{BudgetNodes, DisruptionBudget, DisruptionReason, NodePool};
 use nodewright_core::model::pod::Pod;
 use nodewright_core::model::requirements::{Operator, RequirementSpec};
-use nodewright_core::{Command, EventKind};
 use nodewright_testkit::harness::CoreHarness;
 
 const GIB: i64 = 1 << 30;
@@ -24,26 +24,14 @@ fn pool() -> NodePool {
 }
 
 fn running(h: &mut CoreHarness) -> (NodeClaimSpec, String) {
-    h.pod(Pod::new("default", "app", 1000, GIB));
-    let claim = CoreHarness::launches(&h.advance(2_000)).remove(0);
-    let instance = h.launch_cheapest(&claim);
-    let node = h.join(&claim, &instance);
-    h.bind("default", "app", &node);
+    let (claim, _, node) = h.running_machine(vec![Pod::new("default", "app", 1000, GIB)]);
     (claim, node)
 }
 
 fn terminations(h: &CoreHarness) -> Vec<(String, TerminationReason, String)> {
-    h.commands
-        .iter()
-        .filter_map(|(_, c)| match c {
-            Command::TerminateNodeClaim {
-                nodeclaim,
-                reason,
-                detail,
-                ..
-            } => Some((nodeclaim.clone(), *reason, detail.clone())),
-            _ => None,
-        })
+    h.terminations()
+        .into_iter()
+        .map(|t| (t.nodeclaim, t.reason, t.detail))
         .collect()
 }
 

@@ -29,17 +29,7 @@ fn web(name: &str) -> Pod {
 
 /// One machine running `pods`; returns its node.
 fn machine(h: &mut CoreHarness, pods: Vec<Pod>) -> String {
-    let names: Vec<String> = pods.iter().map(|p| p.key.name.clone()).collect();
-    for p in pods {
-        h.pod(p);
-    }
-    let claim = CoreHarness::launches(&h.advance(2_000)).remove(0);
-    let instance = h.launch_cheapest(&claim);
-    let node = h.join(&claim, &instance);
-    for n in names {
-        h.bind("default", &n, &node);
-    }
-    node
+    h.running_machine(pods).2
 }
 
 fn evictions(h: &CoreHarness) -> Vec<(u64, String, bool)> {

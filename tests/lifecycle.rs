@@ -34,8 +34,10 @@ fn terminations(commands: &[Command]) -> Vec<(String, TerminationReason, String)
 }
 
 fn all_terminations(h: &CoreHarness) -> Vec<(String, TerminationReason, String)> {
-    let cmds: Vec<Command> = h.commands.iter().map(|(_, c)| c.clone()).collect();
-    terminations(&cmds)
+    h.terminations()
+        .into_iter()
+        .map(|t| (t.nodeclaim, t.reason, t.detail))
+        .collect()
 }
 
 /// Provisions one machine for one pod, launches and joins it, binds the pod. Returns the

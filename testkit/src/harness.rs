@@ -4,11 +4,20 @@
 use nodewright_core::catalog::{self, CapacityType, Catalog};
 use nodewright_core::model::labels;
 use nodewright_core::model::node::Node;
-use nodewright_core::model::nodeclaim::{Instance, NodeClaimSpec, OfferingKey};
+use nodewright_core::model::nodeclaim::{Instance, NodeClaimSpec, OfferingKey, TerminationReason};
 use nodewright_core::model::nodeclass::NodeClass;
 use nodewright_core::model::nodepool::NodePool;
 use nodewright_core::model::pod::{Pod, PodKey};
 use nodewright_core::{Command, Config, Core, Event, EventKind};
+
+/// A `TerminateNodeClaim` the core returned, and when.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Termination {
+    pub at_ms: u64,
+    pub nodeclaim: String,
+    pub reason: TerminationReason,
+    pub detail: String,
+}
 
 /// A core, a clock, and every command it returned.
 pub struct CoreHarness {
@@ -225,6 +234,46 @@ impl CoreHarness {
                 out.extend(self.send(EventKind::PodDeleted { pod }));
             }
         }
+    }
+
+    /// Provisions one machine for `pods` (one batch), launches it with its cheapest option,
+    /// joins its node and binds the pods to it.
+    pub fn running_machine(&mut self, pods: Vec<Pod>) -> (NodeClaimSpec, Instance, String) {
+        let names: Vec<PodKey> = pods.iter().map(|p| p.key.clone()).collect();
+        for p in pods {
+            self.pod(p);
+        }
+        let claim = Self::launches(&self.advance(2_000))
+            .into_iter()
+            .next()
+            .expect("the pods get a machine");
+        let instance = self.launch_cheapest(&claim);
+        let node = self.join(&claim, &instance);
+        for key in names {
+            self.bind(&key.namespace, &key.name, &node);
+        }
+        (claim, instance, node)
+    }
+
+    /// Every termination the core asked for so far.
+    pub fn terminations(&self) -> Vec<Termination> {
+        self.commands
+            .iter()
+            .filter_map(|(t, c)| match c {
+                Command::TerminateNodeClaim {
+                    nodeclaim,
+                    reason,
+                    detail,
+                    ..
+                } => Some(Termination {
+                    at_ms: *t,
+                    nodeclaim: nodeclaim.clone(),
+                    reason: *reason,
+                    detail: detail.clone(),
+                }),
+                _ => None,
+            })
+            .collect()
     }
 
     pub fn catalog(&self) -> &Catalog {

@@ -431,6 +431,20 @@ impl SimCluster {
         true
     }
 
+    /// Reconciles every Deployment (after pods left: the controller recreates them).
+    pub fn reconcile_all(
+        &mut self,
+        now_ms: u64,
+        rng: &mut SimRng,
+        out: &mut Vec<Event>,
+        changes: &mut Vec<PodChange>,
+    ) {
+        let owners: Vec<(String, String)> = self.deployments.keys().cloned().collect();
+        for key in owners {
+            self.reconcile_deployment(&key, now_ms, rng, out, changes);
+        }
+    }
+
     /// Creates or deletes pods until the Deployment has its replicas. Scale-down removes
     /// pending pods first, then the newest.
     pub fn reconcile_deployment(
@@ -600,27 +614,10 @@ impl SimCluster {
         out: &mut Vec<Event>,
         changes: &mut Vec<PodChange>,
     ) -> usize {
-        let Some(n) = self.nodes.get_mut(node) else {
+        if !self.nodes.contains_key(node) {
             return 0;
-        };
-        if !n
-            .node
-            .taints
-            .iter()
-            .any(|t| t.key == labels::DISRUPTED_TAINT)
-        {
-            n.node
-                .taints
-                .push(nodewright_core::model::taints::Taint::new(
-                    labels::DISRUPTED_TAINT,
-                    None,
-                    nodewright_core::model::taints::TaintEffect::NoSchedule,
-                ));
-            out.push(Event::new(
-                now_ms,
-                EventKind::NodeApplied(Box::new(n.node.clone())),
-            ));
         }
+        self.cordon(node, now_ms, out);
         let pods: Vec<PodKey> = self
             .pods
             .values()
@@ -631,10 +628,7 @@ impl SimCluster {
         for pod in &pods {
             self.delete_pod(pod, true, now_ms, out, changes);
         }
-        let owners: Vec<(String, String)> = self.deployments.keys().cloned().collect();
-        for key in owners {
-            self.reconcile_deployment(&key, now_ms, rng, out, changes);
-        }
+        self.reconcile_all(now_ms, rng, out, changes);
         evicted
     }
 
@@ -664,10 +658,7 @@ impl SimCluster {
                 },
             ));
         }
-        let owners: Vec<(String, String)> = self.deployments.keys().cloned().collect();
-        for key in owners {
-            self.reconcile_deployment(&key, now_ms, rng, out, changes);
-        }
+        self.reconcile_all(now_ms, rng, out, changes);
     }
 }
 

@@ -467,17 +467,8 @@ impl CommandExecutor for World {
                 }
                 self.cluster
                     .delete_pod(pod, true, now, &mut self.outbox, &mut self.changes);
-                let owners: Vec<(String, String)> =
-                    self.cluster.deployments.keys().cloned().collect();
-                for key in owners {
-                    self.cluster.reconcile_deployment(
-                        &key,
-                        now,
-                        &mut self.rng,
-                        &mut self.outbox,
-                        &mut self.changes,
-                    );
-                }
+                self.cluster
+                    .reconcile_all(now, &mut self.rng, &mut self.outbox, &mut self.changes);
                 self.cluster
                     .bind_pending(now, &mut self.outbox, &mut self.changes);
             }
