@@ -376,3 +376,126 @@ fn a_node_whose_pod_a_pdb_protects_is_not_consolidated() {
         "no replacement for a node whose pod may not move"
     );
 }
+
+/// A pod annotated `karpenter.sh/do-not-disrupt: <value>` joins `node`, started now.
+fn keeper_on(h: &mut CoreHarness, node: &str, value: &str) {
+    let mut keeper = Pod::new("default", "keeper", 500, GIB);
+    keeper
+        .annotations
+        .insert(labels::DO_NOT_DISRUPT.into(), value.into());
+    keeper.node_name = Some(node.to_string());
+    keeper.created_at_ms = h.now_ms;
+    h.send(EventKind::PodApplied(Box::new(keeper)));
+}
+
+#[test]
+fn a_do_not_disrupt_duration_keeps_the_node_until_it_runs_out() {
+    let mut h = CoreHarness::new();
+    h.nodepool(pool());
+    let (_, node) = machine(&mut h, &[("big", 14_000)]);
+    let started = h.now_ms;
+    keeper_on(&mut h, &node, "20m");
+    h.delete_pod("default", "big");
+    h.run_until(started + 19 * MIN);
+    assert_eq!(h.all_launches().len(), 1, "protected for 20 minutes");
+    // Once it runs out the node is a candidate again: a cheaper machine replaces it.
+    h.run_until(started + 20 * MIN + 30_000);
+    let launches = h.all_launches();
+    assert_eq!(launches.len(), 2, "replaced once the protection ran out");
+    let replaced_at = h
+        .commands
+        .iter()
+        .find_map(|(t, c)| match c {
+            Command::LaunchNodeClaim { reason, .. } if reason.summary.starts_with("replaces") => {
+                Some(*t)
+            }
+            _ => None,
+        })
+        .expect("a replacement");
+    assert!(replaced_at >= started + 20 * MIN, "{replaced_at}");
+}
+
+#[test]
+fn an_invalid_do_not_disrupt_value_is_reported_and_protects_nothing() {
+    let mut h = CoreHarness::new();
+    h.nodepool(pool());
+    let (_, node) = machine(&mut h, &[("big", 14_000)]);
+    keeper_on(&mut h, &node, "30 minutes");
+    let warnings: Vec<String> = h
+        .commands
+        .iter()
+        .filter_map(|(_, c)| match c {
+            Command::WarnInvalidAnnotation { object, reason } => {
+                Some(format!("{object}: {reason}"))
+            }
+            _ => None,
+        })
+        .collect();
+    assert_eq!(warnings.len(), 1, "{warnings:?}");
+    assert!(
+        warnings[0].contains("pod default/keeper")
+            && warnings[0].contains("karpenter.sh/do-not-disrupt")
+            && warnings[0].contains("\"30m\""),
+        "names the pod, the annotation and the fix: {}",
+        warnings[0]
+    );
+    h.delete_pod("default", "big");
+    h.run_until(h.now_ms + 3 * MIN);
+    assert_eq!(h.all_launches().len(), 2, "consolidated as if unannotated");
+}
+
+#[test]
+fn the_replaced_node_is_tainted_before_its_replacement_launches() {
+    let mut h = CoreHarness::new();
+    h.nodepool(pool());
+    let (old, node) = underused(&mut h);
+    h.run_until(h.now_ms + MIN + 30_000);
+    let position = |want: &dyn Fn(&Command) -> bool| h.commands.iter().position(|(_, c)| want(c));
+    let cordon = position(
+        &|c| matches!(c, Command::CordonNode { node: n, nodeclaim, .. } if *n == node && *nodeclaim == old.name),
+    )
+    .expect("the old node is tainted karpenter.sh/disrupted");
+    let launch = position(&|c| {
+        matches!(c, Command::LaunchNodeClaim { reason, .. } if reason.summary.starts_with("replaces"))
+    })
+    .expect("a replacement");
+    assert!(cordon < launch, "taint first, then launch");
+    assert!(
+        terminations(&h).is_empty(),
+        "the old node is not drained before its replacement is up"
+    );
+    assert!(
+        !h.commands
+            .iter()
+            .any(|(_, c)| matches!(c, Command::EvictPod { .. })),
+        "nothing is evicted before the replacement is initialized"
+    );
+}
+
+#[test]
+fn a_replacement_that_fails_untaints_the_node_it_was_for() {
+    let mut h = CoreHarness::new();
+    h.nodepool(pool());
+    let (old, node) = underused(&mut h);
+    h.run_until(h.now_ms + MIN + 30_000);
+    let replacement = h.all_launches()[1].clone();
+    h.fail_launch(&replacement, Vec::new());
+    h.send(EventKind::NodeClaimTerminated {
+        nodeclaim: replacement.name.clone(),
+    });
+    let uncordon = h.commands.iter().find_map(|(_, c)| match c {
+        Command::UncordonNode {
+            node: n,
+            nodeclaim,
+            reason,
+        } => Some((n.clone(), nodeclaim.clone(), reason.clone())),
+        _ => None,
+    });
+    let (n, claim, reason) = uncordon.expect("the taint is taken off");
+    assert_eq!((n, claim), (node, old.name.clone()));
+    assert!(reason.contains(&replacement.name), "{reason}");
+    assert!(
+        !terminations(&h).iter().any(|t| t.1 == old.name),
+        "the old machine stays"
+    );
+}

@@ -164,3 +164,26 @@ fn an_unchanged_nodepool_reapplied_does_not_drift() {
     h.advance(10 * 60_000);
     assert_eq!(h.all_launches().len(), 1);
 }
+
+#[test]
+fn a_do_not_disrupt_duration_delays_drift_until_it_runs_out() {
+    let mut h = CoreHarness::new();
+    h.nodepool(pool());
+    let mut keeper = Pod::new("default", "keeper", 1000, GIB);
+    keeper
+        .annotations
+        .insert(labels::DO_NOT_DISRUPT.into(), "10m".into());
+    let started = h.now_ms;
+    h.running_machine(vec![keeper]);
+    let mut changed = pool();
+    changed.template_labels.insert("team".into(), "blue".into());
+    h.nodepool(changed);
+    h.run_until(started + 9 * 60_000);
+    assert_eq!(h.all_launches().len(), 1, "drifted but protected");
+    h.run_until(started + 10 * 60_000 + 20_000);
+    assert_eq!(
+        h.all_launches().len(),
+        2,
+        "replaced once the protection ran out"
+    );
+}

@@ -234,3 +234,73 @@ fn the_simulator_flags_a_voluntary_eviction_of_a_do_not_disrupt_pod() {
     }];
     assert!(nodewright_testkit::invariants::check_step(&h.core, &forced, h.now_ms).is_empty());
 }
+
+#[test]
+fn the_drain_goes_in_karpenters_four_tiers() {
+    use nodewright_core::model::pod::OwnerRef;
+    let mut h = CoreHarness::new();
+    h.nodepool(pool(None));
+    let daemon = |name: &str, priority: i32| {
+        let mut p = Pod::new("kube-system", name, 100, GIB / 8);
+        p.owner = Some(OwnerRef {
+            kind: "DaemonSet".into(),
+            name: name.into(),
+        });
+        p.priority = priority;
+        p
+    };
+    let mut critical = web("critical");
+    critical.labels.clear();
+    critical.priority = 2_000_000_000;
+    let mut plain = web("plain");
+    plain.labels.clear();
+    let node = machine(&mut h, vec![critical, plain]);
+    for mut d in [daemon("agent", 0), daemon("cni", 2_000_001_000)] {
+        d.node_name = Some(node.clone());
+        h.send(EventKind::PodApplied(Box::new(d)));
+    }
+    // Expiry (30 m) starts the drain; each tier goes once the one before has left.
+    h.run_until(31 * MIN);
+    let mut order = Vec::new();
+    for _ in 0..4 {
+        let asked: Vec<(String, String)> = h
+            .commands
+            .iter()
+            .filter_map(|(_, c)| match c {
+                Command::EvictPod { pod, .. } => Some((pod.namespace.clone(), pod.name.clone())),
+                _ => None,
+            })
+            .filter(|p| !order.contains(&p.1))
+            .collect();
+        assert_eq!(asked.len(), 1, "one tier at a time: {asked:?}");
+        order.push(asked[0].1.clone());
+        assert!(!terminated(&h), "pods are left");
+        h.send(EventKind::PodDeleted {
+            pod: PodKey::new(&asked[0].0, &asked[0].1),
+        });
+    }
+    assert_eq!(order, vec!["plain", "agent", "critical", "cni"]);
+    assert!(terminated(&h), "terminated once the last pod is gone");
+}
+
+#[test]
+fn a_do_not_disrupt_duration_holds_the_drain_only_until_it_runs_out() {
+    let mut h = CoreHarness::new();
+    h.nodepool(pool(None));
+    let mut keeper = web("keeper");
+    keeper.labels.clear();
+    keeper
+        .annotations
+        .insert(labels::DO_NOT_DISRUPT.into(), "40m".into());
+    machine(&mut h, vec![keeper]);
+    // Expired at 30 m (forced, no terminationGracePeriod): the pod is protected until 40 m.
+    h.run_until(39 * MIN);
+    assert!(evictions(&h).is_empty(), "{:?}", evictions(&h));
+    h.run_until(41 * MIN);
+    let e = evictions(&h);
+    assert_eq!(e.len(), 1, "{e:?}");
+    assert!(
+        e[0].0 >= 40 * MIN && !e[0].2,
+        "a graceful eviction once it ran out: {e:?}"
+    );
+}

@@ -5,7 +5,7 @@ use nodewright_core::model::duration::MaybeNever;
 use nodewright_core::model::labels;
 use nodewright_core::model::nodeclaim::{Instance, NodeClaimSpec, TerminationReason};
 use nodewright_core::model::nodepool::{BudgetNodes, DisruptionBudget, NodePool};
-use nodewright_core::model::pod::{OwnerRef, Pod};
+use nodewright_core::model::pod::{OwnerRef, Pod, PodKey};
 use nodewright_core::{Command, EventKind};
 use nodewright_testkit::harness::CoreHarness;
 
@@ -185,9 +185,22 @@ fn a_node_running_only_daemonset_pods_is_empty() {
     h.send(EventKind::PodApplied(Box::new(ds)));
     h.delete_pod("default", "a");
     h.advance(20_000);
+    // Empty: chosen at once; its DaemonSet pods are drained (their own tier) before it goes.
+    assert!(all_terminations(&h).is_empty());
+    let evicted: Vec<PodKey> = h
+        .commands
+        .iter()
+        .filter_map(|(_, c)| match c {
+            Command::EvictPod { pod, .. } => Some(pod.clone()),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(evicted, vec![PodKey::new("kube-system", "aws-node-x")]);
+    h.complete_evictions();
     let t = all_terminations(&h);
     assert_eq!(t.len(), 1, "{t:?}");
     assert_eq!(t[0].0, claim.name);
+    assert_eq!(t[0].1, TerminationReason::Empty);
 }
 
 #[test]
@@ -306,4 +319,39 @@ fn a_machine_whose_node_is_deleted_from_outside_is_terminated() {
     assert_eq!(t[0].0, claim.name);
     assert_eq!(t[0].1, TerminationReason::NodeDeleted);
     assert!(cmds.iter().any(|c| matches!(c, Command::TerminateNodeClaim { instance_id: Some(id), .. } if *id == instance.instance_id)));
+}
+
+#[test]
+fn a_do_not_disrupt_duration_on_a_node_counts_from_its_nodeclaim() {
+    let mut h = CoreHarness::new();
+    h.nodepool(pool(0));
+    let (claim, instance, node) = running_machine(&mut h, "a");
+    let created = h.now_ms;
+    let it = h
+        .catalog()
+        .get(&instance.instance_type)
+        .expect("known")
+        .clone();
+    let resources = nodewright_core::catalog::capacity(&it, &Default::default());
+    let mut labels_map = it.labels.clone();
+    labels_map.extend(claim.labels.clone());
+    h.send(EventKind::NodeApplied(Box::new(
+        nodewright_core::model::node::Node {
+            name: node,
+            provider_id: Some(instance.provider_id()),
+            labels: labels_map,
+            annotations: [(labels::DO_NOT_DISRUPT.to_string(), "45m".to_string())].into(),
+            taints: vec![],
+            allocatable: resources.allocatable,
+            ready: true,
+            unschedulable: false,
+        },
+    )));
+    h.delete_pod("default", "a");
+    h.advance(30 * MIN);
+    assert!(all_terminations(&h).is_empty(), "empty but protected");
+    h.run_until(created + 46 * MIN);
+    let t = all_terminations(&h);
+    assert_eq!(t.len(), 1, "removed once the 45 minutes are over: {t:?}");
+    assert_eq!(t[0].1, TerminationReason::Empty);
 }

@@ -169,6 +169,10 @@ fn transcript(records: &[LogRecord]) -> String {
                         Command::EvictPod { pod, forced, .. } => {
                             format!("EvictPod {pod} forced={forced}")
                         }
+                        Command::UncordonNode { node, .. } => format!("UncordonNode {node}"),
+                        Command::WarnInvalidAnnotation { object, reason } => {
+                            format!("WarnInvalidAnnotation {object}: {reason}")
+                        }
                     };
                     out.push_str(&format!(
                         "t={:.3}s after {cause}: {line}\n",

@@ -50,6 +50,16 @@ pub enum Command {
         forced: bool,
         reason: String,
     },
+    /// An annotation nodewright reads has a value it cannot use (event `InvalidAnnotation`):
+    /// `object` is `pod namespace/name` or `node name`; `reason` names the annotation and the fix.
+    WarnInvalidAnnotation { object: String, reason: String },
+    /// Remove the `karpenter.sh/disrupted` taint: the disruption that set it was given up (its
+    /// replacement failed to come up).
+    UncordonNode {
+        node: String,
+        nodeclaim: String,
+        reason: String,
+    },
 }
 
 impl Command {
@@ -64,6 +74,8 @@ impl Command {
             Command::DisruptionBlocked { .. } => "DisruptionBlocked",
             Command::CordonNode { .. } => "CordonNode",
             Command::EvictPod { .. } => "EvictPod",
+            Command::WarnInvalidAnnotation { .. } => "WarnInvalidAnnotation",
+            Command::UncordonNode { .. } => "UncordonNode",
         }
     }
 }

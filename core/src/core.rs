@@ -36,6 +36,8 @@ pub struct Core {
     unschedulable: BTreeMap<PodKey, String>,
     /// Pods already warned about missing requests.
     warned_missing_requests: BTreeSet<PodKey>,
+    /// Objects already warned about an annotation value, with that value.
+    warned_annotations: BTreeMap<String, String>,
     /// Bumped by every event that changes the cluster (ticks do not).
     epoch: u64,
     /// A consolidation waiting out its validation period, and when it was decided.
@@ -48,8 +50,12 @@ pub struct Core {
     replacements: BTreeMap<String, Replacement>,
     /// The epoch and time of the last search for drifted machines.
     last_drift_search: Option<(u64, u64)>,
+    /// When a do-not-disrupt duration that holds a drifted machine back runs out.
+    drift_wake_ms: Option<u64>,
     /// Machines being drained, by NodeClaim.
     draining: BTreeMap<String, Drain>,
+    /// Nodes nodewright tainted `karpenter.sh/disrupted`, with their NodeClaims.
+    cordoned: BTreeMap<String, String>,
 }
 
 /// How often a drain asks again for pods a PodDisruptionBudget held back.
@@ -107,12 +113,15 @@ impl Core {
             nominations: BTreeMap::new(),
             unschedulable: BTreeMap::new(),
             warned_missing_requests: BTreeSet::new(),
+            warned_annotations: BTreeMap::new(),
             epoch: 0,
             pending_consolidation: None,
             last_consolidation_search: None,
             consolidation_next_ms: None,
             replacements: BTreeMap::new(),
             last_drift_search: None,
+            drift_wake_ms: None,
+            cordoned: BTreeMap::new(),
             draining: BTreeMap::new(),
         }
     }
@@ -213,8 +222,14 @@ impl Core {
                 self.nominations.remove(pod);
                 self.unschedulable.remove(pod);
                 self.warned_missing_requests.remove(pod);
+                self.warned_annotations.remove(&format!("pod {pod}"));
             }
             EventKind::NodeApplied(node) => {
+                self.warn_invalid_annotation(
+                    format!("node {}", node.name),
+                    &node.annotations,
+                    commands,
+                );
                 let claim_name = node
                     .provider_id
                     .as_deref()
@@ -353,9 +368,36 @@ impl Core {
             EventKind::NodeClaimTerminated { nodeclaim } => {
                 // A replacement that failed: the machine it was for stays (and is looked at
                 // again later); a replaced machine that is gone needs nothing more.
+                let given_up: Vec<String> = self
+                    .replacements
+                    .iter()
+                    .filter(|(old, r)| *old != nodeclaim && r.new.contains(nodeclaim))
+                    .map(|(old, _)| old.clone())
+                    .collect();
                 self.replacements
                     .retain(|old, r| old != nodeclaim && !r.new.contains(nodeclaim));
+                for old in given_up {
+                    // The machine stays: it takes pods again.
+                    let node = self
+                        .cordoned
+                        .iter()
+                        .find(|(_, c)| **c == old)
+                        .map(|(n, _)| n.clone());
+                    if let Some(node) = node
+                        && !self.draining.contains_key(&old)
+                    {
+                        self.cordoned.remove(&node);
+                        commands.push(Command::UncordonNode {
+                            node,
+                            nodeclaim: old,
+                            reason: format!(
+                                "its replacement {nodeclaim} did not come up; the disruption is given up"
+                            ),
+                        });
+                    }
+                }
                 self.draining.remove(nodeclaim);
+                self.cordoned.retain(|_, c| c != nodeclaim);
                 if let Some(claim) = self.state.nodeclaims.remove(nodeclaim)
                     && let Some(node) = claim.node_name
                     && let Some(state) = self.state.nodes.get_mut(&node)
@@ -415,6 +457,7 @@ impl Core {
                 pod: pod.key.clone(),
             });
         }
+        self.warn_invalid_annotation(format!("pod {}", pod.key), &pod.annotations, commands);
         match &pod.node_name {
             Some(node) => {
                 self.attach_pod(&pod.key, node);
@@ -423,6 +466,27 @@ impl Core {
             }
             None if !pod.is_daemonset_pod() => self.batcher.trigger(now),
             None => {}
+        }
+    }
+
+    /// Reports a `karpenter.sh/do-not-disrupt` value that protects nothing, once per value.
+    fn warn_invalid_annotation(
+        &mut self,
+        object: String,
+        annotations: &BTreeMap<String, String>,
+        commands: &mut Vec<Command>,
+    ) {
+        let Some(reason) = crate::model::do_not_disrupt::invalid_value(annotations) else {
+            self.warned_annotations.remove(&object);
+            return;
+        };
+        let value = annotations
+            .get(crate::model::labels::DO_NOT_DISRUPT)
+            .cloned()
+            .unwrap_or_default();
+        if self.warned_annotations.get(&object) != Some(&value) {
+            self.warned_annotations.insert(object.clone(), value);
+            commands.push(Command::WarnInvalidAnnotation { object, reason });
         }
     }
 
@@ -533,6 +597,11 @@ impl Core {
         }
         if !acted && pass_allowed && self.pending_consolidation.is_none() {
             acted = self.drift(commands);
+        }
+        if let Some(at) = self.drift_wake_ms {
+            // Not looked at yet when it is already due: the next pass will.
+            let at = if at > now { at } else { now + poll };
+            next = Some(next.map_or(at, |n: u64| n.min(at)));
         }
         if !acted && pass_allowed {
             let (at, executed) = self.consolidate(commands, &nominated);
@@ -650,6 +719,22 @@ impl Core {
         detail: String,
         commands: &mut Vec<Command>,
     ) {
+        // Karpenter's order: taint the machine first, so that nothing new lands on it while
+        // its replacements come up.
+        if let Some(node) = self
+            .state
+            .nodeclaims
+            .get(old)
+            .and_then(|c| c.node_name.clone())
+            && !planned.is_empty()
+        {
+            self.cordon(
+                &node,
+                old,
+                format!("{reason}: {detail}; replacements launch first"),
+                commands,
+            );
+        }
         let mut new = BTreeSet::new();
         for p in planned {
             let Some((spec, mut launch_reason)) = self.claim_spec(p) else {
@@ -687,13 +772,29 @@ impl Core {
             return false;
         }
         let now = self.now_ms;
-        // Searched already with nothing changed since: nothing new to find.
-        if self.last_drift_search.is_some_and(|(epoch, at)| {
-            epoch == self.epoch && now < at + self.config.disruption_poll_ms
-        }) {
+        // Searched already with nothing changed since: nothing new to find, unless a
+        // do-not-disrupt duration ran out meanwhile.
+        let protection_ran_out = self.drift_wake_ms.is_some_and(|t| t <= now);
+        if !protection_ran_out
+            && self.last_drift_search.is_some_and(|(epoch, at)| {
+                epoch == self.epoch && now < at + self.config.disruption_poll_ms
+            })
+        {
             return false;
         }
         self.last_drift_search = Some((self.epoch, now));
+        let mut wake: Option<u64> = None;
+        let acted = self.drift_search(now, &mut wake, commands);
+        self.drift_wake_ms = wake;
+        acted
+    }
+
+    fn drift_search(
+        &mut self,
+        now: u64,
+        wake: &mut Option<u64>,
+        commands: &mut Vec<Command>,
+    ) -> bool {
         for (name, why) in crate::disruption::drift::drifted(&self.state) {
             let Some(claim) = self.state.nodeclaims.get(&name) else {
                 continue;
@@ -713,17 +814,21 @@ impl Core {
                 continue;
             }
             let node = claim.node_name.clone();
-            if node.as_ref().is_some_and(|n| {
-                self.state
-                    .nodes
-                    .get(n)
-                    .is_some_and(|s| s.node.has_do_not_disrupt())
-                    || self.state.workload_pods_on_node(n).iter().any(|p| {
-                        p.has_do_not_disrupt()
-                            || self.state.pdb_blocking(p, &BTreeSet::new()).is_some()
-                    })
-            }) {
-                continue;
+            if let Some(n) = &node {
+                if let Some((_, ends)) = self.state.do_not_disrupt_on_node(n, now) {
+                    if let Some(at) = ends {
+                        *wake = Some(wake.map_or(at, |w: u64| w.min(at)));
+                    }
+                    continue;
+                }
+                if self
+                    .state
+                    .workload_pods_on_node(n)
+                    .iter()
+                    .any(|p| self.state.pdb_blocking(p, &BTreeSet::new()).is_some())
+                {
+                    continue;
+                }
             }
             // Where its pods would go: the rest of the cluster, plus new machines.
             let pods: Vec<Pod> = node
@@ -781,16 +886,12 @@ impl Core {
             .and_then(|p| p.termination_grace_period_ms);
         let has_pods = node
             .as_ref()
-            .is_some_and(|n| !self.state.workload_pods_on_node(n).is_empty());
+            .is_some_and(|n| !self.state.pods_on_node(n).is_empty());
         match node {
             Some(node) if has_pods => {
                 // Cordon, then evict (PodDisruptionBudgets apply); the instance goes when the
                 // node is empty.
-                commands.push(Command::CordonNode {
-                    node: node.clone(),
-                    nodeclaim: nodeclaim.to_string(),
-                    reason: format!("{reason}: {detail}"),
-                });
+                self.cordon(&node, nodeclaim, format!("{reason}: {detail}"), commands);
                 self.draining.insert(
                     nodeclaim.to_string(),
                     Drain {
@@ -806,6 +907,20 @@ impl Core {
             }
             _ => self.finish_termination(nodeclaim, reason, detail, commands),
         }
+    }
+
+    /// Taints the node `karpenter.sh/disrupted:NoSchedule` (once).
+    fn cordon(&mut self, node: &str, nodeclaim: &str, reason: String, commands: &mut Vec<Command>) {
+        if self.cordoned.contains_key(node) {
+            return;
+        }
+        self.cordoned
+            .insert(node.to_string(), nodeclaim.to_string());
+        commands.push(Command::CordonNode {
+            node: node.to_string(),
+            nodeclaim: nodeclaim.to_string(),
+            reason,
+        });
     }
 
     fn finish_termination(
@@ -827,8 +942,10 @@ impl Core {
         });
     }
 
-    /// One step of a drain: evict what PodDisruptionBudgets allow, non-critical pods before
-    /// critical ones; terminate the instance once no workload pod is left.
+    /// One step of a drain: evict what PodDisruptionBudgets allow, in Karpenter's tiers
+    /// (non-critical pods, non-critical DaemonSet pods, critical pods, critical DaemonSet
+    /// pods: a tier starts once the one before has left); terminate the instance once no pod
+    /// is left.
     fn drain_step(&mut self, nodeclaim: &str, commands: &mut Vec<Command>) {
         let now = self.now_ms;
         let Some(drain) = self.draining.get(nodeclaim).cloned() else {
@@ -836,7 +953,7 @@ impl Core {
         };
         let pods: Vec<Pod> = self
             .state
-            .workload_pods_on_node(&drain.node)
+            .pods_on_node(&drain.node)
             .into_iter()
             .cloned()
             .collect();
@@ -846,7 +963,9 @@ impl Core {
             return;
         }
         let forced = drain.forced || drain.deadline_ms.is_some_and(|d| now >= d);
-        let non_critical_left = pods.iter().any(|p| p.priority < CRITICAL_PRIORITY);
+        let tier =
+            |p: &Pod| (p.priority >= CRITICAL_PRIORITY) as u8 * 2 + p.is_daemonset_pod() as u8;
+        let current_tier = pods.iter().map(tier).min().unwrap_or(0);
         let mut evicting_now: BTreeSet<PodKey> = self
             .draining
             .values()
@@ -854,7 +973,7 @@ impl Core {
             .collect();
         let mut asked = Vec::new();
         for pod in &pods {
-            if non_critical_left && pod.priority >= CRITICAL_PRIORITY {
+            if tier(pod) != current_tier {
                 continue;
             }
             let pending = match drain.evicting.get(&pod.key) {
@@ -868,7 +987,7 @@ impl Core {
                 continue;
             }
             if !forced {
-                if pod.has_do_not_disrupt() {
+                if pod.do_not_disrupt().active_at(now) {
                     continue;
                 }
                 if self.state.pdb_blocking(pod, &evicting_now).is_some() {

@@ -4,6 +4,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use crate::catalog::{self, CapacitySettings, Catalog, NodeResources};
 use crate::event::DaemonSet;
+use crate::model::do_not_disrupt::Protection;
 use crate::model::labels;
 use crate::model::node::Node;
 use crate::model::nodeclaim::{Instance, NodeClaimSpec, OfferingKey, TerminationReason};
@@ -177,6 +178,44 @@ impl ClusterState {
             }
         }
         used
+    }
+
+    /// What keeps a node out of voluntary disruption now: `karpenter.sh/do-not-disrupt` on the
+    /// node or on one of its workload pods. Returns why, and when the last protection in force
+    /// runs out (`None` when one of them never does).
+    pub fn do_not_disrupt_on_node(&self, node: &str, now_ms: u64) -> Option<(String, Option<u64>)> {
+        let state = self.nodes.get(node)?;
+        let started = state
+            .nodeclaim
+            .as_ref()
+            .and_then(|c| self.nodeclaims.get(c))
+            .map_or(0, |c| c.created_at_ms);
+        let mut reasons = Vec::new();
+        let mut ends: Option<Option<u64>> = None;
+        let mut note = |what: String, protection: Protection| {
+            if protection.active_at(now_ms) {
+                reasons.push(format!("{what} has {}", protection.describe(now_ms)));
+                let end = protection.ends_after(now_ms);
+                ends = Some(match (ends, end) {
+                    (None, e) => e,
+                    (Some(None), _) | (Some(_), None) => None,
+                    (Some(Some(a)), Some(b)) => Some(a.max(b)),
+                });
+            }
+        };
+        note(format!("node {node}"), state.node.do_not_disrupt(started));
+        for pod in self.workload_pods_on_node(node) {
+            note(format!("pod {}", pod.key), pod.do_not_disrupt());
+        }
+        ends.map(|end| (reasons.join(", "), end))
+    }
+
+    /// Every pod bound to a node, DaemonSet pods included.
+    pub fn pods_on_node(&self, node: &str) -> Vec<&Pod> {
+        self.nodes
+            .get(node)
+            .map(|state| state.pods.iter().filter_map(|k| self.pods.get(k)).collect())
+            .unwrap_or_default()
     }
 
     /// Workload pods (not DaemonSet pods) bound to a node.

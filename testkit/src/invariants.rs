@@ -54,7 +54,11 @@ pub fn check_step(core: &Core, commands: &[Command], now_ms: u64) -> Vec<Violati
         match command {
             Command::EvictPod {
                 pod, forced: false, ..
-            } if state.pods.get(pod).is_some_and(|p| p.has_do_not_disrupt()) => {
+            } if state
+                .pods
+                .get(pod)
+                .is_some_and(|p| p.do_not_disrupt().active_at(now_ms)) =>
+            {
                 out.push(violation(
                     now_ms,
                     "do-not-disrupt-pod-evicted",
@@ -65,14 +69,7 @@ pub fn check_step(core: &Core, commands: &[Command], now_ms: u64) -> Vec<Violati
                 let voluntary = ["Empty", "Underutilized", "Drifted"]
                     .iter()
                     .any(|r| reason.starts_with(r));
-                let protected = state
-                    .nodes
-                    .get(node)
-                    .is_some_and(|n| n.node.has_do_not_disrupt())
-                    || state
-                        .workload_pods_on_node(node)
-                        .iter()
-                        .any(|p| p.has_do_not_disrupt());
+                let protected = state.do_not_disrupt_on_node(node, now_ms).is_some();
                 if voluntary && protected {
                     out.push(violation(
                         now_ms,

@@ -17,7 +17,7 @@ use crate::config::Config;
 use crate::model::duration::format_duration_ms;
 use crate::model::nodepool::{ConsolidationPolicy, DisruptionReason};
 use crate::model::pod::Pod;
-use crate::provisioning::{PlannedClaim, launch_options, solve_without};
+use crate::provisioning::{ClusterView, PlannedClaim, launch_options};
 use crate::state::ClusterState;
 
 /// Karpenter's consolidation validation period.
@@ -82,9 +82,14 @@ pub fn candidates(
         };
         let pods = state.workload_pods_on_node(node_name);
         let none_leaving = BTreeSet::new();
+        if let Some((_, ends)) = state.do_not_disrupt_on_node(node_name, now_ms) {
+            // A protection with a duration makes the node a candidate again once it runs out.
+            if let Some(at) = ends {
+                next = Some(next.map_or(at, |n: u64| n.min(at)));
+            }
+            continue;
+        }
         if pods.is_empty()
-            || node.node.has_do_not_disrupt()
-            || pods.iter().any(|p| p.has_do_not_disrupt())
             || pods
                 .iter()
                 .any(|p| state.pdb_blocking(p, &none_leaving).is_some())
@@ -131,6 +136,23 @@ pub fn simulate_many(
     nodeclaims: &[String],
     now_ms: u64,
 ) -> Result<Decision, String> {
+    simulate_in(
+        &ClusterView::new(state, config, now_ms),
+        state,
+        config,
+        nodeclaims,
+        now_ms,
+    )
+}
+
+/// [`simulate_many`] on a view of the cluster built once for the whole pass.
+fn simulate_in(
+    view: &ClusterView,
+    state: &ClusterState,
+    config: &Config,
+    nodeclaims: &[String],
+    now_ms: u64,
+) -> Result<Decision, String> {
     let removed: BTreeSet<String> = nodeclaims.iter().cloned().collect();
     let mut pods: Vec<Pod> = Vec::new();
     let mut nodes = Vec::new();
@@ -160,7 +182,7 @@ pub fn simulate_many(
         nodes.push(node);
     }
     let refs: Vec<&Pod> = pods.iter().collect();
-    let result = solve_without(state, config, now_ms, &refs, &removed);
+    let result = view.solve(&refs, &removed);
     if let Some((pod, reason)) = result.unschedulable.first() {
         return Err(format!("pod {pod} would not fit elsewhere: {reason}"));
     }
@@ -318,11 +340,12 @@ pub fn multi_node(
     if names.len() < 2 {
         return None;
     }
+    let view = ClusterView::new(state, config, now_ms);
     let (mut lo, mut hi) = (2usize, names.len());
     let mut best = None;
     while lo <= hi {
         let mid = (lo + hi) / 2;
-        match simulate_many(state, config, &names[..mid], now_ms) {
+        match simulate_in(&view, state, config, &names[..mid], now_ms) {
             Ok(d) => {
                 best = Some(d);
                 lo = mid + 1;
@@ -345,8 +368,9 @@ pub fn single_node(
         return (None, None);
     }
     let (candidates, next) = candidates(state, nominated, now_ms);
+    let view = ClusterView::new(state, config, now_ms);
     for (_, nodeclaim) in candidates {
-        if let Ok(decision) = simulate(state, config, &nodeclaim, now_ms) {
+        if let Ok(decision) = simulate_in(&view, state, config, &[nodeclaim], now_ms) {
             return (Some(decision), next);
         }
     }

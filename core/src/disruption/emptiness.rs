@@ -42,8 +42,13 @@ pub fn candidates(
         let Some(node) = state.nodes.get(node_name) else {
             continue;
         };
-        if node.node.has_do_not_disrupt()
-            || nominated.contains(node_name)
+        if let Some((_, ends)) = state.do_not_disrupt_on_node(node_name, now_ms) {
+            if let Some(at) = ends {
+                next = Some(next.map_or(at, |n: u64| n.min(at)));
+            }
+            continue;
+        }
+        if nominated.contains(node_name)
             || nominated.contains(name)
             || !state.workload_pods_on_node(node_name).is_empty()
         {

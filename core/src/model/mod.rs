@@ -1,6 +1,7 @@
 //! The domain model the decisions need, in Karpenter's vocabulary.
 
 pub mod affinity;
+pub mod do_not_disrupt;
 pub mod duration;
 pub mod labels;
 pub mod node;

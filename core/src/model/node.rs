@@ -4,7 +4,7 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
-use super::labels::DO_NOT_DISRUPT;
+use super::do_not_disrupt::Protection;
 use super::resources::Resources;
 use super::taints::Taint;
 
@@ -23,9 +23,9 @@ pub struct Node {
 }
 
 impl Node {
-    pub fn has_do_not_disrupt(&self) -> bool {
-        self.annotations
-            .get(DO_NOT_DISRUPT)
-            .is_some_and(|v| v == "true")
+    /// What `karpenter.sh/do-not-disrupt` asks for; a duration counts from `started_at_ms`
+    /// (when its NodeClaim was created).
+    pub fn do_not_disrupt(&self, started_at_ms: u64) -> Protection {
+        Protection::of(&self.annotations, started_at_ms)
     }
 }

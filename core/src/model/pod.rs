@@ -6,7 +6,7 @@ use std::fmt;
 use serde::{Deserialize, Serialize};
 
 use super::affinity::{HostPort, PodAffinityTerm, TopologySpreadConstraint};
-use super::labels::DO_NOT_DISRUPT;
+use super::do_not_disrupt::Protection;
 use super::requirements::{RequirementSpec, Requirements};
 use super::resources::Resources;
 use super::taints::Toleration;
@@ -98,10 +98,9 @@ impl Pod {
         self.owner.as_ref().is_some_and(|o| o.kind == "DaemonSet")
     }
 
-    pub fn has_do_not_disrupt(&self) -> bool {
-        self.annotations
-            .get(DO_NOT_DISRUPT)
-            .is_some_and(|v| v == "true")
+    /// What `karpenter.sh/do-not-disrupt` asks for (a duration counts from the pod's start).
+    pub fn do_not_disrupt(&self) -> Protection {
+        Protection::of(&self.annotations, self.created_at_ms)
     }
 
     /// The pod's node requirements, one set per required-affinity alternative (at least one

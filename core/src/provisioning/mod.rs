@@ -8,4 +8,4 @@ pub mod scheduler;
 pub mod topology;
 
 pub use batcher::Batcher;
-pub use scheduler::{PlannedClaim, SolveResult, launch_options, solve, solve_without};
+pub use scheduler::{ClusterView, PlannedClaim, SolveResult, launch_options, solve, solve_without};

@@ -4,7 +4,9 @@
 //! fits nowhere is retried with its preferences relaxed one at a time (Karpenter's order), and
 //! requeued behind the others; the solve ends when a full pass over the queue places nothing.
 
+use std::borrow::Cow;
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
+use std::sync::{Arc, OnceLock};
 
 use crate::catalog::NodeResources;
 use crate::config::{Config, MinValuesPolicy};
@@ -48,15 +50,32 @@ pub struct SolveResult {
 }
 
 /// Capacity that exists or is on its way.
-struct Target {
+#[derive(Clone)]
+struct Target<'a> {
     name: String,
+    /// The NodeClaim behind it (what a disruption simulation takes away).
+    nodeclaim: Option<String>,
     /// One label set per way the machine may turn out (one once launched); the pod must fit
-    /// every one of them.
-    label_sets: Vec<BTreeMap<String, String>>,
+    /// every one of them. A node's own labels are borrowed; shared between the solves of one
+    /// view.
+    label_sets: Arc<Vec<Cow<'a, BTreeMap<String, String>>>>,
+    /// The labels every label set agrees on, as labels and as requirements (made when
+    /// topology first needs them).
+    known: Arc<OnceLock<(BTreeMap<String, String>, Requirements)>>,
     taints: Vec<Taint>,
     available: Resources,
     host_ports: Vec<HostPort>,
     initialized: bool,
+}
+
+impl<'a> Target<'a> {
+    fn known(&self) -> &(BTreeMap<String, String>, Requirements) {
+        self.known.get_or_init(|| {
+            let known = common_labels(&self.label_sets);
+            let reqs = Requirements::from_labels(&known);
+            (known, reqs)
+        })
+    }
 }
 
 /// The solver's view of one NodePool for this batch.
@@ -69,8 +88,14 @@ struct PoolContext<'a> {
     /// Types compatible with the template and offered where it allows.
     types: Vec<usize>,
     min_values: Vec<(String, u32)>,
-    /// Capacity of live NodeClaims plus machines planned in this batch (at their largest).
-    usage: Resources,
+    /// Capacity of live NodeClaims (at their largest) and their number.
+    usage: PoolUsage,
+}
+
+/// What counts against a NodePool's limits: live NodeClaims, then machines planned in a solve.
+#[derive(Clone)]
+struct PoolUsage {
+    resources: Resources,
     count: i64,
 }
 
@@ -198,20 +223,9 @@ fn domain_sources(
     out
 }
 
-fn existing_targets(
-    state: &ClusterState,
-    contexts: &[PoolContext],
-    removed: &BTreeSet<String>,
-) -> Vec<Target> {
+fn existing_targets<'a>(state: &'a ClusterState, contexts: &[PoolContext]) -> Vec<Target<'a>> {
     let mut targets = Vec::new();
     for (name, node_state) in &state.nodes {
-        if node_state
-            .nodeclaim
-            .as_ref()
-            .is_some_and(|c| removed.contains(c))
-        {
-            continue;
-        }
         let node = &node_state.node;
         let claim = node_state
             .nodeclaim
@@ -234,13 +248,18 @@ fn existing_targets(
             .filter_map(|k| state.pods.get(k))
             .flat_map(|p| p.host_ports.iter().cloned())
             .collect();
-        let mut labels_map = node.labels.clone();
-        labels_map
-            .entry(labels::HOSTNAME.to_string())
-            .or_insert_with(|| name.clone());
+        let labels_map = if node.labels.contains_key(labels::HOSTNAME) {
+            Cow::Borrowed(&node.labels)
+        } else {
+            let mut owned = node.labels.clone();
+            owned.insert(labels::HOSTNAME.to_string(), name.clone());
+            Cow::Owned(owned)
+        };
         targets.push(Target {
             name: name.clone(),
-            label_sets: vec![labels_map],
+            nodeclaim: node_state.nodeclaim.clone(),
+            label_sets: Arc::new(vec![labels_map]),
+            known: Arc::default(),
             taints,
             available: if usable {
                 node.allocatable.minus(&state.requests_on_node(name))
@@ -252,7 +271,7 @@ fn existing_targets(
         });
     }
     for (name, claim) in &state.nodeclaims {
-        if claim.node_name.is_some() || claim.terminating.is_some() || removed.contains(name) {
+        if claim.node_name.is_some() || claim.terminating.is_some() {
             continue;
         }
         let Some(resources) = state.nodeclaim_resources(claim) else {
@@ -286,7 +305,7 @@ fn existing_targets(
         if label_sets.is_empty() {
             continue;
         }
-        let label_sets = label_sets
+        let label_sets: Vec<BTreeMap<String, String>> = label_sets
             .into_iter()
             .map(|mut l| {
                 l.insert(labels::HOSTNAME.to_string(), name.clone());
@@ -295,7 +314,9 @@ fn existing_targets(
             .collect();
         targets.push(Target {
             name: name.clone(),
-            label_sets,
+            nodeclaim: Some(name.clone()),
+            label_sets: Arc::new(label_sets.into_iter().map(Cow::Owned).collect()),
+            known: Arc::default(),
             taints: claim.spec.taints.clone(),
             // DaemonSet pods will land on it too once it registers.
             available: resources
@@ -339,7 +360,7 @@ fn in_flight_overhead(
 }
 
 /// The labels every label set agrees on (what is known of a machine on its way).
-fn common_labels(sets: &[BTreeMap<String, String>]) -> BTreeMap<String, String> {
+fn common_labels(sets: &[Cow<BTreeMap<String, String>>]) -> BTreeMap<String, String> {
     let Some(first) = sets.first() else {
         return BTreeMap::new();
     };
@@ -461,8 +482,9 @@ struct Solver<'a> {
     config: &'a Config,
     now_ms: u64,
     prepared: Option<&'a PreparedCatalog>,
-    contexts: Vec<PoolContext<'a>>,
-    targets: Vec<Target>,
+    contexts: &'a [PoolContext<'a>],
+    usage: Vec<PoolUsage>,
+    targets: Vec<Target<'a>>,
     planned: Vec<Planned>,
     /// Planned machines, fewest pods first.
     order: ClaimOrder,
@@ -497,9 +519,9 @@ impl<'a> Solver<'a> {
                 {
                     continue;
                 }
-                let known = common_labels(&target.label_sets);
-                let mut reqs = Requirements::from_labels(&known);
                 if !self.topology.is_empty() {
+                    let (known, known_reqs) = target.known();
+                    let mut reqs = known_reqs.clone();
                     if self
                         .topology
                         .admit(pod, profile, groups, ti, &mut reqs)
@@ -507,9 +529,10 @@ impl<'a> Solver<'a> {
                     {
                         continue;
                     }
-                    if !reqs.matches_labels(&known) {
+                    if !reqs.matches_labels(known) {
                         continue;
                     }
+                    self.topology.record(groups, ti, &reqs);
                 }
                 let target = &mut self.targets[ti];
                 target.available.sub(&pod.requests);
@@ -517,7 +540,6 @@ impl<'a> Solver<'a> {
                 result
                     .nominations
                     .push((pod.key.clone(), target.name.clone()));
-                self.topology.record(groups, ti, &reqs);
                 return Ok(());
             }
             // 2. Machines planned in this batch, fewest pods first. A failed try changes
@@ -548,7 +570,8 @@ impl<'a> Solver<'a> {
                 ));
                 continue;
             }
-            let remaining = ctx.pool.remaining(&ctx.usage, ctx.count);
+            let usage = &self.usage[ci];
+            let remaining = ctx.pool.remaining(&usage.resources, usage.count);
             if let Some(remaining) = &remaining
                 && remaining.get("nodes").is_some_and(|n| *n < 1)
             {
@@ -605,8 +628,7 @@ impl<'a> Solver<'a> {
             let best_effort = self.config.min_values_policy == MinValuesPolicy::BestEffort;
             match self.try_add(index, pod, profile, groups, None, best_effort) {
                 Ok(()) => {
-                    let ctx = &mut self.contexts[ci];
-                    ctx.count += 1;
+                    self.usage[ci].count += 1;
                     return Ok(());
                 }
                 Err(reason) => {
@@ -747,10 +769,10 @@ impl<'a> Solver<'a> {
             self.order.remove(i);
         }
         self.order.insert(i, old_len + 1);
-        let ctx = &mut self.contexts[pool_index];
-        if !ctx.pool.limits.is_empty() {
-            ctx.usage.sub(&old_capacity);
-            ctx.usage.add(&limit_capacity);
+        if !self.contexts[pool_index].pool.limits.is_empty() {
+            let usage = &mut self.usage[pool_index].resources;
+            usage.sub(&old_capacity);
+            usage.add(&limit_capacity);
         }
         if !self.topology.is_empty() {
             let reqs = self.planned[i].claim.requirements.clone();
@@ -831,7 +853,7 @@ fn describe_remaining(remaining: Option<&BTreeMap<String, i64>>) -> String {
 
 /// Places `pods` (pending, any order) given the cluster state.
 pub fn solve(state: &ClusterState, config: &Config, now_ms: u64, pods: &[&Pod]) -> SolveResult {
-    solve_without(state, config, now_ms, pods, &BTreeSet::new())
+    ClusterView::new(state, config, now_ms).solve(pods, &BTreeSet::new())
 }
 
 /// [`solve`] as if the NodeClaims in `removed` (and their nodes and pods) were gone: how a
@@ -843,215 +865,279 @@ pub fn solve_without(
     pods: &[&Pod],
     removed: &BTreeSet<String>,
 ) -> SolveResult {
-    let mut result = SolveResult::default();
-    let mut pods: Vec<&Pod> = pods.to_vec();
-    pods.sort_by(|a, b| Pod::queue_order(a, b));
+    ClusterView::new(state, config, now_ms).solve(pods, removed)
+}
 
-    let prepared = state.catalog.as_deref();
-    let mut pools: Vec<&NodePool> = state.nodepools.values().collect();
-    pools.sort_by(|a, b| NodePool::priority_order(a, b));
-    let mut missing_class = Vec::new();
-    let contexts: Vec<PoolContext> = pools
-        .iter()
-        .filter_map(|pool| {
-            let Some(nodeclass) = state.nodeclasses.get(&pool.node_class_ref.name) else {
-                missing_class.push(format!(
-                    "nodepool {}: its nodeClassRef names EC2NodeClass {:?}, which does not exist",
-                    pool.name, pool.node_class_ref.name
-                ));
-                return None;
-            };
-            let prepared = prepared?;
-            let template = pool.template_requirements();
-            let (mut usage, mut count) = state.nodepool_usage(&pool.name);
-            for name in removed {
-                if let Some(claim) = state.nodeclaims.get(name)
-                    && claim.spec.nodepool == pool.name
-                    && claim.terminating.is_none()
-                {
-                    usage.sub(&state.nodeclaim_limit_capacity(claim));
-                    count -= 1;
-                }
-            }
-            let resources = prepared.node_resources(&nodeclass.kubelet, &state.capacity_settings);
-            let overhead = daemonset_overhead(
-                pool,
-                &template,
-                &prepared.requirements,
-                state.daemonsets.values(),
-            );
-            let types = (0..prepared.catalog.instance_types.len())
-                .filter(|&t| {
-                    prepared.requirements[t].intersects(&template).is_ok()
-                        && has_allowed_offering(state, prepared, t, &template, now_ms)
-                        && overhead[t].fits_in(&resources[t].allocatable)
+/// The solver's view of the cluster that does not depend on the pods being placed: every
+/// NodePool's usable instance types, rooms and usage, and every node and machine on its way.
+/// Built once, it serves every simulation of a disruption pass.
+pub struct ClusterView<'a> {
+    state: &'a ClusterState,
+    config: &'a Config,
+    now_ms: u64,
+    prepared: Option<&'a PreparedCatalog>,
+    /// NodePools in priority order (those whose EC2NodeClass exists).
+    contexts: Vec<PoolContext<'a>>,
+    /// NodePools whose EC2NodeClass does not exist, as the user reads it.
+    missing_class: Vec<String>,
+    targets: Vec<Target<'a>>,
+    /// Bound pods with required pod anti-affinity (every pending pod must respect them).
+    anti_affinity_pods: Vec<&'a Pod>,
+    any_prefer_no_schedule: bool,
+}
+
+impl<'a> ClusterView<'a> {
+    pub fn new(state: &'a ClusterState, config: &'a Config, now_ms: u64) -> Self {
+        let prepared = state.catalog.as_deref();
+        let mut pools: Vec<&NodePool> = state.nodepools.values().collect();
+        pools.sort_by(|a, b| NodePool::priority_order(a, b));
+        let mut missing_class = Vec::new();
+        let contexts: Vec<PoolContext> = pools
+            .iter()
+            .filter_map(|pool| {
+                let Some(nodeclass) = state.nodeclasses.get(&pool.node_class_ref.name) else {
+                    missing_class.push(format!(
+                        "nodepool {}: its nodeClassRef names EC2NodeClass {:?}, which does not exist",
+                        pool.name, pool.node_class_ref.name
+                    ));
+                    return None;
+                };
+                let prepared = prepared?;
+                let template = pool.template_requirements();
+                let (usage, count) = state.nodepool_usage(&pool.name);
+                let resources =
+                    prepared.node_resources(&nodeclass.kubelet, &state.capacity_settings);
+                let overhead = daemonset_overhead(
+                    pool,
+                    &template,
+                    &prepared.requirements,
+                    state.daemonsets.values(),
+                );
+                let types = (0..prepared.catalog.instance_types.len())
+                    .filter(|&t| {
+                        prepared.requirements[t].intersects(&template).is_ok()
+                            && has_allowed_offering(state, prepared, t, &template, now_ms)
+                            && overhead[t].fits_in(&resources[t].allocatable)
+                    })
+                    .collect();
+                let min_values = pool
+                    .requirements
+                    .iter()
+                    .filter_map(|r| r.min_values.map(|m| (r.key.clone(), m)))
+                    .collect();
+                let rooms = resources
+                    .iter()
+                    .zip(&overhead)
+                    .map(|(r, o)| r.allocatable.minus(o))
+                    .collect();
+                Some(PoolContext {
+                    pool,
+                    template,
+                    resources,
+                    rooms,
+                    types,
+                    min_values,
+                    usage: PoolUsage {
+                        resources: usage,
+                        count,
+                    },
                 })
-                .collect();
-            let min_values = pool
-                .requirements
-                .iter()
-                .filter_map(|r| r.min_values.map(|m| (r.key.clone(), m)))
-                .collect();
-            let rooms = resources
-                .iter()
-                .zip(&overhead)
-                .map(|(r, o)| r.allocatable.minus(o))
-                .collect();
-            Some(PoolContext {
-                pool,
-                template,
-                resources,
-                rooms,
-                types,
-                min_values,
-                usage,
-                count,
             })
-        })
-        .collect();
-
-    let mut profiles: Vec<PodProfile> = pods
-        .iter()
-        .map(|p| PodProfile::new(p, config.preference_policy))
-        .collect();
-    let mut keys: BTreeSet<String> = BTreeSet::new();
-    for (pod, profile) in pods.iter().zip(&profiles) {
-        keys.extend(profile.spread.iter().map(|c| c.topology_key.clone()));
-        keys.extend(profile.affinity.iter().map(|t| t.topology_key.clone()));
-        keys.extend(pod.pod_anti_affinity.iter().map(|t| t.topology_key.clone()));
-    }
-    for p in state.pods.values().filter(|p| p.node_name.is_some()) {
-        keys.extend(
-            p.pod_anti_affinity
-                .iter()
-                .filter(|t| t.weight.is_none())
-                .map(|t| t.topology_key.clone()),
-        );
-    }
-    let removed_nodes: BTreeSet<&str> = removed
-        .iter()
-        .filter_map(|c| state.nodeclaims.get(c))
-        .filter_map(|c| c.node_name.as_deref())
-        .collect();
-    let on_removed = |p: &Pod| {
-        p.node_name
-            .as_deref()
-            .is_some_and(|n| removed_nodes.contains(n))
-    };
-    let mut topology = Topology::new(domain_sources(prepared, &contexts, state, &keys));
-    for (pod, profile) in pods.iter().zip(profiles.iter_mut()) {
-        topology.register_pending(pod, profile);
-    }
-    for p in state
-        .pods
-        .values()
-        .filter(|p| p.node_name.is_some() && !on_removed(p))
-    {
-        topology.register_running(p);
-    }
-    let pod_groups: Vec<PodGroups> = if topology.is_empty() {
-        vec![PodGroups::default(); pods.len()]
-    } else {
-        pods.iter().map(|p| topology.prepare(p)).collect()
-    };
-    let bound: Vec<&Pod> = state
-        .pods
-        .values()
-        .filter(|p| p.node_name.is_some() && !on_removed(p))
-        .collect();
-    let targets = existing_targets(state, &contexts, removed);
-    if !topology.is_empty() {
-        let by_name: BTreeMap<&str, usize> = targets
-            .iter()
-            .enumerate()
-            .map(|(i, t)| (t.name.as_str(), i))
             .collect();
-        for p in &bound {
-            let Some(node) = p.node_name.as_deref() else {
-                continue;
-            };
-            let Some(&ti) = by_name.get(node) else {
-                continue;
-            };
-            let reqs = Requirements::from_labels(&targets[ti].label_sets[0]);
-            let groups = topology.prepare(p);
-            topology.record(&groups, ti, &reqs);
+        let targets = existing_targets(state, &contexts);
+        let anti_affinity_pods = state
+            .pods
+            .values()
+            .filter(|p| {
+                p.node_name.is_some() && p.pod_anti_affinity.iter().any(|t| t.weight.is_none())
+            })
+            .collect();
+        let any_prefer_no_schedule = pools.iter().any(|p| {
+            p.taints
+                .iter()
+                .any(|t| t.effect == TaintEffect::PreferNoSchedule)
+        });
+        ClusterView {
+            state,
+            config,
+            now_ms,
+            prepared,
+            contexts,
+            missing_class,
+            targets,
+            anti_affinity_pods,
+            any_prefer_no_schedule,
         }
     }
-    let any_prefer_no_schedule = pools.iter().any(|p| {
-        p.taints
+
+    /// Places `pods` as if the NodeClaims in `removed` (their nodes and pods) were gone.
+    pub fn solve(&self, pods: &[&Pod], removed: &BTreeSet<String>) -> SolveResult {
+        let state = self.state;
+        let config = self.config;
+        let prepared = self.prepared;
+        let missing_class = &self.missing_class;
+        let any_prefer_no_schedule = self.any_prefer_no_schedule;
+        let mut result = SolveResult::default();
+        let mut pods: Vec<&Pod> = pods.to_vec();
+        pods.sort_by(|a, b| Pod::queue_order(a, b));
+
+        let usage: Vec<PoolUsage> = self
+            .contexts
             .iter()
-            .any(|t| t.effect == TaintEffect::PreferNoSchedule)
-    });
-
-    let mut solver = Solver {
-        state,
-        config,
-        now_ms,
-        prepared,
-        contexts,
-        targets,
-        planned: Vec::new(),
-        order: ClaimOrder::default(),
-        topology,
-    };
-
-    // The queue: indices into `pods`, with the queue length when each was last pushed back.
-    let mut queue: VecDeque<usize> = (0..pods.len()).collect();
-    let mut pushed_at: BTreeMap<usize, usize> = BTreeMap::new();
-    let mut errors: BTreeMap<usize, Vec<String>> = BTreeMap::new();
-    while let Some(i) = queue.pop_front() {
-        if pushed_at.get(&i) == Some(&(queue.len() + 1)) {
-            // A full pass since this pod was pushed back placed nothing: stop.
-            queue.push_front(i);
-            break;
-        }
-        let pod = pods[i];
-        let mut profile = profiles[i].clone();
-        let outcome = loop {
-            match solver.place(pod, &profile, &pod_groups[i], &mut result) {
-                Ok(()) => break Ok(()),
-                Err(reasons) => {
-                    if !profile.relax(pod, any_prefer_no_schedule) {
-                        break Err((reasons, profile.relaxed.clone()));
+            .map(|ctx| {
+                let mut usage = ctx.usage.clone();
+                for name in removed {
+                    if let Some(claim) = state.nodeclaims.get(name)
+                        && claim.spec.nodepool == ctx.pool.name
+                        && claim.terminating.is_none()
+                    {
+                        usage.resources.sub(&state.nodeclaim_limit_capacity(claim));
+                        usage.count -= 1;
                     }
                 }
-            }
+                usage
+            })
+            .collect();
+
+        let mut profiles: Vec<PodProfile> = pods
+            .iter()
+            .map(|p| PodProfile::new(p, config.preference_policy))
+            .collect();
+        let mut keys: BTreeSet<String> = BTreeSet::new();
+        for (pod, profile) in pods.iter().zip(&profiles) {
+            keys.extend(profile.spread.iter().map(|c| c.topology_key.clone()));
+            keys.extend(profile.affinity.iter().map(|t| t.topology_key.clone()));
+            keys.extend(pod.pod_anti_affinity.iter().map(|t| t.topology_key.clone()));
+        }
+        for p in &self.anti_affinity_pods {
+            keys.extend(
+                p.pod_anti_affinity
+                    .iter()
+                    .filter(|t| t.weight.is_none())
+                    .map(|t| t.topology_key.clone()),
+            );
+        }
+        let removed_nodes: BTreeSet<&str> = removed
+            .iter()
+            .filter_map(|c| state.nodeclaims.get(c))
+            .filter_map(|c| c.node_name.as_deref())
+            .collect();
+        let on_removed = |p: &Pod| {
+            p.node_name
+                .as_deref()
+                .is_some_and(|n| removed_nodes.contains(n))
         };
-        match outcome {
-            Ok(()) => {
-                errors.remove(&i);
-                pushed_at.clear();
-            }
-            Err((reasons, relaxed)) => {
-                let mut text = if solver.contexts.is_empty() && missing_class.is_empty() {
-                    "no NodePool exists; create one whose requirements the pod meets".to_string()
-                } else {
-                    let mut all = reasons;
-                    all.extend(missing_class.iter().cloned());
-                    format!(
-                        "fits no existing node and no NodePool can launch a machine for it ({}): {}",
-                        pod.requests,
-                        all.join("; ")
-                    )
+        let mut topology = Topology::new(domain_sources(prepared, &self.contexts, state, &keys));
+        for (pod, profile) in pods.iter().zip(profiles.iter_mut()) {
+            topology.register_pending(pod, profile);
+        }
+        for p in self.anti_affinity_pods.iter().filter(|p| !on_removed(p)) {
+            topology.register_running(p);
+        }
+        let pod_groups: Vec<PodGroups> = if topology.is_empty() {
+            vec![PodGroups::default(); pods.len()]
+        } else {
+            pods.iter().map(|p| topology.prepare(p)).collect()
+        };
+        let targets: Vec<Target> = self
+            .targets
+            .iter()
+            .filter(|t| t.nodeclaim.as_ref().is_none_or(|c| !removed.contains(c)))
+            .cloned()
+            .collect();
+        if !topology.is_empty() {
+            let by_name: BTreeMap<&str, usize> = targets
+                .iter()
+                .enumerate()
+                .map(|(i, t)| (t.name.as_str(), i))
+                .collect();
+            for p in state
+                .pods
+                .values()
+                .filter(|p| p.node_name.is_some() && !on_removed(p))
+            {
+                let Some(node) = p.node_name.as_deref() else {
+                    continue;
                 };
-                if !relaxed.is_empty() {
-                    text.push_str(&format!(" (after relaxing: {})", relaxed.join(", ")));
-                }
-                errors.insert(i, vec![text]);
-                queue.push_back(i);
-                pushed_at.insert(i, queue.len());
+                let Some(&ti) = by_name.get(node) else {
+                    continue;
+                };
+                let groups = topology.prepare(p);
+                topology.record(&groups, ti, &targets[ti].known().1);
             }
         }
-    }
-    for (i, reasons) in errors {
+
+        let mut solver = Solver {
+            state,
+            config,
+            now_ms: self.now_ms,
+            prepared,
+            contexts: &self.contexts,
+            usage,
+            targets,
+            planned: Vec::new(),
+            order: ClaimOrder::default(),
+            topology,
+        };
+
+        // The queue: indices into `pods`, with the queue length when each was last pushed back.
+        let mut queue: VecDeque<usize> = (0..pods.len()).collect();
+        let mut pushed_at: BTreeMap<usize, usize> = BTreeMap::new();
+        let mut errors: BTreeMap<usize, Vec<String>> = BTreeMap::new();
+        while let Some(i) = queue.pop_front() {
+            if pushed_at.get(&i) == Some(&(queue.len() + 1)) {
+                // A full pass since this pod was pushed back placed nothing: stop.
+                queue.push_front(i);
+                break;
+            }
+            let pod = pods[i];
+            let mut profile = profiles[i].clone();
+            let outcome = loop {
+                match solver.place(pod, &profile, &pod_groups[i], &mut result) {
+                    Ok(()) => break Ok(()),
+                    Err(reasons) => {
+                        if !profile.relax(pod, any_prefer_no_schedule) {
+                            break Err((reasons, profile.relaxed.clone()));
+                        }
+                    }
+                }
+            };
+            match outcome {
+                Ok(()) => {
+                    errors.remove(&i);
+                    pushed_at.clear();
+                }
+                Err((reasons, relaxed)) => {
+                    let mut text = if solver.contexts.is_empty() && missing_class.is_empty() {
+                        "no NodePool exists; create one whose requirements the pod meets"
+                            .to_string()
+                    } else {
+                        let mut all = reasons;
+                        all.extend(missing_class.iter().cloned());
+                        format!(
+                            "fits no existing node and no NodePool can launch a machine for it ({}): {}",
+                            pod.requests,
+                            all.join("; ")
+                        )
+                    };
+                    if !relaxed.is_empty() {
+                        text.push_str(&format!(" (after relaxing: {})", relaxed.join(", ")));
+                    }
+                    errors.insert(i, vec![text]);
+                    queue.push_back(i);
+                    pushed_at.insert(i, queue.len());
+                }
+            }
+        }
+        for (i, reasons) in errors {
+            result
+                .unschedulable
+                .push((pods[i].key.clone(), reasons.join("; ")));
+        }
+        result.unschedulable.sort();
+        result.new_claims = solver.planned.into_iter().map(|p| p.claim).collect();
         result
-            .unschedulable
-            .push((pods[i].key.clone(), reasons.join("; ")));
     }
-    result.unschedulable.sort();
-    result.new_claims = solver.planned.into_iter().map(|p| p.claim).collect();
-    result
 }
 
 /// The launch options of a planned machine.

@@ -35,6 +35,19 @@ pub struct SimCluster {
     pub pdbs: BTreeMap<(String, String), PodDisruptionBudget>,
     /// Pods by the Deployment that owns them.
     pub deployment_pods: BTreeMap<(String, String), BTreeSet<PodKey>>,
+    /// Graceful termination: each pod's `terminationGracePeriodSeconds` (ms), from its template.
+    pub grace_ms: BTreeMap<PodKey, u64>,
+    /// Pods shutting down: still on their node, using its resources, until they exit.
+    pub terminating: BTreeMap<PodKey, Terminating>,
+    /// Exits the world has yet to schedule: (time, pod).
+    pub exits_to_schedule: Vec<(u64, PodKey)>,
+}
+
+/// A pod that was asked to stop and has not exited yet.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Terminating {
+    pub exits_at_ms: u64,
+    pub evicted: bool,
 }
 
 /// What happened to pods, for the report.
@@ -129,7 +142,55 @@ impl SimCluster {
         self.pods.insert(pod.key.clone(), pod);
     }
 
-    /// Deletes a pod (gone at once: grace periods are not simulated yet).
+    /// Asks a pod to stop, as the API server does on a delete or an eviction: a bound pod
+    /// with a grace period leaves its Deployment at once (which replaces it) and keeps its
+    /// node and resources until it exits, at the end of its `terminationGracePeriodSeconds`
+    /// (the longest Kubernetes lets it run). Others are gone at once.
+    pub fn terminate_pod(
+        &mut self,
+        key: &PodKey,
+        evicted: bool,
+        now_ms: u64,
+        out: &mut Vec<Event>,
+        changes: &mut Vec<PodChange>,
+    ) {
+        if self.terminating.contains_key(key) {
+            return;
+        }
+        let grace = self.grace_ms.get(key).copied().unwrap_or(0);
+        let bound = self.pods.get(key).is_some_and(|p| p.node_name.is_some());
+        if grace == 0 || !bound {
+            self.delete_pod(key, evicted, now_ms, out, changes);
+            return;
+        }
+        for pods in self.deployment_pods.values_mut() {
+            pods.remove(key);
+        }
+        let exits_at_ms = now_ms + grace;
+        self.terminating.insert(
+            key.clone(),
+            Terminating {
+                exits_at_ms,
+                evicted,
+            },
+        );
+        self.exits_to_schedule.push((exits_at_ms, key.clone()));
+    }
+
+    /// A terminating pod's process has exited: the pod is deleted.
+    pub fn pod_exited(
+        &mut self,
+        key: &PodKey,
+        now_ms: u64,
+        out: &mut Vec<Event>,
+        changes: &mut Vec<PodChange>,
+    ) {
+        if let Some(t) = self.terminating.get(key).cloned() {
+            self.delete_pod(key, t.evicted, now_ms, out, changes);
+        }
+    }
+
+    /// Deletes a pod at once (a forced deletion, or its node is gone).
     pub fn delete_pod(
         &mut self,
         key: &PodKey,
@@ -138,6 +199,8 @@ impl SimCluster {
         out: &mut Vec<Event>,
         changes: &mut Vec<PodChange>,
     ) {
+        self.terminating.remove(key);
+        self.grace_ms.remove(key);
         if let Some(pod) = self.pods.remove(key) {
             if let Some(node) = &pod.node_name
                 && let Some(n) = self.nodes.get_mut(node)
@@ -426,7 +489,7 @@ impl SimCluster {
             .into_iter()
             .collect();
         for pod in pods {
-            self.delete_pod(&pod, false, now_ms, out, changes);
+            self.terminate_pod(&pod, false, now_ms, out, changes);
         }
         true
     }
@@ -481,6 +544,8 @@ impl SimCluster {
                     .entry(key.clone())
                     .or_default()
                     .insert(pod.key.clone());
+                let grace_s = d.template.termination_grace_period_seconds.max(0) as u64;
+                self.grace_ms.insert(pod.key.clone(), grace_s * 1000);
                 self.create_pod(pod, now_ms, out, changes);
             }
         } else if current.len() > want {
@@ -497,7 +562,7 @@ impl SimCluster {
                 .collect();
             ranked.sort();
             for (_, _, pod) in ranked.into_iter().take(current.len() - want) {
-                self.delete_pod(&pod, false, now_ms, out, changes);
+                self.terminate_pod(&pod, false, now_ms, out, changes);
             }
         }
     }
@@ -586,6 +651,21 @@ impl SimCluster {
         }
     }
 
+    /// Removes the `karpenter.sh/disrupted` taint; the core hears of it.
+    pub fn uncordon(&mut self, node: &str, now_ms: u64, out: &mut Vec<Event>) {
+        let Some(n) = self.nodes.get_mut(node) else {
+            return;
+        };
+        let before = n.node.taints.len();
+        n.node.taints.retain(|t| t.key != labels::DISRUPTED_TAINT);
+        if n.node.taints.len() != before {
+            out.push(Event::new(
+                now_ms,
+                EventKind::NodeApplied(Box::new(n.node.clone())),
+            ));
+        }
+    }
+
     /// The Eviction API: refused when a PodDisruptionBudget selecting the pod allows no
     /// disruption (pods that run count as healthy).
     pub fn eviction_refused_by(&self, pod: &PodKey) -> Option<String> {
@@ -595,7 +675,11 @@ impl SimCluster {
                 return None;
             }
             let selected: Vec<&Pod> = self.pods.values().filter(|q| pdb.selects(q)).collect();
-            let healthy = selected.iter().filter(|q| q.node_name.is_some()).count() as i64;
+            // A pod shutting down is no longer healthy.
+            let healthy = selected
+                .iter()
+                .filter(|q| q.node_name.is_some() && !self.terminating.contains_key(&q.key))
+                .count() as i64;
             (pdb.allowed(selected.len() as i64, healthy) <= 0).then(|| {
                 format!(
                     "Cannot evict pod as it would violate the pod's disruption budget {}/{}",

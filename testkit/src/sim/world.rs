@@ -29,9 +29,19 @@ const TERMINATION_LATENCY_MS: u64 = 10_000;
 #[derive(Debug, Clone)]
 enum WorldEvent {
     Timeline(usize),
-    FleetCall { nodeclaim: String },
-    NodeJoin { instance_id: String },
-    TerminationDone { nodeclaim: String },
+    FleetCall {
+        nodeclaim: String,
+    },
+    NodeJoin {
+        instance_id: String,
+    },
+    TerminationDone {
+        nodeclaim: String,
+    },
+    /// A terminating pod's grace period is over: it exits.
+    PodExit {
+        pod: PodKey,
+    },
 }
 
 /// A machine nodewright asked for, from decision to termination.
@@ -361,9 +371,21 @@ impl World {
                 }
                 self.emit(EventKind::NodeClaimTerminated { nodeclaim });
             }
+            WorldEvent::PodExit { pod } => {
+                self.cluster
+                    .pod_exited(&pod, now, &mut self.outbox, &mut self.changes);
+            }
         }
         self.cluster
             .bind_pending(now, &mut self.outbox, &mut self.changes);
+        self.schedule_pod_exits();
+    }
+
+    /// Pods that began shutting down exit at the end of their grace period.
+    fn schedule_pod_exits(&mut self) {
+        for (at, pod) in std::mem::take(&mut self.cluster.exits_to_schedule) {
+            self.schedule(at, WorldEvent::PodExit { pod });
+        }
     }
 
     /// Moves the clock, integrating cost and utilization over the interval.
@@ -456,7 +478,17 @@ impl CommandExecutor for World {
             }
             Command::NominatePod { .. } | Command::DisruptionBlocked { .. } => {}
             Command::CordonNode { node, .. } => self.cluster.cordon(node, now, &mut self.outbox),
+            Command::UncordonNode { node, .. } => {
+                self.cluster.uncordon(node, now, &mut self.outbox);
+                self.cluster
+                    .bind_pending(now, &mut self.outbox, &mut self.changes);
+            }
+            Command::WarnInvalidAnnotation { .. } => {}
             Command::EvictPod { pod, forced, .. } => {
+                if !*forced && self.cluster.terminating.contains_key(pod) {
+                    // Already on its way out.
+                    return;
+                }
                 if !*forced && let Some(reason) = self.cluster.eviction_refused_by(pod) {
                     self.refused_evictions += 1;
                     self.emit(EventKind::EvictionRefused {
@@ -465,12 +497,19 @@ impl CommandExecutor for World {
                     });
                     return;
                 }
-                self.cluster
-                    .delete_pod(pod, true, now, &mut self.outbox, &mut self.changes);
+                if *forced {
+                    // terminationGracePeriod ran out: deleted now, without its own grace period.
+                    self.cluster
+                        .delete_pod(pod, true, now, &mut self.outbox, &mut self.changes);
+                } else {
+                    self.cluster
+                        .terminate_pod(pod, true, now, &mut self.outbox, &mut self.changes);
+                }
                 self.cluster
                     .reconcile_all(now, &mut self.rng, &mut self.outbox, &mut self.changes);
                 self.cluster
                     .bind_pending(now, &mut self.outbox, &mut self.changes);
+                self.schedule_pod_exits();
             }
             Command::ReportUnschedulable { pod, reason } => {
                 self.unschedulable.insert(pod.clone(), reason.clone());

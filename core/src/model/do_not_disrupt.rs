@@ -1,0 +1,107 @@
+//! `karpenter.sh/do-not-disrupt` on a pod or a node: `"true"` protects it for good; a Go
+//! duration (`"30m"`, `"2h30m"`) protects it from its start until that much time has passed
+//! (Karpenter 1.12's grace period). Any other value protects nothing, as in Karpenter, and is
+//! reported so that the typo does not go unnoticed.
+
+use std::collections::BTreeMap;
+
+use super::duration::{format_duration_ms, parse_duration_ms};
+use super::labels::DO_NOT_DISRUPT;
+
+/// What the annotation asks for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Protection {
+    /// No annotation, or a value that is neither `"true"` nor a duration.
+    None,
+    Forever,
+    /// Protected until this time (ms).
+    Until(u64),
+}
+
+impl Protection {
+    /// Reads the annotation of an object that started at `started_at_ms`.
+    pub fn of(annotations: &BTreeMap<String, String>, started_at_ms: u64) -> Self {
+        match annotations.get(DO_NOT_DISRUPT).map(|v| v.trim()) {
+            None => Protection::None,
+            Some("true") => Protection::Forever,
+            Some(value) => match parse_duration_ms(value) {
+                Ok(ms) => Protection::Until(started_at_ms.saturating_add(ms)),
+                Err(_) => Protection::None,
+            },
+        }
+    }
+
+    pub fn active_at(self, now_ms: u64) -> bool {
+        match self {
+            Protection::None => false,
+            Protection::Forever => true,
+            Protection::Until(until) => now_ms < until,
+        }
+    }
+
+    /// When a protection still in force runs out (`None` when it never does or is not in force).
+    pub fn ends_after(self, now_ms: u64) -> Option<u64> {
+        match self {
+            Protection::Until(until) if until > now_ms => Some(until),
+            _ => None,
+        }
+    }
+
+    /// How a user reads it in a decision.
+    pub fn describe(self, now_ms: u64) -> String {
+        match self {
+            Protection::None => "not protected".to_string(),
+            Protection::Forever => format!("{DO_NOT_DISRUPT}: \"true\""),
+            Protection::Until(until) if until > now_ms => format!(
+                "{DO_NOT_DISRUPT} for another {}",
+                format_duration_ms(until - now_ms)
+            ),
+            Protection::Until(_) => format!("{DO_NOT_DISRUPT} has run out"),
+        }
+    }
+}
+
+/// Why an annotation value protects nothing, with the fix; `None` when it is valid or absent.
+pub fn invalid_value(annotations: &BTreeMap<String, String>) -> Option<String> {
+    let value = annotations.get(DO_NOT_DISRUPT)?;
+    let trimmed = value.trim();
+    if trimmed == "true" || trimmed == "false" || parse_duration_ms(trimmed).is_ok() {
+        return None;
+    }
+    Some(format!(
+        "annotation {DO_NOT_DISRUPT}: {value:?} is neither \"true\" nor a Go duration, so it protects nothing; write \"true\" to protect for good or a duration such as \"30m\" to protect from the start for that long"
+    ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn annotated(value: &str) -> BTreeMap<String, String> {
+        BTreeMap::from([(DO_NOT_DISRUPT.to_string(), value.to_string())])
+    }
+
+    #[test]
+    fn true_protects_for_good_and_a_duration_until_it_runs_out() {
+        assert_eq!(Protection::of(&annotated("true"), 5), Protection::Forever);
+        let p = Protection::of(&annotated("30m"), 1_000);
+        assert_eq!(p, Protection::Until(1_000 + 1_800_000));
+        assert!(p.active_at(1_800_999));
+        assert!(!p.active_at(1_801_000));
+        assert_eq!(p.ends_after(0), Some(1_801_000));
+        assert_eq!(p.ends_after(1_801_000), None);
+    }
+
+    #[test]
+    fn other_values_protect_nothing_and_are_reported() {
+        assert_eq!(Protection::of(&annotated("false"), 0), Protection::None);
+        assert_eq!(invalid_value(&annotated("false")), None);
+        for value in ["yes", "", "30 minutes"] {
+            assert_eq!(Protection::of(&annotated(value), 0), Protection::None);
+            assert!(invalid_value(&annotated(value)).is_some(), "{value:?}");
+        }
+        assert_eq!(invalid_value(&annotated("1h")), None);
+        assert_eq!(invalid_value(&BTreeMap::new()), None);
+        assert_eq!(Protection::of(&BTreeMap::new(), 0), Protection::None);
+    }
+}
