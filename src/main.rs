@@ -81,6 +81,10 @@ enum BenchCommands {
         nodes: usize,
         #[arg(long, default_value_t = 10000)]
         pods: usize,
+        /// Spread the pods over this many services, each with a PodDisruptionBudget
+        /// (maxUnavailable 1).
+        #[arg(long, default_value_t = 0)]
+        pdbs: usize,
     },
 }
 
@@ -120,11 +124,12 @@ fn main() -> ExitCode {
                 },
         } => bench_scheduling(pods, preferences, ignore_preferences, json),
         Commands::Bench {
-            command: BenchCommands::Consolidation { nodes, pods },
+            command: BenchCommands::Consolidation { nodes, pods, pdbs },
         } => {
-            let (seconds, removed) = nodewright_testkit::bench::consolidation_pass(nodes, pods);
+            let (seconds, removed) =
+                nodewright_testkit::bench::consolidation_pass(nodes, pods, pdbs);
             println!(
-                "consolidation search over {nodes} nodes and {pods} pods: {:.3}s; the decision removes {removed} nodes",
+                "consolidation search over {nodes} nodes, {pods} pods and {pdbs} PodDisruptionBudgets: {:.3}s; the decision removes {removed} nodes",
                 seconds
             );
             Ok(0)

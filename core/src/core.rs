@@ -795,6 +795,8 @@ impl Core {
         wake: &mut Option<u64>,
         commands: &mut Vec<Command>,
     ) -> bool {
+        let exhausted: Vec<crate::model::pdb::PodDisruptionBudget> =
+            self.state.exhausted_pdbs().into_iter().cloned().collect();
         for (name, why) in crate::disruption::drift::drifted(&self.state) {
             let Some(claim) = self.state.nodeclaims.get(&name) else {
                 continue;
@@ -825,7 +827,7 @@ impl Core {
                     .state
                     .workload_pods_on_node(n)
                     .iter()
-                    .any(|p| self.state.pdb_blocking(p, &BTreeSet::new()).is_some())
+                    .any(|p| exhausted.iter().any(|pdb| pdb.selects(p)))
                 {
                     continue;
                 }

@@ -167,6 +167,52 @@ impl ClusterState {
         })
     }
 
+    /// The PodDisruptionBudgets that allow no eviction now (nobody leaving): a pod one of them
+    /// selects keeps its node out of voluntary disruption. One pass over the pods per budget,
+    /// for a whole disruption pass.
+    pub fn exhausted_pdbs(&self) -> Vec<&crate::model::pdb::PodDisruptionBudget> {
+        let pdbs: Vec<&crate::model::pdb::PodDisruptionBudget> = self.pdbs.values().collect();
+        // Each budget is filed under one label its selector requires (namespace, key, value),
+        // so a pod is only matched against the budgets one of its labels may satisfy.
+        let mut by_label: BTreeMap<(&str, &str, &str), Vec<usize>> = BTreeMap::new();
+        let mut scan: Vec<usize> = Vec::new();
+        for (i, pdb) in pdbs.iter().enumerate() {
+            match pdb.selector.match_labels.iter().next() {
+                Some((k, v)) => by_label
+                    .entry((pdb.namespace.as_str(), k.as_str(), v.as_str()))
+                    .or_default()
+                    .push(i),
+                None => scan.push(i),
+            }
+        }
+        let mut counts = vec![(0i64, 0i64); pdbs.len()];
+        let mut count = |i: usize, pod: &Pod| {
+            if pdbs[i].selects(pod) {
+                counts[i].0 += 1;
+                counts[i].1 += pod.node_name.is_some() as i64;
+            }
+        };
+        for pod in self.pods.values() {
+            for (k, v) in &pod.labels {
+                if let Some(list) =
+                    by_label.get(&(pod.key.namespace.as_str(), k.as_str(), v.as_str()))
+                {
+                    for &i in list {
+                        count(i, pod);
+                    }
+                }
+            }
+            for &i in &scan {
+                count(i, pod);
+            }
+        }
+        pdbs.into_iter()
+            .zip(counts)
+            .filter(|(pdb, (expected, healthy))| pdb.allowed(*expected, *healthy) <= 0)
+            .map(|(pdb, _)| pdb)
+            .collect()
+    }
+
     /// The sum of requests of the pods bound to a node.
     pub fn requests_on_node(&self, node: &str) -> Resources {
         let mut used = Resources::default();
@@ -192,7 +238,7 @@ impl ClusterState {
             .map_or(0, |c| c.created_at_ms);
         let mut reasons = Vec::new();
         let mut ends: Option<Option<u64>> = None;
-        let mut note = |what: String, protection: Protection| {
+        let mut note = |what: &dyn std::fmt::Display, protection: Protection| {
             if protection.active_at(now_ms) {
                 reasons.push(format!("{what} has {}", protection.describe(now_ms)));
                 let end = protection.ends_after(now_ms);
@@ -203,9 +249,12 @@ impl ClusterState {
                 });
             }
         };
-        note(format!("node {node}"), state.node.do_not_disrupt(started));
+        note(
+            &format_args!("node {node}"),
+            state.node.do_not_disrupt(started),
+        );
         for pod in self.workload_pods_on_node(node) {
-            note(format!("pod {}", pod.key), pod.do_not_disrupt());
+            note(&format_args!("pod {}", pod.key), pod.do_not_disrupt());
         }
         ends.map(|end| (reasons.join(", "), end))
     }
@@ -327,5 +376,95 @@ impl ClusterState {
                     .is_some_and(|i| i.provider_id() == provider_id)
             })
             .map(|(name, _)| name.clone())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::affinity::LabelSelector;
+    use crate::model::pdb::{IntOrPercent, PodDisruptionBudget};
+    use crate::model::requirements::{Operator, RequirementSpec};
+
+    fn pdb(
+        ns: &str,
+        name: &str,
+        labels: &[(&str, &str)],
+        expr: Option<RequirementSpec>,
+        max: i64,
+    ) -> PodDisruptionBudget {
+        PodDisruptionBudget {
+            namespace: ns.into(),
+            name: name.into(),
+            selector: LabelSelector {
+                match_labels: labels
+                    .iter()
+                    .map(|(k, v)| (k.to_string(), v.to_string()))
+                    .collect(),
+                match_expressions: expr.into_iter().collect(),
+            },
+            min_available: None,
+            max_unavailable: Some(IntOrPercent::Int(max)),
+        }
+    }
+
+    #[test]
+    fn exhausted_pdbs_agree_with_counting_every_pod() {
+        let mut state = ClusterState::default();
+        let apps = ["web", "db", "cache"];
+        for i in 0..60 {
+            let ns = if i % 4 == 0 { "other" } else { "default" };
+            let mut pod = Pod::new(ns, &format!("p{i}"), 100, 1 << 20);
+            pod.labels.insert("app".into(), apps[i % 3].into());
+            pod.labels.insert("tier".into(), format!("t{}", i % 2));
+            // Every fifth pod is pending (unhealthy for its budgets).
+            if i % 5 != 0 {
+                pod.node_name = Some("n".into());
+            }
+            state.pods.insert(pod.key.clone(), pod);
+        }
+        let budgets = vec![
+            pdb("default", "web", &[("app", "web")], None, 1),
+            pdb(
+                "default",
+                "web-t1",
+                &[("app", "web"), ("tier", "t1")],
+                None,
+                2,
+            ),
+            pdb("other", "db", &[("app", "db")], None, 1),
+            pdb("default", "db-loose", &[("app", "db")], None, 9),
+            pdb(
+                "default",
+                "cache-expr",
+                &[],
+                Some(RequirementSpec::new("app", Operator::In, &["cache"])),
+                2,
+            ),
+            pdb("default", "none", &[("app", "nothing")], None, 0),
+        ];
+        for b in budgets {
+            state.pdbs.insert((b.namespace.clone(), b.name.clone()), b);
+        }
+        let naive: Vec<String> = state
+            .pdbs
+            .values()
+            .filter(|pdb| {
+                let selected: Vec<&Pod> = state.pods.values().filter(|p| pdb.selects(p)).collect();
+                let healthy = selected.iter().filter(|p| p.node_name.is_some()).count() as i64;
+                pdb.allowed(selected.len() as i64, healthy) <= 0
+            })
+            .map(|p| p.name.clone())
+            .collect();
+        let indexed: Vec<String> = state
+            .exhausted_pdbs()
+            .iter()
+            .map(|p| p.name.clone())
+            .collect();
+        assert_eq!(indexed, naive);
+        assert!(
+            !naive.is_empty() && naive.len() < state.pdbs.len(),
+            "{naive:?}"
+        );
     }
 }

@@ -364,8 +364,10 @@ impl BenchReport {
 }
 
 /// A cluster of `nodes` initialized machines (m5.2xlarge, on-demand, three zones) running
-/// `pods` pods of 500m / 1Gi spread evenly: half full, so consolidation has work to do.
-pub fn consolidation_state(nodes: usize, pods: usize) -> (Config, ClusterState) {
+/// `pods` pods of 500m / 1Gi spread evenly: half full, so consolidation has work to do. With
+/// `pdbs` > 0 the pods belong to that many services (`app=svc-<i>`, round robin), each with a
+/// PodDisruptionBudget of `maxUnavailable: 1`.
+pub fn consolidation_state(nodes: usize, pods: usize, pdbs: usize) -> (Config, ClusterState) {
     use nodewright_core::model::node::Node;
     use nodewright_core::model::nodeclaim::{Instance, NodeClaimSpec};
     use nodewright_core::state::{NodeClaimState, NodeState};
@@ -464,10 +466,31 @@ pub fn consolidation_state(nodes: usize, pods: usize) -> (Config, ClusterState) 
         let node = format!("node-{:05}", p % nodes.max(1));
         let mut pod = Pod::new("default", &format!("pod-{p:06}"), 500, GIB);
         pod.node_name = Some(node.clone());
+        if pdbs > 0 {
+            pod.labels.insert("app".into(), format!("svc-{}", p % pdbs));
+        }
         if let Some(n) = state.nodes.get_mut(&node) {
             n.pods.insert(pod.key.clone());
         }
         state.pods.insert(pod.key.clone(), pod);
+    }
+    for i in 0..pdbs {
+        use nodewright_core::model::affinity::LabelSelector;
+        use nodewright_core::model::pdb::{IntOrPercent, PodDisruptionBudget};
+        let name = format!("svc-{i}");
+        state.pdbs.insert(
+            ("default".into(), name.clone()),
+            PodDisruptionBudget {
+                namespace: "default".into(),
+                name: name.clone(),
+                selector: LabelSelector {
+                    match_labels: [("app".to_string(), name)].into(),
+                    match_expressions: vec![],
+                },
+                min_available: None,
+                max_unavailable: Some(IntOrPercent::Int(1)),
+            },
+        );
     }
     (config, state)
 }
@@ -476,15 +499,19 @@ const ZONES_US_EAST_1: [&str; 3] = ["us-east-1a", "us-east-1b", "us-east-1c"];
 
 /// One consolidation search over the cluster (what a disruption pass does): multi-node, then
 /// single-node. Returns (seconds, nodes the decision removes).
-pub fn consolidation_pass(nodes: usize, pods: usize) -> (f64, usize) {
-    use nodewright_core::disruption::consolidation;
-    let (config, state) = consolidation_state(nodes, pods);
-    let nominated = Default::default();
+pub fn consolidation_pass(nodes: usize, pods: usize, pdbs: usize) -> (f64, usize) {
+    let (config, state) = consolidation_state(nodes, pods, pdbs);
     let started = Instant::now();
-    let decision = consolidation::multi_node(&state, &config, &nominated, 3_600_000)
-        .or_else(|| consolidation::single_node(&state, &config, &nominated, 3_600_000).0);
-    (
-        started.elapsed().as_secs_f64(),
-        decision.map(|d| d.nodeclaims.len()).unwrap_or(0),
-    )
+    let removed = consolidation_search(&config, &state);
+    (started.elapsed().as_secs_f64(), removed)
+}
+
+/// The search itself, on a prepared cluster: how many nodes the decision removes.
+pub fn consolidation_search(config: &Config, state: &ClusterState) -> usize {
+    use nodewright_core::disruption::consolidation;
+    let nominated = Default::default();
+    consolidation::multi_node(state, config, &nominated, 3_600_000)
+        .or_else(|| consolidation::single_node(state, config, &nominated, 3_600_000).0)
+        .map(|d| d.nodeclaims.len())
+        .unwrap_or(0)
 }

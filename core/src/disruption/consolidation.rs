@@ -60,6 +60,7 @@ pub fn candidates(
 ) -> (Vec<(f64, String)>, Option<u64>) {
     let mut out = Vec::new();
     let mut next: Option<u64> = None;
+    let exhausted = state.exhausted_pdbs();
     for (name, claim) in &state.nodeclaims {
         let Some(pool) = state.nodepools.get(&claim.spec.nodepool) else {
             continue;
@@ -81,7 +82,6 @@ pub fn candidates(
             continue;
         };
         let pods = state.workload_pods_on_node(node_name);
-        let none_leaving = BTreeSet::new();
         if let Some((_, ends)) = state.do_not_disrupt_on_node(node_name, now_ms) {
             // A protection with a duration makes the node a candidate again once it runs out.
             if let Some(at) = ends {
@@ -92,7 +92,7 @@ pub fn candidates(
         if pods.is_empty()
             || pods
                 .iter()
-                .any(|p| state.pdb_blocking(p, &none_leaving).is_some())
+                .any(|p| exhausted.iter().any(|pdb| pdb.selects(p)))
             || nominated.contains(node_name)
             || nominated.contains(name)
         {
