@@ -276,7 +276,10 @@ fn scenario_timeline_and_expectations_take_one_item_each() {
         &scenario_error(
             "name: s\ntimeline:\n  - at: 1m\n    scale: {deployment: a, replicas: 1}\n    delete: {kind: Deployment, name: a}\n",
         ),
-        &["timeline[0]", "exactly one of scale, delete, apply"],
+        &[
+            "timeline[0]",
+            "exactly one of scale, delete, apply, interrupt",
+        ],
     );
     assert_mentions(
         &scenario_error("name: s\nexpect:\n  - {maxNodes: 1, finalNodes: 0}\n"),
@@ -330,4 +333,28 @@ fn a_term_without_label_selector_selects_no_pod() {
         panic!("a pod");
     };
     assert!(!pod.pod_anti_affinity[0].selector.matches(&pod.labels));
+}
+
+#[test]
+fn scenario_interrupt_entries_are_checked() {
+    assert_mentions(
+        &scenario_error("name: s\ntimeline:\n  - at: 1m\n    interrupt: {kind: spot, node: any}\n"),
+        &[
+            "timeline[0].interrupt.kind",
+            "\"spot\"",
+            "spot-interruption, rebalance",
+        ],
+    );
+    assert_mentions(
+        &scenario_error(
+            "name: s\ntimeline:\n  - at: 1m\n    interrupt: {kind: rebalance, node: \"\"}\n",
+        ),
+        &["timeline[0].interrupt.node", "any-spot"],
+    );
+    assert_mentions(
+        &scenario_error(
+            "name: s\ntimeline:\n  - at: 1m\n    interrupt: {kind: rebalance, nodes: any}\n",
+        ),
+        &["nodes"],
+    );
 }

@@ -173,6 +173,12 @@ fn transcript(records: &[LogRecord]) -> String {
                         Command::WarnInvalidAnnotation { object, reason } => {
                             format!("WarnInvalidAnnotation {object}: {reason}")
                         }
+                        Command::ReportInterruption {
+                            instance_id,
+                            interruption,
+                            action,
+                            ..
+                        } => format!("ReportInterruption {instance_id} {interruption}: {action}"),
                     };
                     out.push_str(&format!(
                         "t={:.3}s after {cause}: {line}\n",

@@ -60,6 +60,15 @@ pub enum Command {
         nodeclaim: String,
         reason: String,
     },
+    /// What an interruption message led to (event `Interrupted` on the NodeClaim, when there is
+    /// one): the message, the instance, and the action taken or why none was.
+    ReportInterruption {
+        message_id: String,
+        instance_id: String,
+        nodeclaim: Option<String>,
+        interruption: String,
+        action: String,
+    },
 }
 
 impl Command {
@@ -76,6 +85,7 @@ impl Command {
             Command::EvictPod { .. } => "EvictPod",
             Command::WarnInvalidAnnotation { .. } => "WarnInvalidAnnotation",
             Command::UncordonNode { .. } => "UncordonNode",
+            Command::ReportInterruption { .. } => "ReportInterruption",
         }
     }
 }

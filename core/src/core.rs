@@ -421,6 +421,11 @@ impl Core {
             EventKind::PodDisruptionBudgetDeleted { namespace, name } => {
                 self.state.pdbs.remove(&(namespace.clone(), name.clone()));
             }
+            EventKind::InterruptionReceived {
+                message_id,
+                instance_id,
+                interruption,
+            } => self.interrupt(message_id, instance_id, interruption, commands),
             EventKind::EvictionRefused { pod, .. } => {
                 // Asked again after the retry interval.
                 for drain in self.draining.values_mut() {
@@ -466,6 +471,111 @@ impl Core {
             }
             None if !pod.is_daemonset_pod() => self.batcher.trigger(now),
             None => {}
+        }
+    }
+
+    /// An interruption message: replace and drain the machine now, or record why not.
+    fn interrupt(
+        &mut self,
+        message_id: &str,
+        instance_id: &str,
+        interruption: &crate::interruption::Interruption,
+        commands: &mut Vec<Command>,
+    ) {
+        use crate::interruption::Action;
+        let now = self.now_ms;
+        let report = |nodeclaim: Option<String>, action: String| Command::ReportInterruption {
+            message_id: message_id.to_string(),
+            instance_id: instance_id.to_string(),
+            nodeclaim,
+            interruption: interruption.name().to_string(),
+            action,
+        };
+        match crate::interruption::decide(&self.state, instance_id, interruption) {
+            Action::Record { nodeclaim, why } => commands.push(report(nodeclaim, why)),
+            Action::ReplaceAndDrain {
+                nodeclaim,
+                deadline_ms,
+                unavailable,
+                why,
+            } => {
+                let mut detail = why;
+                if let Some(key) = unavailable {
+                    detail.push_str(&format!(
+                        "; offering {key} marked unavailable for {}",
+                        crate::model::duration::format_duration_ms(UNAVAILABLE_OFFERING_TTL_MS)
+                    ));
+                    self.state
+                        .unavailable
+                        .insert(key, now + UNAVAILABLE_OFFERING_TTL_MS);
+                }
+                // Where its pods go: the rest of the cluster, plus new machines launched now,
+                // before the drain (there is no time to wait for them to come up).
+                let node = self
+                    .state
+                    .nodeclaims
+                    .get(&nodeclaim)
+                    .and_then(|c| c.node_name.clone());
+                let pods: Vec<Pod> = node
+                    .as_deref()
+                    .map(|n| {
+                        self.state
+                            .workload_pods_on_node(n)
+                            .into_iter()
+                            .map(|p| {
+                                let mut p = p.clone();
+                                p.node_name = None;
+                                p
+                            })
+                            .collect()
+                    })
+                    .unwrap_or_default();
+                let refs: Vec<&Pod> = pods.iter().collect();
+                let removed = BTreeSet::from([nodeclaim.clone()]);
+                let result =
+                    scheduler::solve_without(&self.state, &self.config, now, &refs, &removed);
+                let mut launched = Vec::new();
+                for planned in &result.new_claims {
+                    let Some((spec, mut reason)) = self.claim_spec(planned) else {
+                        continue;
+                    };
+                    reason.summary = format!(
+                        "replaces {nodeclaim}: interrupted ({detail}); {}",
+                        reason.summary
+                    );
+                    launched.push(spec.name.clone());
+                    self.state
+                        .nodeclaims
+                        .insert(spec.name.clone(), NodeClaimState::new(spec.clone(), now));
+                    commands.push(Command::LaunchNodeClaim {
+                        nodeclaim: Box::new(spec),
+                        reason,
+                    });
+                }
+                let action = format!(
+                    "replace and drain now: {} pod(s) move, {}{}",
+                    pods.len(),
+                    if launched.is_empty() {
+                        "no new machine needed".to_string()
+                    } else {
+                        format!("replacements launched: {}", launched.join(", "))
+                    },
+                    deadline_ms.map_or(String::new(), |d| format!(
+                        "; the drain is forced at {:.0}s",
+                        d as f64 / 1000.0
+                    ))
+                );
+                commands.push(report(Some(nodeclaim.clone()), action));
+                // A replacement already on its way for this machine is now moot.
+                self.replacements.remove(&nodeclaim);
+                self.terminate(&nodeclaim, TerminationReason::Interrupted, detail, commands);
+                if let (Some(deadline), Some(drain)) =
+                    (deadline_ms, self.draining.get_mut(&nodeclaim))
+                {
+                    drain.deadline_ms =
+                        Some(drain.deadline_ms.map_or(deadline, |d| d.min(deadline)));
+                }
+            }
         }
     }
 

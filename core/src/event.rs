@@ -88,6 +88,13 @@ pub enum EventKind {
         pod: PodKey,
         reason: String,
     },
+    /// An interruption message arrived (the SQS queue fed by EventBridge); `message_id` is the
+    /// EventBridge event's id.
+    InterruptionReceived {
+        message_id: String,
+        instance_id: String,
+        interruption: crate::interruption::Interruption,
+    },
 }
 
 /// A DaemonSet: its pod template (the pod's name is empty).
@@ -121,6 +128,7 @@ impl EventKind {
             EventKind::PodDisruptionBudgetApplied(_) => "PodDisruptionBudgetApplied",
             EventKind::PodDisruptionBudgetDeleted { .. } => "PodDisruptionBudgetDeleted",
             EventKind::EvictionRefused { .. } => "EvictionRefused",
+            EventKind::InterruptionReceived { .. } => "InterruptionReceived",
         }
     }
 }

@@ -23,6 +23,7 @@ pub mod config;
 mod core;
 pub mod disruption;
 pub mod event;
+pub mod interruption;
 pub mod lifecycle;
 pub mod model;
 pub mod names;

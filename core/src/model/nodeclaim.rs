@@ -100,6 +100,9 @@ pub enum TerminationReason {
     NodeDeleted,
     /// Voluntary: it no longer matches its NodePool or EC2NodeClass.
     Drifted,
+    /// Forced: the cloud is taking the instance away (spot interruption, scheduled change,
+    /// the instance stopping or terminating).
+    Interrupted,
 }
 
 impl TerminationReason {

@@ -109,6 +109,18 @@ pub struct TimelineFile {
     pub scale: Option<ScaleFile>,
     pub delete: Option<DeleteFile>,
     pub apply: Option<String>,
+    pub interrupt: Option<InterruptFile>,
+}
+
+/// `interrupt: {kind: spot-interruption, node: any}`.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct InterruptFile {
+    pub kind: String,
+    pub node: String,
+    /// For `state-change`: the state (default `terminated`); for `scheduled-change`: the
+    /// AWS Health event type code (default `AWS_EC2_INSTANCE_RETIREMENT_SCHEDULED`).
+    pub detail: Option<String>,
 }
 
 #[derive(Debug, Clone, Deserialize)]

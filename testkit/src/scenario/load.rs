@@ -98,6 +98,35 @@ pub enum Action {
         name: String,
     },
     Apply(Vec<Manifest>),
+    /// An interruption message about one machine nodewright launched.
+    Interrupt {
+        kind: InterruptKind,
+        target: InterruptTarget,
+    },
+}
+
+/// The four message kinds of the interruption queue.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum InterruptKind {
+    /// The instance is reclaimed two minutes later (the simulated cloud takes it then).
+    SpotInterruption,
+    Rebalance,
+    /// An AWS Health scheduled change with this event type code.
+    ScheduledChange(String),
+    /// An instance state change to this state; `stopping`, `stopped`, `shutting-down` and
+    /// `terminated` also stop the simulated instance at once.
+    StateChange(String),
+}
+
+/// Which machine the message is about.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum InterruptTarget {
+    /// The running machine nodewright launched first (by NodeClaim name); none: nothing happens.
+    Any,
+    /// The first running spot machine.
+    AnySpot,
+    /// This NodeClaim.
+    NodeClaim(String),
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -463,6 +492,7 @@ pub fn load_str(
             entry.scale.is_some(),
             entry.delete.is_some(),
             entry.apply.is_some(),
+            entry.interrupt.is_some(),
         ]
         .iter()
         .filter(|b| **b)
@@ -471,10 +501,47 @@ pub fn load_str(
             return Err(invalid(
                 &field,
                 format!("has {set} actions"),
-                "give each timeline entry exactly one of scale, delete, apply",
+                "give each timeline entry exactly one of scale, delete, apply, interrupt",
             ));
         }
-        let action = if let Some(scale) = &entry.scale {
+        let action = if let Some(interrupt) = &entry.interrupt {
+            let kind = match interrupt.kind.as_str() {
+                "spot-interruption" => InterruptKind::SpotInterruption,
+                "rebalance" => InterruptKind::Rebalance,
+                "scheduled-change" => InterruptKind::ScheduledChange(
+                    interrupt
+                        .detail
+                        .clone()
+                        .unwrap_or_else(|| "AWS_EC2_INSTANCE_RETIREMENT_SCHEDULED".into()),
+                ),
+                "state-change" => InterruptKind::StateChange(
+                    interrupt
+                        .detail
+                        .clone()
+                        .unwrap_or_else(|| "terminated".into()),
+                ),
+                other => {
+                    return Err(invalid(
+                        &format!("{field}.interrupt.kind"),
+                        format!("{other:?} is not an interruption kind"),
+                        "use one of spot-interruption, rebalance, scheduled-change, state-change",
+                    ));
+                }
+            };
+            let target = match interrupt.node.as_str() {
+                "any" => InterruptTarget::Any,
+                "any-spot" => InterruptTarget::AnySpot,
+                "" => {
+                    return Err(invalid(
+                        &format!("{field}.interrupt.node"),
+                        "is empty".to_string(),
+                        "write any, any-spot, or the name of a NodeClaim",
+                    ));
+                }
+                name => InterruptTarget::NodeClaim(name.to_string()),
+            };
+            Action::Interrupt { kind, target }
+        } else if let Some(scale) = &entry.scale {
             if scale.replicas < 0 {
                 return Err(invalid(
                     &format!("{field}.scale.replicas"),

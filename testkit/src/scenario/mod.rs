@@ -6,6 +6,6 @@ mod load;
 
 pub use builtin::{BUILTIN_NAMES, builtin};
 pub use load::{
-    Action, CloudSpec, ExistingNodeGroup, Expectation, IceWindow, Latency, Scenario, ScenarioError,
-    TimelineAction, load_file, load_str,
+    Action, CloudSpec, ExistingNodeGroup, Expectation, IceWindow, InterruptKind, InterruptTarget,
+    Latency, Scenario, ScenarioError, TimelineAction, load_file, load_str,
 };

@@ -7,6 +7,7 @@ use nodewright_adapters::driver::{CommandExecutor, Driver, DriverError};
 use nodewright_adapters::eventlog::{DecisionDigest, EventStore, LogHeader, LogRecord};
 use nodewright_adapters::manifest::Manifest;
 use nodewright_core::catalog::{self, CapacityType, Catalog};
+use nodewright_core::interruption::{Interruption, LEAVING_STATES, SPOT_INTERRUPTION_NOTICE_MS};
 use nodewright_core::model::labels;
 use nodewright_core::model::node::Node;
 use nodewright_core::model::nodeclaim::{NodeClaimSpec, TerminationReason};
@@ -19,7 +20,7 @@ use super::cluster::{PodChange, SimCluster};
 use super::rng::SimRng;
 use crate::invariants;
 use crate::report::*;
-use crate::scenario::{Action, Scenario};
+use crate::scenario::{Action, InterruptKind, InterruptTarget, Scenario};
 
 /// How long CreateFleet takes to answer.
 const FLEET_API_LATENCY_MS: u64 = 1_000;
@@ -41,6 +42,10 @@ enum WorldEvent {
     /// A terminating pod's grace period is over: it exits.
     PodExit {
         pod: PodKey,
+    },
+    /// The cloud takes an instance away (the end of a spot interruption notice, a stop).
+    InstanceReclaimed {
+        instance_id: String,
     },
 }
 
@@ -84,6 +89,8 @@ pub struct World {
     unschedulable: BTreeMap<PodKey, String>,
     missing_requests: u64,
     refused_evictions: u64,
+    /// Interruption messages sent so far (their ids count them).
+    interruptions: u64,
     disruptions: DisruptionsReport,
     /// Commands of the current step, for the invariant checks.
     step_commands: Vec<Command>,
@@ -115,6 +122,7 @@ impl World {
             unschedulable: BTreeMap::new(),
             missing_requests: 0,
             refused_evictions: 0,
+            interruptions: 0,
             disruptions: DisruptionsReport::default(),
             step_commands: Vec::new(),
             peak_nodes: 0,
@@ -272,7 +280,26 @@ impl World {
                     let manifests = manifests.clone();
                     self.apply(&manifests);
                 }
+                Action::Interrupt { kind, target } => self.interrupt(kind, target),
             },
+            WorldEvent::InstanceReclaimed { instance_id } => {
+                // The cloud takes the instance: whatever ran on it dies with it.
+                self.cloud.terminate(&instance_id, now);
+                let node = self
+                    .machines
+                    .values()
+                    .find(|m| m.instance_id.as_deref() == Some(instance_id.as_str()))
+                    .and_then(|m| m.node.clone());
+                if let Some(node) = node {
+                    self.cluster.remove_node(
+                        &node,
+                        now,
+                        &mut self.rng,
+                        &mut self.outbox,
+                        &mut self.changes,
+                    );
+                }
+            }
             WorldEvent::FleetCall { nodeclaim } => {
                 let Some(machine) = self.machines.get(&nodeclaim).cloned() else {
                     return;
@@ -381,6 +408,63 @@ impl World {
         self.schedule_pod_exits();
     }
 
+    /// Sends an interruption message about one running machine, as the queue would, and
+    /// takes the instance away when the message says so.
+    fn interrupt(&mut self, kind: &InterruptKind, target: &InterruptTarget) {
+        let now = self.now_ms;
+        let chosen = self.machines.iter().find_map(|(name, m)| {
+            let id = m.instance_id.as_ref()?;
+            let instance = self
+                .cloud
+                .instances
+                .get(id)
+                .filter(|i| i.terminated_at_ms.is_none())?;
+            let wanted = match target {
+                InterruptTarget::Any => true,
+                InterruptTarget::AnySpot => instance.instance.capacity_type == CapacityType::Spot,
+                InterruptTarget::NodeClaim(wanted) => name == wanted,
+            };
+            wanted.then(|| id.clone())
+        });
+        let Some(instance_id) = chosen else {
+            return;
+        };
+        self.interruptions += 1;
+        let message_id = format!("sim-interruption-{}", self.interruptions);
+        let (interruption, reclaim_at) = match kind {
+            InterruptKind::SpotInterruption => {
+                let deadline = now + SPOT_INTERRUPTION_NOTICE_MS;
+                (
+                    Interruption::SpotInterruption {
+                        deadline_ms: deadline,
+                    },
+                    Some(deadline),
+                )
+            }
+            InterruptKind::Rebalance => (Interruption::RebalanceRecommendation, None),
+            InterruptKind::ScheduledChange(code) => (
+                Interruption::ScheduledChange {
+                    event_type: code.clone(),
+                },
+                None,
+            ),
+            InterruptKind::StateChange(state) => (
+                Interruption::StateChange {
+                    state: state.clone(),
+                },
+                LEAVING_STATES.contains(&state.as_str()).then_some(now),
+            ),
+        };
+        self.emit(EventKind::InterruptionReceived {
+            message_id,
+            instance_id: instance_id.clone(),
+            interruption,
+        });
+        if let Some(at) = reclaim_at {
+            self.schedule(at, WorldEvent::InstanceReclaimed { instance_id });
+        }
+    }
+
     /// Pods that began shutting down exit at the end of their grace period.
     fn schedule_pod_exits(&mut self) {
         for (at, pod) in std::mem::take(&mut self.cluster.exits_to_schedule) {
@@ -483,7 +567,7 @@ impl CommandExecutor for World {
                 self.cluster
                     .bind_pending(now, &mut self.outbox, &mut self.changes);
             }
-            Command::WarnInvalidAnnotation { .. } => {}
+            Command::WarnInvalidAnnotation { .. } | Command::ReportInterruption { .. } => {}
             Command::EvictPod { pod, forced, .. } => {
                 if !*forced && self.cluster.terminating.contains_key(pod) {
                     // Already on its way out.
@@ -527,6 +611,7 @@ impl CommandExecutor for World {
                     TerminationReason::Underutilized => self.disruptions.underutilized += 1,
                     TerminationReason::Drifted => self.disruptions.drifted += 1,
                     TerminationReason::Expired => self.disruptions.expired += 1,
+                    TerminationReason::Interrupted => self.disruptions.interrupted += 1,
                     _ => {}
                 }
                 let Some(machine) = self.machines.get_mut(nodeclaim) else {

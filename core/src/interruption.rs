@@ -1,0 +1,146 @@
+//! Interruptions: what the cloud says is about to happen to an instance (Karpenter's SQS queue,
+//! fed by EventBridge), and what nodewright does about it.
+//!
+//! | message | action |
+//! |---|---|
+//! | spot interruption warning (2-minute notice) | replace and drain now; the offering is unavailable |
+//! | rebalance recommendation | recorded and reported only |
+//! | scheduled change (AWS Health) | replace and drain |
+//! | state change to stopping, stopped, shutting-down, terminated | replace and drain |
+//!
+//! A message about an instance no NodeClaim runs is recorded and acknowledged, not an error.
+
+use std::fmt;
+
+use serde::{Deserialize, Serialize};
+
+use crate::catalog::CapacityType;
+use crate::model::nodeclaim::OfferingKey;
+use crate::state::ClusterState;
+
+/// How long a spot instance runs after its interruption warning.
+pub const SPOT_INTERRUPTION_NOTICE_MS: u64 = 120_000;
+
+/// Instance states that mean the machine is going away.
+pub const LEAVING_STATES: [&str; 4] = ["stopping", "stopped", "shutting-down", "terminated"];
+
+/// One interruption message, read out of its EventBridge body.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum Interruption {
+    /// EC2 Spot Instance Interruption Warning: the instance is reclaimed at `deadline_ms`
+    /// (the message's time plus two minutes, on the cluster's clock).
+    SpotInterruption { deadline_ms: u64 },
+    /// EC2 Instance Rebalance Recommendation: the instance is at elevated risk.
+    RebalanceRecommendation,
+    /// AWS Health Event of category scheduledChange for EC2 (`event_type`, e.g.
+    /// `AWS_EC2_INSTANCE_RETIREMENT_SCHEDULED`).
+    ScheduledChange { event_type: String },
+    /// EC2 Instance State-change Notification.
+    StateChange { state: String },
+}
+
+impl Interruption {
+    /// A short name for summaries.
+    pub fn name(&self) -> &'static str {
+        match self {
+            Interruption::SpotInterruption { .. } => "SpotInterruption",
+            Interruption::RebalanceRecommendation => "RebalanceRecommendation",
+            Interruption::ScheduledChange { .. } => "ScheduledChange",
+            Interruption::StateChange { .. } => "StateChange",
+        }
+    }
+}
+
+impl fmt::Display for Interruption {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Interruption::SpotInterruption { deadline_ms } => write!(
+                f,
+                "spot interruption warning (reclaimed at {:.0}s)",
+                *deadline_ms as f64 / 1000.0
+            ),
+            Interruption::RebalanceRecommendation => f.write_str("rebalance recommendation"),
+            Interruption::ScheduledChange { event_type } => {
+                write!(f, "scheduled change {event_type}")
+            }
+            Interruption::StateChange { state } => write!(f, "instance state changed to {state}"),
+        }
+    }
+}
+
+/// What to do about one message.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Action {
+    /// Nothing but the record: why.
+    Record {
+        nodeclaim: Option<String>,
+        why: String,
+    },
+    /// Launch replacements for the machine's pods and drain it now.
+    ReplaceAndDrain {
+        nodeclaim: String,
+        /// The drain is forced from then on: the instance is gone anyway.
+        deadline_ms: Option<u64>,
+        /// The offering the interruption proves short of capacity.
+        unavailable: Option<OfferingKey>,
+        why: String,
+    },
+}
+
+/// Decides what a message about `instance_id` calls for.
+pub fn decide(state: &ClusterState, instance_id: &str, interruption: &Interruption) -> Action {
+    let Some((name, claim)) = state.nodeclaims.iter().find(|(_, c)| {
+        c.instance
+            .as_ref()
+            .is_some_and(|i| i.instance_id == instance_id)
+    }) else {
+        return Action::Record {
+            nodeclaim: None,
+            why: format!(
+                "no NodeClaim runs instance {instance_id}: acknowledged, nothing to do (a machine nodewright does not manage, or one already gone)"
+            ),
+        };
+    };
+    let record = |why: String| Action::Record {
+        nodeclaim: Some(name.clone()),
+        why,
+    };
+    match interruption {
+        Interruption::RebalanceRecommendation => {
+            return record(format!(
+                "{interruption} for {name}: recorded only (Karpenter's behaviour; the machine is replaced if a spot interruption warning follows)"
+            ));
+        }
+        Interruption::StateChange { state: s } if !LEAVING_STATES.contains(&s.as_str()) => {
+            return record(format!(
+                "{interruption} for {name}: not a state that takes the machine away; nothing to do"
+            ));
+        }
+        _ => {}
+    }
+    if let Some((reason, _)) = claim.terminating {
+        return record(format!(
+            "{interruption} for {name}: already being terminated ({reason})"
+        ));
+    }
+    let instance = claim.instance.as_ref();
+    let (deadline_ms, unavailable) = match interruption {
+        Interruption::SpotInterruption { deadline_ms } => (
+            Some(*deadline_ms),
+            instance
+                .filter(|i| i.capacity_type == CapacityType::Spot)
+                .map(|i| OfferingKey {
+                    instance_type: i.instance_type.clone(),
+                    zone: i.zone.clone(),
+                    capacity_type: CapacityType::Spot,
+                }),
+        ),
+        _ => (None, None),
+    };
+    Action::ReplaceAndDrain {
+        nodeclaim: name.clone(),
+        deadline_ms,
+        unavailable,
+        why: format!("{interruption} for instance {instance_id}"),
+    }
+}
