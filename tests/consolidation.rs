@@ -311,6 +311,26 @@ fn multi_node_consolidation_takes_several_nodes_in_one_decision() {
         "several nodes in one decision: {decision_detail}"
     );
     if launches.len() == 4 {
+        // A replacement for several nodes: every one of them is tainted before it launches.
+        let launch_at = h
+            .commands
+            .iter()
+            .position(|(_, c)| matches!(c, Command::LaunchNodeClaim { reason, .. } if reason.summary.starts_with("replaces")))
+            .expect("the replacement");
+        let cordoned_before: Vec<String> = h.commands[..launch_at]
+            .iter()
+            .filter_map(|(_, c)| match c {
+                Command::CordonNode { nodeclaim, .. } => Some(nodeclaim.clone()),
+                _ => None,
+            })
+            .collect();
+        assert!(cordoned_before.len() >= 2, "{cordoned_before:?}");
+        assert!(
+            cordoned_before
+                .iter()
+                .all(|name| claims.iter().any(|c| &c.name == name)),
+            "{cordoned_before:?}"
+        );
         let replacement = launches[3].clone();
         assert!(replacement.options[0].price.0 < before);
         let instance = h.launch_cheapest(&replacement);

@@ -304,3 +304,62 @@ fn a_do_not_disrupt_duration_holds_the_drain_only_until_it_runs_out() {
         "a graceful eviction once it ran out: {e:?}"
     );
 }
+
+#[test]
+fn a_refused_eviction_under_a_budget_is_asked_again_not_counted_as_leaving() {
+    let mut h = CoreHarness::new();
+    h.nodepool(pool(None));
+    h.send(EventKind::PodDisruptionBudgetApplied(Box::new(
+        pdb_max_unavailable_1(),
+    )));
+    // One web pod on the machine that expires, one elsewhere (bound, healthy).
+    machine(&mut h, vec![web("w1")]);
+    let mut other = web("w2");
+    other.node_name = Some("elsewhere".into());
+    h.send(EventKind::PodApplied(Box::new(other)));
+    h.run_until(31 * MIN);
+    assert_eq!(evictions(&h).len(), 1);
+    // The API server saw another web pod shutting down and refused.
+    h.send(EventKind::EvictionRefused {
+        pod: PodKey::new("default", "w1"),
+        reason: "Cannot evict pod as it would violate the pod's disruption budget".into(),
+    });
+    h.advance(6_000);
+    let e = evictions(&h);
+    assert_eq!(
+        e.len(),
+        2,
+        "the refused pod is still running, not leaving: the budget allows asking again"
+    );
+    assert!(!e[1].2, "not forced");
+}
+
+#[test]
+fn pods_that_tolerate_the_disrupted_taint_are_not_drained() {
+    use nodewright_core::model::pod::OwnerRef;
+    use nodewright_core::model::taints::{Toleration, TolerationOperator};
+    let mut h = CoreHarness::new();
+    h.nodepool(pool(None));
+    let mut plain = web("plain");
+    plain.labels.clear();
+    let node = machine(&mut h, vec![plain]);
+    // A DaemonSet pod that tolerates everything would be recreated on the tainted node at once.
+    let mut agent = Pod::new("kube-system", "agent", 100, GIB / 8);
+    agent.owner = Some(OwnerRef {
+        kind: "DaemonSet".into(),
+        name: "agent".into(),
+    });
+    agent.tolerations = vec![Toleration {
+        key: None,
+        operator: TolerationOperator::Exists,
+        value: None,
+        effect: None,
+    }];
+    agent.node_name = Some(node);
+    h.send(EventKind::PodApplied(Box::new(agent)));
+    h.run_until(31 * MIN);
+    h.complete_evictions();
+    let asked: Vec<String> = evictions(&h).into_iter().map(|e| e.1).collect();
+    assert_eq!(asked, vec!["plain"]);
+    assert!(terminated(&h), "the tolerating pod goes with the machine");
+}

@@ -305,6 +305,7 @@ impl Core {
                 }
             }
             EventKind::NodeDeleted { name } => {
+                self.warned_annotations.remove(&format!("node {name}"));
                 if let Some(state) = self.state.nodes.remove(name)
                     && let Some(claim_name) = state.nodeclaim
                     && let Some(claim) = self.state.nodeclaims.get_mut(&claim_name)
@@ -378,23 +379,13 @@ impl Core {
                     .retain(|old, r| old != nodeclaim && !r.new.contains(nodeclaim));
                 for old in given_up {
                     // The machine stays: it takes pods again.
-                    let node = self
-                        .cordoned
-                        .iter()
-                        .find(|(_, c)| **c == old)
-                        .map(|(n, _)| n.clone());
-                    if let Some(node) = node
-                        && !self.draining.contains_key(&old)
-                    {
-                        self.cordoned.remove(&node);
-                        commands.push(Command::UncordonNode {
-                            node,
-                            nodeclaim: old,
-                            reason: format!(
-                                "its replacement {nodeclaim} did not come up; the disruption is given up"
-                            ),
-                        });
-                    }
+                    self.uncordon(
+                        &old,
+                        format!(
+                            "its replacement {nodeclaim} did not come up; the disruption is given up"
+                        ),
+                        commands,
+                    );
                 }
                 self.draining.remove(nodeclaim);
                 self.cordoned.retain(|_, c| c != nodeclaim);
@@ -709,9 +700,16 @@ impl Core {
             acted = self.drift(commands);
         }
         if let Some(at) = self.drift_wake_ms {
-            // Not looked at yet when it is already due: the next pass will.
-            let at = if at > now { at } else { now + poll };
-            next = Some(next.map_or(at, |n: u64| n.min(at)));
+            // Already due but not looked at (another method acted): the next pass will, when
+            // drift may run then (no replacement in flight; those wake the core themselves).
+            let at = if at > now {
+                Some(at)
+            } else {
+                self.replacements.is_empty().then_some(now + poll)
+            };
+            if let Some(at) = at {
+                next = Some(next.map_or(at, |n: u64| n.min(at)));
+            }
         }
         if !acted && pass_allowed {
             let (at, executed) = self.consolidate(commands, &nominated);
@@ -803,6 +801,27 @@ impl Core {
                 let Some(first) = decision.nodeclaims.first() else {
                     return;
                 };
+                // Every machine of the decision is tainted before the replacement launches: none
+                // takes a new pod meanwhile.
+                for other in decision.nodeclaims.iter().skip(1) {
+                    if let Some(node) = self
+                        .state
+                        .nodeclaims
+                        .get(other)
+                        .and_then(|c| c.node_name.clone())
+                    {
+                        self.cordon(
+                            &node,
+                            other,
+                            format!(
+                                "{}: {}; replacements launch first",
+                                TerminationReason::Underutilized,
+                                decision.detail
+                            ),
+                            commands,
+                        );
+                    }
+                }
                 self.replace(
                     first,
                     std::slice::from_ref(planned),
@@ -814,6 +833,11 @@ impl Core {
                 if let Some(r) = self.replacements.get(first).cloned() {
                     for other in decision.nodeclaims.iter().skip(1) {
                         self.replacements.insert(other.clone(), r.clone());
+                    }
+                } else {
+                    // No replacement could be launched: the others stay, and take pods again.
+                    for other in decision.nodeclaims.iter().skip(1) {
+                        self.uncordon(other, "no replacement could be launched".into(), commands);
                     }
                 }
             }
@@ -998,7 +1022,7 @@ impl Core {
             .and_then(|p| p.termination_grace_period_ms);
         let has_pods = node
             .as_ref()
-            .is_some_and(|n| !self.state.pods_on_node(n).is_empty());
+            .is_some_and(|n| !self.state.drainable_pods_on_node(n).is_empty());
         match node {
             Some(node) if has_pods => {
                 // Cordon, then evict (PodDisruptionBudgets apply); the instance goes when the
@@ -1035,6 +1059,28 @@ impl Core {
         });
     }
 
+    /// Takes the `karpenter.sh/disrupted` taint off a machine nodewright tainted and is not
+    /// draining: the disruption that set it was given up.
+    fn uncordon(&mut self, nodeclaim: &str, reason: String, commands: &mut Vec<Command>) {
+        if self.draining.contains_key(nodeclaim) {
+            return;
+        }
+        let Some(node) = self
+            .cordoned
+            .iter()
+            .find(|(_, c)| c.as_str() == nodeclaim)
+            .map(|(n, _)| n.clone())
+        else {
+            return;
+        };
+        self.cordoned.remove(&node);
+        commands.push(Command::UncordonNode {
+            node,
+            nodeclaim: nodeclaim.to_string(),
+            reason,
+        });
+    }
+
     fn finish_termination(
         &mut self,
         nodeclaim: &str,
@@ -1065,7 +1111,7 @@ impl Core {
         };
         let pods: Vec<Pod> = self
             .state
-            .pods_on_node(&drain.node)
+            .drainable_pods_on_node(&drain.node)
             .into_iter()
             .cloned()
             .collect();
@@ -1078,10 +1124,18 @@ impl Core {
         let tier =
             |p: &Pod| (p.priority >= CRITICAL_PRIORITY) as u8 * 2 + p.is_daemonset_pod() as u8;
         let current_tier = pods.iter().map(tier).min().unwrap_or(0);
+        // Pods on their way out count as unavailable for PodDisruptionBudgets; a refused one
+        // does not (it is still running, and is what may be asked again).
         let mut evicting_now: BTreeSet<PodKey> = self
             .draining
             .values()
-            .flat_map(|d| d.evicting.keys().cloned())
+            .flat_map(|d| {
+                d.evicting
+                    .iter()
+                    .filter(|(_, e)| matches!(e, Eviction::Asked { .. }))
+                    .map(|(k, _)| k.clone())
+            })
+            .filter(|k| self.state.pods.contains_key(k))
             .collect();
         let mut asked = Vec::new();
         for pod in &pods {

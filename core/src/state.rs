@@ -259,11 +259,19 @@ impl ClusterState {
         ends.map(|end| (reasons.join(", "), end))
     }
 
-    /// Every pod bound to a node, DaemonSet pods included.
-    pub fn pods_on_node(&self, node: &str) -> Vec<&Pod> {
+    /// The pods a drain of the node evicts: every pod bound to it, DaemonSet pods included,
+    /// except those that tolerate `karpenter.sh/disrupted:NoSchedule` (they would come back).
+    pub fn drainable_pods_on_node(&self, node: &str) -> Vec<&Pod> {
         self.nodes
             .get(node)
-            .map(|state| state.pods.iter().filter_map(|k| self.pods.get(k)).collect())
+            .map(|state| {
+                state
+                    .pods
+                    .iter()
+                    .filter_map(|k| self.pods.get(k))
+                    .filter(|p| !p.tolerates_disrupted_taint())
+                    .collect()
+            })
             .unwrap_or_default()
     }
 

@@ -98,6 +98,18 @@ impl Pod {
         self.owner.as_ref().is_some_and(|o| o.kind == "DaemonSet")
     }
 
+    /// Whether the pod tolerates `karpenter.sh/disrupted:NoSchedule`: such a pod (a DaemonSet's
+    /// with `operator: Exists`, say) would come straight back, so a drain leaves it alone, as
+    /// Karpenter's does.
+    pub fn tolerates_disrupted_taint(&self) -> bool {
+        let taint = super::taints::Taint::new(
+            super::labels::DISRUPTED_TAINT,
+            None,
+            super::taints::TaintEffect::NoSchedule,
+        );
+        self.tolerations.iter().any(|t| t.tolerates(&taint))
+    }
+
     /// What `karpenter.sh/do-not-disrupt` asks for (a duration counts from the pod's start).
     pub fn do_not_disrupt(&self) -> Protection {
         Protection::of(&self.annotations, self.created_at_ms)

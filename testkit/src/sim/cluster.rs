@@ -166,7 +166,7 @@ impl SimCluster {
         for pods in self.deployment_pods.values_mut() {
             pods.remove(key);
         }
-        let exits_at_ms = now_ms + grace;
+        let exits_at_ms = now_ms.saturating_add(grace);
         self.terminating.insert(
             key.clone(),
             Terminating {
@@ -545,7 +545,8 @@ impl SimCluster {
                     .or_default()
                     .insert(pod.key.clone());
                 let grace_s = d.template.termination_grace_period_seconds.max(0) as u64;
-                self.grace_ms.insert(pod.key.clone(), grace_s * 1000);
+                self.grace_ms
+                    .insert(pod.key.clone(), grace_s.saturating_mul(1000));
                 self.create_pod(pod, now_ms, out, changes);
             }
         } else if current.len() > want {
