@@ -5,6 +5,8 @@
 //!   redb store, behind one trait;
 //! - [`manifest`]: Kubernetes YAML (NodePool, EC2NodeClass, Pod, Deployment, ...) → the core's
 //!   model, the one place this translation lives;
+//! - [`eventbridge`]: the interruption queue's EventBridge messages → the core's interruption
+//!   events;
 //! - [`driver`]: the loop that appends each event to the log, then asks the core, then
 //!   dispatches the commands to executors.
 //!
@@ -12,5 +14,6 @@
 //! runs the very same driver as the controller.
 
 pub mod driver;
+pub mod eventbridge;
 pub mod eventlog;
 pub mod manifest;
