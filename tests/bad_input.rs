@@ -358,3 +358,19 @@ fn scenario_interrupt_entries_are_checked() {
         &["nodes"],
     );
 }
+
+#[test]
+fn scenario_interrupt_storms_are_checked() {
+    assert_mentions(
+        &scenario_error(
+            "name: s\ntimeline:\n  - at: 1m\n    interrupt: {kind: spot-interruption, node: any-spot, fraction: 1.5}\n",
+        ),
+        &["timeline[0].interrupt.fraction", "1.5", "0.3"],
+    );
+    assert_mentions(
+        &scenario_error(
+            "name: s\ntimeline:\n  - at: 1m\n    interrupt: {kind: spot-interruption, node: any-spot, over: 2m}\n",
+        ),
+        &["timeline[0].interrupt.over", "without fraction"],
+    );
+}

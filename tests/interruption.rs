@@ -338,3 +338,55 @@ fn the_spot_interruption_scenario_replaces_the_machine_before_the_cloud_takes_it
         assert!(report.unschedulable.is_empty(), "seed {seed}");
     }
 }
+
+#[test]
+fn an_interruption_storm_during_a_capacity_shortage_leaves_no_pod_behind() {
+    for seed in [11, 12, 13, 14] {
+        let report = run_scenario("spot-storm.yaml", Some(seed));
+        assert!(report.passed(), "seed {seed}: {}", report.summary());
+        assert!(
+            report.invariant_violations.is_empty(),
+            "seed {seed}: {:?}",
+            report.invariant_violations
+        );
+        // 30 % of 20 machines, within two minutes.
+        assert_eq!(report.disruptions.interrupted, 6, "seed {seed}");
+        let interrupted: Vec<&nodewright_testkit::report::MachineReport> = report
+            .machines
+            .iter()
+            .filter(|m| {
+                m.termination_reason
+                    .as_deref()
+                    .is_some_and(|r| r.starts_with("Interrupted"))
+            })
+            .collect();
+        assert_eq!(interrupted.len(), 6, "seed {seed}");
+        for m in &interrupted {
+            let gone = m.terminated_at_seconds.expect("terminated");
+            assert!(
+                (600.0..=600.0 + 120.0 + 120.0 + 5.0).contains(&gone),
+                "seed {seed}: {} gone at {gone}",
+                m.name
+            );
+            assert!(
+                report
+                    .machines
+                    .iter()
+                    .any(|r| r.launch_reason.starts_with(&format!("replaces {}", m.name))),
+                "seed {seed}: {} has a replacement",
+                m.name
+            );
+        }
+        let live_at_end = report
+            .machines
+            .iter()
+            .filter(|m| m.terminated_at_seconds.is_none())
+            .count();
+        assert_eq!(live_at_end, 20, "seed {seed}: one machine per pod again");
+        assert_eq!(
+            report.disruptions.empty, 0,
+            "seed {seed}: no machine launched twice for the same pod"
+        );
+        assert!(report.unschedulable.is_empty(), "seed {seed}");
+    }
+}

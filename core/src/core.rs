@@ -521,7 +521,10 @@ impl Core {
                             .collect()
                     })
                     .unwrap_or_default();
-                let refs: Vec<&Pod> = pods.iter().collect();
+                // Pods already pending compete for the same capacity (machines on their way
+                // are meant for them): they are placed in the same simulation.
+                let mut refs: Vec<&Pod> = pods.iter().collect();
+                refs.extend(self.state.pending_pods());
                 let removed = BTreeSet::from([nodeclaim.clone()]);
                 let result =
                     scheduler::solve_without(&self.state, &self.config, now, &refs, &removed);

@@ -121,6 +121,10 @@ pub struct InterruptFile {
     /// For `state-change`: the state (default `terminated`); for `scheduled-change`: the
     /// AWS Health event type code (default `AWS_EC2_INSTANCE_RETIREMENT_SCHEDULED`).
     pub detail: Option<String>,
+    /// A storm: this fraction (0 < f ≤ 1, rounded up) of the matching running machines, drawn
+    /// with the scenario's seed, each sent one message, spread evenly over `over`.
+    pub fraction: Option<f64>,
+    pub over: Option<String>,
 }
 
 #[derive(Debug, Clone, Deserialize)]

@@ -98,10 +98,11 @@ pub enum Action {
         name: String,
     },
     Apply(Vec<Manifest>),
-    /// An interruption message about one machine nodewright launched.
+    /// An interruption message about one machine nodewright launched, or a storm of them.
     Interrupt {
         kind: InterruptKind,
         target: InterruptTarget,
+        storm: Option<Storm>,
     },
 }
 
@@ -116,6 +117,14 @@ pub enum InterruptKind {
     /// An instance state change to this state; `stopping`, `stopped`, `shutting-down` and
     /// `terminated` also stop the simulated instance at once.
     StateChange(String),
+}
+
+/// Many machines interrupted at once: `fraction` of those the target matches, one message each,
+/// spread evenly over `over_ms`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Storm {
+    pub fraction: f64,
+    pub over_ms: u64,
 }
 
 /// Which machine the message is about.
@@ -540,7 +549,35 @@ pub fn load_str(
                 }
                 name => InterruptTarget::NodeClaim(name.to_string()),
             };
-            Action::Interrupt { kind, target }
+            let storm = match (interrupt.fraction, &interrupt.over) {
+                (None, None) => None,
+                (Some(fraction), over) => {
+                    if !(fraction > 0.0 && fraction <= 1.0) {
+                        return Err(invalid(
+                            &format!("{field}.interrupt.fraction"),
+                            format!("{fraction} is not in (0, 1]"),
+                            "write the share of machines to interrupt, e.g. 0.3 for 30 %",
+                        ));
+                    }
+                    let over_ms = match over {
+                        Some(text) => duration(&format!("{field}.interrupt.over"), text)?,
+                        None => 0,
+                    };
+                    Some(Storm { fraction, over_ms })
+                }
+                (None, Some(_)) => {
+                    return Err(invalid(
+                        &format!("{field}.interrupt.over"),
+                        "is set without fraction".to_string(),
+                        "add fraction (the share of machines to interrupt) or remove over",
+                    ));
+                }
+            };
+            Action::Interrupt {
+                kind,
+                target,
+                storm,
+            }
         } else if let Some(scale) = &entry.scale {
             if scale.replicas < 0 {
                 return Err(invalid(

@@ -7,5 +7,5 @@ mod load;
 pub use builtin::{BUILTIN_NAMES, builtin};
 pub use load::{
     Action, CloudSpec, ExistingNodeGroup, Expectation, IceWindow, InterruptKind, InterruptTarget,
-    Latency, Scenario, ScenarioError, TimelineAction, load_file, load_str,
+    Latency, Scenario, ScenarioError, Storm, TimelineAction, load_file, load_str,
 };

@@ -20,7 +20,7 @@ use super::cluster::{PodChange, SimCluster};
 use super::rng::SimRng;
 use crate::invariants;
 use crate::report::*;
-use crate::scenario::{Action, InterruptKind, InterruptTarget, Scenario};
+use crate::scenario::{Action, InterruptKind, InterruptTarget, Scenario, Storm};
 
 /// How long CreateFleet takes to answer.
 const FLEET_API_LATENCY_MS: u64 = 1_000;
@@ -46,6 +46,11 @@ enum WorldEvent {
     /// The cloud takes an instance away (the end of a spot interruption notice, a stop).
     InstanceReclaimed {
         instance_id: String,
+    },
+    /// One message of an interruption storm.
+    Interrupt {
+        kind: InterruptKind,
+        nodeclaim: String,
     },
 }
 
@@ -280,8 +285,20 @@ impl World {
                     let manifests = manifests.clone();
                     self.apply(&manifests);
                 }
-                Action::Interrupt { kind, target } => self.interrupt(kind, target),
+                Action::Interrupt {
+                    kind,
+                    target,
+                    storm: None,
+                } => self.interrupt(kind, target),
+                Action::Interrupt {
+                    kind,
+                    target,
+                    storm: Some(storm),
+                } => self.storm(kind, target, storm),
             },
+            WorldEvent::Interrupt { kind, nodeclaim } => {
+                self.interrupt(&kind, &InterruptTarget::NodeClaim(nodeclaim));
+            }
             WorldEvent::InstanceReclaimed { instance_id } => {
                 // The cloud takes the instance: whatever ran on it dies with it.
                 self.cloud.terminate(&instance_id, now);
@@ -408,25 +425,62 @@ impl World {
         self.schedule_pod_exits();
     }
 
+    /// The running machines nodewright launched that a target matches, by NodeClaim name.
+    fn matching_machines(&self, target: &InterruptTarget) -> Vec<(String, String)> {
+        self.machines
+            .iter()
+            .filter_map(|(name, m)| {
+                let id = m.instance_id.as_ref()?;
+                let instance = self
+                    .cloud
+                    .instances
+                    .get(id)
+                    .filter(|i| i.terminated_at_ms.is_none())?;
+                let wanted = match target {
+                    InterruptTarget::Any => true,
+                    InterruptTarget::AnySpot => {
+                        instance.instance.capacity_type == CapacityType::Spot
+                    }
+                    InterruptTarget::NodeClaim(wanted) => name == wanted,
+                };
+                wanted.then(|| (name.clone(), id.clone()))
+            })
+            .collect()
+    }
+
+    /// An interruption storm: a seeded draw of `fraction` of the matching machines, one message
+    /// each, spread evenly over the storm's duration.
+    fn storm(&mut self, kind: &InterruptKind, target: &InterruptTarget, storm: &Storm) {
+        let mut machines: Vec<String> = self
+            .matching_machines(target)
+            .into_iter()
+            .map(|(name, _)| name)
+            .collect();
+        let n = ((machines.len() as f64) * storm.fraction).ceil() as usize;
+        // A partial Fisher-Yates shuffle with the world's generator.
+        for i in 0..n.min(machines.len()) {
+            let j = i + (self.rng.next_u64() % (machines.len() - i) as u64) as usize;
+            machines.swap(i, j);
+        }
+        machines.truncate(n);
+        let now = self.now_ms;
+        for (i, nodeclaim) in machines.into_iter().enumerate() {
+            let at = now + storm.over_ms * i as u64 / n.max(1) as u64;
+            self.schedule(
+                at,
+                WorldEvent::Interrupt {
+                    kind: kind.clone(),
+                    nodeclaim,
+                },
+            );
+        }
+    }
+
     /// Sends an interruption message about one running machine, as the queue would, and
     /// takes the instance away when the message says so.
     fn interrupt(&mut self, kind: &InterruptKind, target: &InterruptTarget) {
         let now = self.now_ms;
-        let chosen = self.machines.iter().find_map(|(name, m)| {
-            let id = m.instance_id.as_ref()?;
-            let instance = self
-                .cloud
-                .instances
-                .get(id)
-                .filter(|i| i.terminated_at_ms.is_none())?;
-            let wanted = match target {
-                InterruptTarget::Any => true,
-                InterruptTarget::AnySpot => instance.instance.capacity_type == CapacityType::Spot,
-                InterruptTarget::NodeClaim(wanted) => name == wanted,
-            };
-            wanted.then(|| id.clone())
-        });
-        let Some(instance_id) = chosen else {
+        let Some((_, instance_id)) = self.matching_machines(target).into_iter().next() else {
             return;
         };
         self.interruptions += 1;
