@@ -179,6 +179,11 @@ fn transcript(records: &[LogRecord]) -> String {
                             action,
                             ..
                         } => format!("ReportInterruption {instance_id} {interruption}: {action}"),
+                        Command::TerminateOrphanInstance {
+                            instance_id,
+                            detail,
+                            ..
+                        } => format!("TerminateOrphanInstance {instance_id}: {detail}"),
                     };
                     out.push_str(&format!(
                         "t={:.3}s after {cause}: {line}\n",

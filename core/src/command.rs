@@ -69,6 +69,14 @@ pub enum Command {
         interruption: String,
         action: String,
     },
+    /// Terminate an instance of this cluster that no NodeClaim owns (a launch whose result was
+    /// lost, say), so that nothing runs, and costs, unseen.
+    TerminateOrphanInstance {
+        instance_id: String,
+        /// Its `karpenter.sh/nodeclaim` tag.
+        nodeclaim: Option<String>,
+        detail: String,
+    },
 }
 
 impl Command {
@@ -86,6 +94,7 @@ impl Command {
             Command::WarnInvalidAnnotation { .. } => "WarnInvalidAnnotation",
             Command::UncordonNode { .. } => "UncordonNode",
             Command::ReportInterruption { .. } => "ReportInterruption",
+            Command::TerminateOrphanInstance { .. } => "TerminateOrphanInstance",
         }
     }
 }

@@ -417,6 +417,33 @@ impl Core {
                 instance_id,
                 interruption,
             } => self.interrupt(message_id, instance_id, interruption, commands),
+            EventKind::InstancesListed { instances } => {
+                let garbage = lifecycle::garbage(&self.state, instances, now);
+                for (instance_id, nodeclaim, detail) in garbage.orphans {
+                    commands.push(Command::TerminateOrphanInstance {
+                        instance_id,
+                        nodeclaim,
+                        detail,
+                    });
+                }
+                for (name, detail) in garbage.vanished {
+                    let Some(claim) = self.state.nodeclaims.get_mut(&name) else {
+                        continue;
+                    };
+                    // Its termination was asked for already and is on its way.
+                    if claim.terminating.is_some() && !self.draining.contains_key(&name) {
+                        continue;
+                    }
+                    let reason = claim
+                        .terminating
+                        .get_or_insert((TerminationReason::InstanceGone, now))
+                        .0;
+                    // Nothing is left to drain: the machine and its pods are gone.
+                    self.draining.remove(&name);
+                    self.replacements.remove(&name);
+                    self.finish_termination(&name, reason, detail, commands);
+                }
+            }
             EventKind::EvictionRefused { pod, .. } => {
                 // Asked again after the retry interval.
                 for drain in self.draining.values_mut() {

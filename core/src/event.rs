@@ -95,6 +95,10 @@ pub enum EventKind {
         instance_id: String,
         interruption: crate::interruption::Interruption,
     },
+    /// The cloud's listing of this cluster's instances (every garbage-collection period).
+    InstancesListed {
+        instances: Vec<crate::model::nodeclaim::ListedInstance>,
+    },
 }
 
 /// A DaemonSet: its pod template (the pod's name is empty).
@@ -129,6 +133,7 @@ impl EventKind {
             EventKind::PodDisruptionBudgetDeleted { .. } => "PodDisruptionBudgetDeleted",
             EventKind::EvictionRefused { .. } => "EvictionRefused",
             EventKind::InterruptionReceived { .. } => "InterruptionReceived",
+            EventKind::InstancesListed { .. } => "InstancesListed",
         }
     }
 }

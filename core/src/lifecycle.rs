@@ -55,3 +55,77 @@ pub fn overdue(state: &ClusterState, config: &Config, now_ms: u64) -> (Vec<Overd
     }
     (out, next)
 }
+
+/// How long an instance may run without a NodeClaim before it is collected, and how long a
+/// NodeClaim's instance may be missing from the listing before the NodeClaim is (Karpenter's
+/// 30 s: the cloud's listing lags a fresh launch).
+pub const GARBAGE_GRACE_MS: u64 = 30_000;
+
+/// What a listing of the cloud's instances calls for.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct Garbage {
+    /// Running instances no NodeClaim owns: (instance id, its NodeClaim tag, why).
+    pub orphans: Vec<(String, Option<String>, String)>,
+    /// NodeClaims whose instance is gone: (NodeClaim, why).
+    pub vanished: Vec<(String, String)>,
+}
+
+/// Compares the listing with the NodeClaims.
+pub fn garbage(
+    state: &ClusterState,
+    instances: &[crate::model::nodeclaim::ListedInstance],
+    now_ms: u64,
+) -> Garbage {
+    use std::collections::BTreeMap;
+    let mut out = Garbage::default();
+    let owned: BTreeMap<&str, &str> = state
+        .nodeclaims
+        .iter()
+        .filter_map(|(name, c)| {
+            c.instance
+                .as_ref()
+                .map(|i| (i.instance_id.as_str(), name.as_str()))
+        })
+        .collect();
+    let listed: BTreeMap<&str, &crate::model::nodeclaim::ListedInstance> = instances
+        .iter()
+        .map(|i| (i.instance_id.as_str(), i))
+        .collect();
+    for i in instances {
+        if !i.running || owned.contains_key(i.instance_id.as_str()) {
+            continue;
+        }
+        let age = now_ms.saturating_sub(i.launched_at_ms);
+        if age < GARBAGE_GRACE_MS {
+            continue;
+        }
+        let tag = i.nodeclaim.as_deref().unwrap_or("none");
+        out.orphans.push((
+            i.instance_id.clone(),
+            i.nodeclaim.clone(),
+            format!(
+                "instance {} (NodeClaim tag {tag}) has run {} without a NodeClaim that owns it",
+                i.instance_id,
+                format_duration_ms(age)
+            ),
+        ));
+    }
+    for (name, claim) in &state.nodeclaims {
+        let (Some(instance), Some(launched)) = (&claim.instance, claim.launched_at_ms) else {
+            continue;
+        };
+        if now_ms.saturating_sub(launched) < GARBAGE_GRACE_MS {
+            continue;
+        }
+        let why = match listed.get(instance.instance_id.as_str()) {
+            None => "is not in the cloud's listing",
+            Some(l) if !l.running => "is shutting down or terminated",
+            Some(_) => continue,
+        };
+        out.vanished.push((
+            name.clone(),
+            format!("its instance {} {why}", instance.instance_id),
+        ));
+    }
+    out
+}

@@ -64,6 +64,26 @@ pub struct NodeClaimSpec {
     pub expire_after_ms: Option<u64>,
 }
 
+impl NodeClaimSpec {
+    /// The idempotency token of its launch (EC2 `ClientToken`, at most 64 ASCII characters): the
+    /// same for every attempt, so a launch repeated after a crash never makes a second machine.
+    pub fn client_token(&self) -> String {
+        let token = format!("nodewright-{}", self.name);
+        token.chars().take(64).collect()
+    }
+}
+
+/// One instance of this cluster as the cloud lists it (the garbage collector's view).
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct ListedInstance {
+    pub instance_id: String,
+    /// Its `karpenter.sh/nodeclaim` tag.
+    pub nodeclaim: Option<String>,
+    pub launched_at_ms: u64,
+    /// False once it is shutting down or terminated.
+    pub running: bool,
+}
+
 /// The machine the cloud gave for a NodeClaim.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub struct Instance {
@@ -103,6 +123,8 @@ pub enum TerminationReason {
     /// Forced: the cloud is taking the instance away (spot interruption, scheduled change,
     /// the instance stopping or terminating).
     Interrupted,
+    /// Its instance no longer exists in the cloud's listing.
+    InstanceGone,
 }
 
 impl TerminationReason {

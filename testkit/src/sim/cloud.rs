@@ -31,6 +31,8 @@ pub struct FleetError {
 pub struct SimCloud {
     pub spec: CloudSpec,
     pub instances: BTreeMap<String, SimInstance>,
+    /// Launches by client token: a repeated CreateFleet returns the instance it made.
+    pub tokens: BTreeMap<String, String>,
 }
 
 impl SimCloud {
@@ -38,6 +40,7 @@ impl SimCloud {
         SimCloud {
             spec,
             instances: BTreeMap::new(),
+            tokens: BTreeMap::new(),
         }
     }
 
@@ -49,6 +52,14 @@ impl SimCloud {
         now_ms: u64,
         rng: &mut SimRng,
     ) -> Result<Instance, FleetError> {
+        // Idempotent, as EC2 is for a client token it has seen.
+        if let Some(instance) = self
+            .tokens
+            .get(&claim.client_token())
+            .and_then(|id| self.instances.get(id))
+        {
+            return Ok(instance.instance.clone());
+        }
         let preferred = [
             CapacityType::Reserved,
             CapacityType::Spot,
@@ -99,6 +110,8 @@ impl SimCloud {
                 capacity_type: option.capacity_type,
                 price: option.price,
             };
+            self.tokens
+                .insert(claim.client_token(), instance.instance_id.clone());
             self.instances.insert(
                 instance.instance_id.clone(),
                 SimInstance {

@@ -10,7 +10,7 @@ use nodewright_core::catalog::{self, CapacityType, Catalog};
 use nodewright_core::interruption::{Interruption, LEAVING_STATES, SPOT_INTERRUPTION_NOTICE_MS};
 use nodewright_core::model::labels;
 use nodewright_core::model::node::Node;
-use nodewright_core::model::nodeclaim::{NodeClaimSpec, TerminationReason};
+use nodewright_core::model::nodeclaim::{ListedInstance, NodeClaimSpec, TerminationReason};
 use nodewright_core::model::nodeclass::NodeClass;
 use nodewright_core::model::pod::PodKey;
 use nodewright_core::{Command, Event, EventKind};
@@ -52,7 +52,14 @@ enum WorldEvent {
         kind: InterruptKind,
         nodeclaim: String,
     },
+    /// The garbage collector lists the cloud's instances (every GC period).
+    ListInstances,
 }
+
+/// How often the controller lists the cloud's instances to collect garbage (Karpenter's 2 min).
+const GC_PERIOD_MS: u64 = 120_000;
+/// How long EC2 keeps listing a terminated instance.
+const TERMINATED_LISTED_MS: u64 = 3_600_000;
 
 /// A machine nodewright asked for, from decision to termination.
 #[derive(Debug, Clone)]
@@ -296,6 +303,25 @@ impl World {
                     storm: Some(storm),
                 } => self.storm(kind, target, storm),
             },
+            WorldEvent::ListInstances => {
+                let instances = self
+                    .cloud
+                    .instances
+                    .values()
+                    .filter(|i| {
+                        i.terminated_at_ms
+                            .is_none_or(|t| now < t + TERMINATED_LISTED_MS)
+                    })
+                    .map(|i| ListedInstance {
+                        instance_id: i.instance.instance_id.clone(),
+                        nodeclaim: Some(i.nodeclaim.clone()),
+                        launched_at_ms: i.launched_at_ms,
+                        running: i.terminated_at_ms.is_none(),
+                    })
+                    .collect();
+                self.emit(EventKind::InstancesListed { instances });
+                self.schedule(now + GC_PERIOD_MS, WorldEvent::ListInstances);
+            }
             WorldEvent::Interrupt { kind, nodeclaim } => {
                 self.interrupt(&kind, &InterruptTarget::NodeClaim(nodeclaim));
             }
@@ -622,6 +648,23 @@ impl CommandExecutor for World {
                     .bind_pending(now, &mut self.outbox, &mut self.changes);
             }
             Command::WarnInvalidAnnotation { .. } | Command::ReportInterruption { .. } => {}
+            Command::TerminateOrphanInstance { instance_id, .. } => {
+                self.cloud.terminate(instance_id, now);
+                let node = self
+                    .machines
+                    .values()
+                    .find(|m| m.instance_id.as_deref() == Some(instance_id.as_str()))
+                    .and_then(|m| m.node.clone());
+                if let Some(node) = node {
+                    self.cluster.remove_node(
+                        &node,
+                        now,
+                        &mut self.rng,
+                        &mut self.outbox,
+                        &mut self.changes,
+                    );
+                }
+            }
             Command::EvictPod { pod, forced, .. } => {
                 if !*forced && self.cluster.terminating.contains_key(pod) {
                     // Already on its way out.
@@ -750,6 +793,7 @@ pub fn run<S: EventStore<LogHeader, LogRecord>>(
     for (i, t) in scenario.timeline.iter().enumerate() {
         world.schedule(t.at_ms, WorldEvent::Timeline(i));
     }
+    world.schedule(GC_PERIOD_MS, WorldEvent::ListInstances);
 
     loop {
         // Feed every observation of this instant through the driver.

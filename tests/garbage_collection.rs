@@ -1,0 +1,182 @@
+//! Garbage collection and idempotency: instances no NodeClaim owns are terminated, NodeClaims
+//! whose instance is gone are removed, and a launch carries a client token so that a repeated
+//! CreateFleet never makes a second machine.
+
+use nodewright_core::model::nodeclaim::{ListedInstance, TerminationReason};
+use nodewright_core::model::nodepool::NodePool;
+use nodewright_core::model::pod::Pod;
+use nodewright_core::{Command, EventKind};
+use nodewright_testkit::harness::CoreHarness;
+
+const GIB: i64 = 1 << 30;
+
+fn listed(id: &str, tag: Option<&str>, launched_at_ms: u64, running: bool) -> ListedInstance {
+    ListedInstance {
+        instance_id: id.into(),
+        nodeclaim: tag.map(String::from),
+        launched_at_ms,
+        running,
+    }
+}
+
+fn orphans(commands: &[Command]) -> Vec<String> {
+    commands
+        .iter()
+        .filter_map(|c| match c {
+            Command::TerminateOrphanInstance { instance_id, .. } => Some(instance_id.clone()),
+            _ => None,
+        })
+        .collect()
+}
+
+#[test]
+fn an_instance_no_nodeclaim_owns_is_terminated_after_the_grace_period() {
+    let mut h = CoreHarness::new();
+    h.nodepool(NodePool::new("default", "default"));
+    let (_, instance, _) = h.running_machine(vec![Pod::new("default", "a", 1000, GIB)]);
+    h.advance(60_000);
+    let now = h.now_ms;
+    let out = h.send(EventKind::InstancesListed {
+        instances: vec![
+            listed(&instance.instance_id, Some("whatever"), 0, true),
+            // Lost launch results: one old enough, one too fresh to judge.
+            listed(
+                "i-0aaaaaaaaaaaaaaaa",
+                Some("default-lost1"),
+                now - 31_000,
+                true,
+            ),
+            listed(
+                "i-0bbbbbbbbbbbbbbbb",
+                Some("default-lost2"),
+                now - 10_000,
+                true,
+            ),
+            // Already terminated: nothing to do.
+            listed("i-0cccccccccccccccc", None, 0, false),
+        ],
+    });
+    assert_eq!(orphans(&out), vec!["i-0aaaaaaaaaaaaaaaa"]);
+    let detail = out
+        .iter()
+        .find_map(|c| match c {
+            Command::TerminateOrphanInstance {
+                detail, nodeclaim, ..
+            } => Some((detail.clone(), nodeclaim.clone())),
+            _ => None,
+        })
+        .expect("one");
+    assert_eq!(detail.1.as_deref(), Some("default-lost1"));
+    assert!(detail.0.contains("without a NodeClaim"), "{}", detail.0);
+    assert!(
+        !out.iter()
+            .any(|c| matches!(c, Command::TerminateNodeClaim { .. })),
+        "the machine it owns is fine"
+    );
+}
+
+#[test]
+fn a_nodeclaim_whose_instance_is_gone_is_removed() {
+    let mut h = CoreHarness::new();
+    h.nodepool(NodePool::new("default", "default"));
+    let (claim, instance, _) = h.running_machine(vec![Pod::new("default", "a", 1000, GIB)]);
+    // Fresh launches may lag the listing: not yet.
+    let out = h.send(EventKind::InstancesListed { instances: vec![] });
+    assert!(out.is_empty(), "{out:?}");
+    h.advance(60_000);
+    let out = h.send(EventKind::InstancesListed {
+        instances: vec![listed(&instance.instance_id, Some(&claim.name), 0, false)],
+    });
+    let t: Vec<(String, TerminationReason, String)> = out
+        .iter()
+        .filter_map(|c| match c {
+            Command::TerminateNodeClaim {
+                nodeclaim,
+                reason,
+                detail,
+                ..
+            } => Some((nodeclaim.clone(), *reason, detail.clone())),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(t.len(), 1, "{out:?}");
+    assert_eq!(t[0].0, claim.name);
+    assert_eq!(t[0].1, TerminationReason::InstanceGone);
+    assert!(t[0].2.contains("shutting down or terminated"), "{}", t[0].2);
+    // Asked once: the next listing does not ask again.
+    let again = h.send(EventKind::InstancesListed { instances: vec![] });
+    assert!(
+        !again
+            .iter()
+            .any(|c| matches!(c, Command::TerminateNodeClaim { .. })),
+        "{again:?}"
+    );
+}
+
+#[test]
+fn a_machine_being_drained_whose_instance_vanished_is_finished_at_once() {
+    let mut h = CoreHarness::new();
+    let mut pool = NodePool::new("default", "default");
+    pool.expire_after = nodewright_core::model::duration::MaybeNever::After(10 * 60_000);
+    h.nodepool(pool);
+    let (claim, _, _) = h.running_machine(vec![Pod::new("default", "a", 1000, GIB)]);
+    h.advance(11 * 60_000);
+    assert!(
+        h.terminations().is_empty(),
+        "expired, draining: the pod was asked to leave and has not"
+    );
+    let out = h.send(EventKind::InstancesListed { instances: vec![] });
+    let t = h.terminations();
+    assert_eq!(t.len(), 1, "{out:?}");
+    assert_eq!(t[0].nodeclaim, claim.name);
+    assert_eq!(
+        t[0].reason,
+        TerminationReason::Expired,
+        "keeps the reason it had"
+    );
+}
+
+#[test]
+fn the_client_token_is_stable_per_nodeclaim_and_fits_ec2() {
+    let mut h = CoreHarness::new();
+    h.nodepool(NodePool::new("default", "default"));
+    let (a, _, _) = h.running_machine(vec![Pod::new("default", "a", 1000, GIB)]);
+    let (b, _, _) = h.running_machine(vec![Pod::new("default", "b", 60_000, GIB)]);
+    assert_eq!(a.client_token(), a.clone().client_token());
+    assert_ne!(a.client_token(), b.client_token());
+    let mut long = a.clone();
+    long.name = "x".repeat(200);
+    assert!(long.client_token().len() <= 64);
+    assert!(a.client_token().is_ascii());
+}
+
+#[test]
+fn a_repeated_launch_with_the_same_token_makes_no_second_machine() {
+    use nodewright_testkit::scenario::{CloudSpec, Latency};
+    use nodewright_testkit::sim::cloud::SimCloud;
+    use nodewright_testkit::sim::rng::SimRng;
+    let mut h = CoreHarness::new();
+    h.nodepool(NodePool::new("default", "default"));
+    h.pod(Pod::new("default", "a", 1000, GIB));
+    let claim = CoreHarness::launches(&h.advance(2_000))
+        .into_iter()
+        .next()
+        .expect("a launch");
+    let fixed = Latency {
+        min_ms: 1_000,
+        max_ms: 1_000,
+    };
+    let mut cloud = SimCloud::new(CloudSpec {
+        launch_latency: fixed,
+        registration_latency: fixed,
+        insufficient_capacity: vec![],
+        api_error_rate: 0.0,
+    });
+    let mut rng = SimRng::new(1);
+    let first = cloud.create_fleet(&claim, 0, &mut rng).expect("launches");
+    let again = cloud
+        .create_fleet(&claim, 5_000, &mut rng)
+        .expect("answers");
+    assert_eq!(first, again);
+    assert_eq!(cloud.running().count(), 1);
+}
