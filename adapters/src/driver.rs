@@ -20,6 +20,35 @@ pub trait CommandExecutor {
 pub enum DriverError {
     #[error("the event log refused an append; the event was not handled: {0}")]
     Log(#[from] LogError),
+    #[error(
+        "recovery replayed record {record} and the core decided differently than the log says (logged {logged} commands, now {now}): the log was written by another version of nodewright; replay it with that version, or start a new log"
+    )]
+    Diverged {
+        record: u64,
+        logged: usize,
+        now: usize,
+    },
+}
+
+/// What a restart found in the log.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Recovery {
+    /// Events replayed into the core.
+    pub events: u64,
+    /// The last event's commands had not been logged (the process stopped between deciding and
+    /// logging): they are logged now.
+    pub logged_missing_commands: bool,
+    /// The last event's commands: they may not have been carried out.
+    pub last_commands: Vec<Command>,
+    /// Every other command whose result is still missing.
+    pub outstanding: Vec<Command>,
+}
+
+impl Recovery {
+    /// What to hand to the executor again, in order.
+    pub fn reissue(&self) -> impl Iterator<Item = &Command> {
+        self.last_commands.iter().chain(&self.outstanding)
+    }
 }
 
 /// The core, its log, and nothing else.
@@ -40,6 +69,82 @@ impl<S: EventStore<LogHeader, LogRecord>> Driver<S> {
             events: 0,
             commands: 0,
         }
+    }
+
+    /// A driver restarted over an existing log: every event is replayed into a fresh core (the
+    /// commands must come out as logged), the last event's commands are logged if they were
+    /// not, and what may not have been carried out is returned to be carried out again.
+    pub fn recover(mut store: S) -> Result<(Self, Recovery), DriverError> {
+        let config: Config = store.header().config.clone();
+        let mut core = Core::new(config);
+        let records = store.read_range(0, store.len())?;
+        let mut events = 0u64;
+        let mut commands = 0u64;
+        let mut last: Option<(u64, Vec<Command>, bool)> = None;
+        for (index, record) in records.iter().enumerate() {
+            match record {
+                LogRecord::Event(event) => {
+                    let decided = core.handle(event);
+                    events += 1;
+                    // An event that called for nothing has nothing to log.
+                    let logged = decided.is_empty();
+                    last = Some((index as u64, decided, logged));
+                }
+                LogRecord::Commands(logged) => {
+                    let Some((at, decided, seen)) = &mut last else {
+                        continue;
+                    };
+                    if decided != logged {
+                        return Err(DriverError::Diverged {
+                            record: *at,
+                            logged: logged.len(),
+                            now: decided.len(),
+                        });
+                    }
+                    *seen = true;
+                    commands += logged.len() as u64;
+                }
+            }
+        }
+        let mut last_commands = Vec::new();
+        let mut logged_missing_commands = false;
+        if let Some((_, decided, logged)) = last {
+            if !logged {
+                store.append(std::slice::from_ref(&LogRecord::Commands(decided.clone())))?;
+                commands += decided.len() as u64;
+                logged_missing_commands = true;
+            }
+            last_commands = decided;
+        }
+        let outstanding = core
+            .outstanding()
+            .into_iter()
+            .filter(|c| !last_commands.contains(c))
+            .collect();
+        let driver = Driver {
+            core,
+            store,
+            events,
+            commands,
+        };
+        Ok((
+            driver,
+            Recovery {
+                events,
+                logged_missing_commands,
+                last_commands,
+                outstanding,
+            },
+        ))
+    }
+
+    /// Appends an event without handling it: what a process that stops right after the append
+    /// leaves behind (for crash tests).
+    pub fn append_only(&mut self, event: Event) -> Result<(), DriverError> {
+        self.store
+            .append(std::slice::from_ref(&LogRecord::Event(event)))?;
+        self.events += 1;
+        Ok(())
     }
 
     /// Log, decide, log, dispatch.

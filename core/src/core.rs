@@ -140,6 +140,72 @@ impl Core {
         self.now_ms
     }
 
+    /// The commands whose results the core is still waiting for, as they would be asked again
+    /// after a restart: launches without a result, terminations not confirmed, evictions asked,
+    /// taints set, and what pending pods were told. Every one is idempotent for the world
+    /// (launches carry their client token), so asking again never doubles an effect.
+    pub fn outstanding(&self) -> Vec<Command> {
+        let mut out = Vec::new();
+        for (node, nodeclaim) in &self.cordoned {
+            out.push(Command::CordonNode {
+                node: node.clone(),
+                nodeclaim: nodeclaim.clone(),
+                reason: "asked again after a restart".to_string(),
+            });
+        }
+        for claim in self.state.nodeclaims.values() {
+            match claim.terminating {
+                None if claim.launched_at_ms.is_none() => out.push(Command::LaunchNodeClaim {
+                    nodeclaim: Box::new(claim.spec.clone()),
+                    reason: LaunchReason {
+                        pods: Vec::new(),
+                        summary: "asked again after a restart: no launch result was recorded"
+                            .to_string(),
+                    },
+                }),
+                Some((reason, _)) if !self.draining.contains_key(&claim.spec.name) => {
+                    out.push(Command::TerminateNodeClaim {
+                        nodeclaim: claim.spec.name.clone(),
+                        node: claim.node_name.clone(),
+                        instance_id: claim.instance.as_ref().map(|i| i.instance_id.clone()),
+                        reason,
+                        detail: "asked again after a restart: the termination was not confirmed"
+                            .to_string(),
+                    })
+                }
+                _ => {}
+            }
+        }
+        for drain in self.draining.values() {
+            for (pod, eviction) in &drain.evicting {
+                if let Eviction::Asked { forced } = eviction
+                    && self.state.pods.contains_key(pod)
+                {
+                    out.push(Command::EvictPod {
+                        pod: pod.clone(),
+                        node: drain.node.clone(),
+                        forced: *forced,
+                        reason: "asked again after a restart".to_string(),
+                    });
+                }
+            }
+        }
+        for (pod, target) in &self.nominations {
+            out.push(Command::NominatePod {
+                pod: pod.clone(),
+                target: target.clone(),
+                reason: "told again after a restart".to_string(),
+            });
+        }
+        for (pod, reason) in &self.unschedulable {
+            out.push(Command::ReportUnschedulable {
+                pod: pod.clone(),
+                reason: reason.clone(),
+            });
+        }
+        out
+    }
+
     /// When the core next needs a [`EventKind::Tick`], if ever. Always later than the last
     /// event handled.
     pub fn next_timer_ms(&self) -> Option<u64> {

@@ -620,6 +620,10 @@ impl CommandExecutor for World {
         let now = self.now_ms;
         match command {
             Command::LaunchNodeClaim { nodeclaim, reason } => {
+                if self.machines.contains_key(&nodeclaim.name) {
+                    // Asked again (after a restart): the client token makes it the same launch.
+                    return;
+                }
                 self.machines.insert(
                     nodeclaim.name.clone(),
                     Machine {
@@ -666,6 +670,10 @@ impl CommandExecutor for World {
                 }
             }
             Command::EvictPod { pod, forced, .. } => {
+                if !self.cluster.pods.contains_key(pod) {
+                    // Gone already (asked again after a restart): the API answers 404.
+                    return;
+                }
                 if !*forced && self.cluster.terminating.contains_key(pod) {
                     // Already on its way out.
                     return;
@@ -703,6 +711,14 @@ impl CommandExecutor for World {
                 instance_id,
                 ..
             } => {
+                if self
+                    .machines
+                    .get(nodeclaim)
+                    .is_some_and(|m| m.termination.is_some())
+                {
+                    // Asked again (after a restart): it is under way already.
+                    return;
+                }
                 match reason {
                     TerminationReason::Empty => self.disruptions.empty += 1,
                     TerminationReason::Underutilized => self.disruptions.underutilized += 1,
@@ -762,6 +778,17 @@ pub fn run<S: EventStore<LogHeader, LogRecord>>(
     scenario: &Scenario,
     store: S,
 ) -> Result<(Report, S), RunError> {
+    run_with_crash(scenario, store, None)
+}
+
+/// [`run`], with the controller stopped once: right after event number `crash_at` is appended to
+/// the log, before the core handles it. It restarts at once from the log
+/// ([`Driver::recover`]) and what may not have been carried out is carried out again.
+pub fn run_with_crash<S: EventStore<LogHeader, LogRecord>>(
+    scenario: &Scenario,
+    store: S,
+    crash_at: Option<u64>,
+) -> Result<(Report, S), RunError> {
     let mut driver = Driver::new(store);
     let mut world = World::new(scenario);
     let mut digest = DecisionDigest::new();
@@ -801,6 +828,17 @@ pub fn run<S: EventStore<LogHeader, LogRecord>>(
             let batch: Vec<Event> = std::mem::take(&mut world.outbox);
             for event in batch {
                 world.step_commands.clear();
+                if crash_at == Some(driver.events()) {
+                    driver.append_only(event)?;
+                    let (recovered, recovery) = Driver::recover(driver.into_store())?;
+                    driver = recovered;
+                    digest.add_all(&recovery.last_commands);
+                    for command in recovery.reissue() {
+                        world.execute(command);
+                    }
+                    world.record_changes();
+                    continue;
+                }
                 let commands = driver.step(event, &mut world)?;
                 digest.add_all(&commands);
                 world.record_changes();
