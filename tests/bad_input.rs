@@ -374,3 +374,17 @@ fn scenario_interrupt_storms_are_checked() {
         &["timeline[0].interrupt.over", "without fraction"],
     );
 }
+
+#[test]
+fn scenario_latency_spikes_are_checked() {
+    assert_mentions(
+        &scenario_error(
+            "name: s\ncloud:\n  launchLatencySpikes:\n    - {from: 5m, until: 2m, latency: 3m}\n",
+        ),
+        &["cloud.launchLatencySpikes[0].until", "after"],
+    );
+    assert_mentions(
+        &scenario_error("name: s\ncloud:\n  apiErrorRate: 1.5\n"),
+        &["cloud.apiErrorRate", "1.5"],
+    );
+}

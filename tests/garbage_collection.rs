@@ -171,6 +171,7 @@ fn a_repeated_launch_with_the_same_token_makes_no_second_machine() {
         registration_latency: fixed,
         insufficient_capacity: vec![],
         api_error_rate: 0.0,
+        launch_latency_spikes: vec![],
     });
     let mut rng = SimRng::new(1);
     let first = cloud.create_fleet(&claim, 0, &mut rng).expect("launches");
@@ -179,4 +180,63 @@ fn a_repeated_launch_with_the_same_token_makes_no_second_machine() {
         .expect("answers");
     assert_eq!(first, again);
     assert_eq!(cloud.running().count(), 1);
+}
+
+#[test]
+fn the_end_of_run_checks_catch_a_leaked_instance_and_a_silently_stranded_pod() {
+    use nodewright_core::catalog::{CapacityType, Price};
+    use nodewright_core::model::nodeclaim::Instance;
+    use nodewright_core::model::pod::PodKey;
+    use nodewright_testkit::invariants::check_end;
+    use nodewright_testkit::sim::cloud::SimInstance;
+    let leaked = SimInstance {
+        instance: Instance {
+            instance_id: "i-0aaaaaaaaaaaaaaaa".into(),
+            instance_type: "m5.large".into(),
+            zone: "us-east-1a".into(),
+            capacity_type: CapacityType::OnDemand,
+            price: Price(96_000),
+        },
+        nodeclaim: "default-leak".into(),
+        nodepool: "default".into(),
+        launched_at_ms: 0,
+        terminated_at_ms: None,
+    };
+    let quiet = PodKey::new("default", "quiet");
+    let told = PodKey::new("default", "told");
+    let fresh = PodKey::new("default", "fresh");
+    let pending = vec![
+        (&quiet, 0, false),
+        (&told, 0, true),
+        (&fresh, 3_500_000, false),
+    ];
+    let v = check_end(
+        std::iter::once(&leaked),
+        |_| false,
+        pending.into_iter(),
+        1_200_000,
+        3_600_000,
+    );
+    let kinds: Vec<(&str, bool)> = v
+        .iter()
+        .map(|v| {
+            (
+                v.kind.as_str(),
+                v.detail.contains("quiet") || v.detail.contains("default-leak"),
+            )
+        })
+        .collect();
+    assert_eq!(
+        kinds,
+        vec![("instance-without-node", true), ("pod-stranded", true)]
+    );
+    // Joined, or young enough: nothing to say.
+    let none = check_end(
+        std::iter::once(&leaked),
+        |_| true,
+        std::iter::empty(),
+        1_200_000,
+        3_600_000,
+    );
+    assert!(none.is_empty());
 }

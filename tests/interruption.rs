@@ -390,3 +390,49 @@ fn an_interruption_storm_during_a_capacity_shortage_leaves_no_pod_behind() {
         assert!(report.unschedulable.is_empty(), "seed {seed}");
     }
 }
+
+#[test]
+fn throttled_cloud_calls_latency_spikes_and_a_capacity_shortage_leave_no_pod_behind() {
+    for seed in [31, 32, 33, 34] {
+        let report = run_scenario("cloud-faults.yaml", Some(seed));
+        assert!(report.passed(), "seed {seed}: {}", report.summary());
+        assert!(report.unschedulable.is_empty(), "seed {seed}");
+    }
+    // Throttled so often that launches give up: the pods still get machines, none twice.
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("scenarios/cloud-faults.yaml");
+    for seed in [41, 42] {
+        let mut scenario = nodewright_testkit::scenario::load_file(&path)
+            .unwrap_or_else(|e| panic!("{e}"))
+            .with_seed(seed);
+        scenario.cloud.api_error_rate = 0.9;
+        let store = nodewright_adapters::eventlog::MemoryStore::new(
+            nodewright_adapters::eventlog::LogHeader::new(scenario.config.clone(), &scenario.name),
+        );
+        let (report, store) = nodewright_testkit::sim::run(&scenario, store).expect("runs");
+        assert!(
+            report.invariant_violations.is_empty(),
+            "seed {seed}: {:?}",
+            report.invariant_violations
+        );
+        assert!(
+            report.unschedulable.is_empty(),
+            "seed {seed}: {:?}",
+            report.unschedulable
+        );
+        assert_eq!(report.pods.never_scheduled, 0, "seed {seed}");
+        use nodewright_adapters::eventlog::EventStore;
+        let gave_up = store
+            .read_range(0, store.len())
+            .expect("records")
+            .iter()
+            .filter(|r| {
+                matches!(r, nodewright_adapters::eventlog::LogRecord::Event(e)
+                    if matches!(&e.kind, EventKind::LaunchFailed { code, .. } if code == "RequestLimitExceeded"))
+            })
+            .count();
+        assert!(
+            gave_up > 0,
+            "seed {seed}: some launch was throttled five times"
+        );
+    }
+}

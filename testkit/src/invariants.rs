@@ -2,6 +2,7 @@
 //! provisioning and lifecycle rules promise; more come with disruption and interruption.
 
 use nodewright_core::model::nodeclaim::OfferingKey;
+use nodewright_core::model::pod::PodKey;
 use nodewright_core::{Command, Core};
 
 use crate::report::Violation;
@@ -130,4 +131,42 @@ pub fn check_world<'a>(
             )
         })
         .collect()
+}
+
+/// Checks at the end of a run. Every instance that still runs has joined as a node (an instance
+/// that never became a node and was never terminated is a leak). Every pod still pending after
+/// `patience_ms` was told why (reported unschedulable): none is stranded in silence.
+pub fn check_end<'a>(
+    running: impl Iterator<Item = &'a SimInstance>,
+    joined: impl Fn(&str) -> bool,
+    pending: impl Iterator<Item = (&'a PodKey, u64, bool)>,
+    patience_ms: u64,
+    now_ms: u64,
+) -> Vec<Violation> {
+    let mut out = Vec::new();
+    for i in running {
+        if !joined(&i.instance.instance_id) && now_ms > i.launched_at_ms + patience_ms {
+            out.push(violation(
+                now_ms,
+                "instance-without-node",
+                format!(
+                    "instance {} of NodeClaim {} runs at the end without ever joining as a node",
+                    i.instance.instance_id, i.nodeclaim
+                ),
+            ));
+        }
+    }
+    for (pod, created_at_ms, reported) in pending {
+        if !reported && now_ms > created_at_ms + patience_ms {
+            out.push(violation(
+                now_ms,
+                "pod-stranded",
+                format!(
+                    "pod {pod} is still pending at the end, {}s after its creation, and was never reported unschedulable",
+                    (now_ms - created_at_ms) / 1000
+                ),
+            ));
+        }
+    }
+    out
 }

@@ -60,6 +60,17 @@ pub struct CloudFile {
     pub insufficient_capacity: Vec<IceWindowFile>,
     #[serde(rename = "apiErrorRate")]
     pub api_error_rate: Option<f64>,
+    /// Windows during which launches take longer: `{from: 5m, until: 10m, latency: 3m}`.
+    #[serde(default, rename = "launchLatencySpikes")]
+    pub launch_latency_spikes: Vec<LatencySpikeFile>,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct LatencySpikeFile {
+    pub from: String,
+    pub until: String,
+    pub latency: LatencyFile,
 }
 
 #[derive(Debug, Clone, Deserialize)]

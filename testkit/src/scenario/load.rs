@@ -72,7 +72,28 @@ pub struct CloudSpec {
     pub launch_latency: Latency,
     pub registration_latency: Latency,
     pub insufficient_capacity: Vec<IceWindow>,
+    /// The share of cloud calls (CreateFleet, TerminateInstances) that fail with a throttling
+    /// error; the adapter retries them with backoff.
     pub api_error_rate: f64,
+    pub launch_latency_spikes: Vec<LatencySpike>,
+}
+
+/// A window during which a launch takes `latency` instead of the usual.
+#[derive(Debug, Clone, PartialEq)]
+pub struct LatencySpike {
+    pub from_ms: u64,
+    pub until_ms: u64,
+    pub latency: Latency,
+}
+
+impl CloudSpec {
+    /// The launch latency at `now_ms`.
+    pub fn launch_latency_at(&self, now_ms: u64) -> Latency {
+        self.launch_latency_spikes
+            .iter()
+            .find(|s| s.from_ms <= now_ms && now_ms < s.until_ms)
+            .map_or(self.launch_latency, |s| s.latency)
+    }
 }
 
 /// Capacity that exists before nodewright (a managed node group); never disrupted by it.
@@ -424,12 +445,30 @@ pub fn load_str(
             "use a number between 0.0 and 1.0",
         ));
     }
-    if api_error_rate > 0.0 {
-        return Err(invalid(
-            "cloud.apiErrorRate",
-            "API faults are not simulated by this version".into(),
-            "remove cloud.apiErrorRate or set it to 0.0",
-        ));
+    let mut launch_latency_spikes = Vec::new();
+    for (i, spike) in cloud_file
+        .as_ref()
+        .map(|c| c.launch_latency_spikes.clone())
+        .unwrap_or_default()
+        .iter()
+        .enumerate()
+    {
+        let field = format!("cloud.launchLatencySpikes[{i}]");
+        let from_ms = duration(&format!("{field}.from"), &spike.from)?;
+        let until_ms = duration(&format!("{field}.until"), &spike.until)?;
+        if until_ms <= from_ms {
+            return Err(invalid(
+                &format!("{field}.until"),
+                "is not after from".into(),
+                "give the window an end after its start",
+            ));
+        }
+        let latency = latency(&format!("{field}.latency"), &Some(spike.latency.clone()), 0)?;
+        launch_latency_spikes.push(LatencySpike {
+            from_ms,
+            until_ms,
+            latency,
+        });
     }
     let cloud = CloudSpec {
         launch_latency: latency(
@@ -446,6 +485,7 @@ pub fn load_str(
         )?,
         insufficient_capacity: ice,
         api_error_rate,
+        launch_latency_spikes,
     };
 
     let mut existing_nodes = Vec::new();

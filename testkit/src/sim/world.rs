@@ -56,6 +56,11 @@ enum WorldEvent {
     ListInstances,
 }
 
+/// Attempts of a throttled cloud call before the adapter gives up, and the first backoff
+/// (doubled on each attempt), as the AWS SDK's standard retry mode does.
+const API_ATTEMPTS: u32 = 5;
+const API_BACKOFF_MS: u64 = 1_000;
+
 /// How often the controller lists the cloud's instances to collect garbage (Karpenter's 2 min).
 const GC_PERIOD_MS: u64 = 120_000;
 /// How long EC2 keeps listing a terminated instance.
@@ -72,6 +77,8 @@ struct Machine {
     terminated_at_ms: Option<u64>,
     termination: Option<(TerminationReason, String)>,
     cancelled: bool,
+    /// CreateFleet calls throttled so far.
+    api_attempts: u32,
 }
 
 #[derive(Debug, Clone, Default)]
@@ -351,12 +358,34 @@ impl World {
                     self.emit(EventKind::NodeClaimTerminated { nodeclaim });
                     return;
                 }
+                if self.api_call_fails(scenario) {
+                    // Throttled: the adapter retries with backoff, then gives up.
+                    let attempt = machine.api_attempts + 1;
+                    if let Some(m) = self.machines.get_mut(&nodeclaim) {
+                        m.api_attempts = attempt;
+                    }
+                    if attempt < API_ATTEMPTS {
+                        self.schedule(
+                            now + (API_BACKOFF_MS << (attempt - 1)),
+                            WorldEvent::FleetCall { nodeclaim },
+                        );
+                    } else {
+                        self.emit(EventKind::LaunchFailed {
+                            nodeclaim,
+                            code: "RequestLimitExceeded".to_string(),
+                            message: format!(
+                                "CreateFleet was throttled {API_ATTEMPTS} times in a row"
+                            ),
+                            unavailable: Vec::new(),
+                        });
+                    }
+                    return;
+                }
                 match self.cloud.create_fleet(&machine.spec, now, &mut self.rng) {
                     Ok(instance) => {
                         let latency = &scenario.cloud;
-                        let join_after = self
-                            .rng
-                            .between(latency.launch_latency.min_ms, latency.launch_latency.max_ms)
+                        let launch = latency.launch_latency_at(now);
+                        let join_after = self.rng.between(launch.min_ms, launch.max_ms)
                             + self.rng.between(
                                 latency.registration_latency.min_ms,
                                 latency.registration_latency.max_ms,
@@ -420,6 +449,13 @@ impl World {
                 self.cluster
                     .start_daemons(&name, now, &mut self.outbox, &mut self.changes);
             }
+            WorldEvent::TerminationDone { nodeclaim } if self.api_call_fails(scenario) => {
+                // TerminateInstances throttled: retried after the backoff.
+                self.schedule(
+                    now + API_BACKOFF_MS,
+                    WorldEvent::TerminationDone { nodeclaim },
+                );
+            }
             WorldEvent::TerminationDone { nodeclaim } => {
                 let Some(machine) = self.machines.get(&nodeclaim).cloned() else {
                     return;
@@ -449,6 +485,17 @@ impl World {
         self.cluster
             .bind_pending(now, &mut self.outbox, &mut self.changes);
         self.schedule_pod_exits();
+    }
+
+    /// Whether this cloud call fails (throttling, a timeout), at the scenario's rate. No draw
+    /// is made when the rate is zero, so such scenarios are unchanged by the fault model.
+    fn api_call_fails(&mut self, scenario: &Scenario) -> bool {
+        let rate = scenario.cloud.api_error_rate;
+        if rate <= 0.0 {
+            return false;
+        }
+        let draw = (self.rng.next_u64() >> 11) as f64 / ((1u64 << 53) as f64);
+        draw < rate
     }
 
     /// The running machines nodewright launched that a target matches, by NodeClaim name.
@@ -635,6 +682,7 @@ impl CommandExecutor for World {
                         terminated_at_ms: None,
                         termination: None,
                         cancelled: false,
+                        api_attempts: 0,
                     },
                 );
                 self.schedule(
@@ -879,6 +927,37 @@ pub fn run_with_crash<S: EventStore<LogHeader, LogRecord>>(
     }
     world.advance_to(scenario.duration_ms);
     world.record_changes();
+    {
+        // A machine has the launch and registration timeouts to join; a pod as long to be
+        // placed or told why not.
+        let config = driver.core().config();
+        let patience = config.launch_timeout_ms + config.registration_timeout_ms;
+        let joined = |id: &str| {
+            world
+                .machines
+                .values()
+                .any(|m| m.instance_id.as_deref() == Some(id) && m.node.is_some())
+        };
+        let pending = world
+            .cluster
+            .pods
+            .values()
+            .filter(|p| p.node_name.is_none() && !p.is_daemonset_pod())
+            .map(|p| {
+                (
+                    &p.key,
+                    p.created_at_ms,
+                    world.unschedulable.contains_key(&p.key),
+                )
+            });
+        violations.extend(invariants::check_end(
+            world.cloud.running(),
+            joined,
+            pending,
+            patience,
+            world.now_ms,
+        ));
+    }
 
     let report = build_report(scenario, &world, &driver, &digest, violations);
     Ok((report, driver.into_store()))
