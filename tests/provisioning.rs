@@ -616,3 +616,35 @@ fn expire_after_is_copied_to_the_claim() {
         None
     );
 }
+
+#[test]
+fn when_every_offering_ran_out_of_capacity_the_pod_is_told_so_until_they_return() {
+    let mut h = CoreHarness::new();
+    let mut p = tutorial_pool();
+    p.requirements
+        .push(req(labels::INSTANCE_TYPE, Operator::In, &["m5.large"]));
+    h.nodepool(p);
+    let claim = provision(&mut h, vec![Pod::new("default", "a", 1000, GIB)]).remove(0);
+    // CreateFleet found no capacity in any of the claim's offerings.
+    let every: Vec<OfferingKey> = claim
+        .options
+        .iter()
+        .map(|o| OfferingKey {
+            instance_type: o.instance_type.clone(),
+            zone: o.zone.clone(),
+            capacity_type: o.capacity_type,
+        })
+        .collect();
+    h.fail_launch(&claim, every);
+    h.advance(11_000);
+    let reasons = unschedulable(&h.commands);
+    let (_, reason) = reasons.last().expect("the pod is told why it waits");
+    assert!(
+        reason.contains("recent insufficient capacity"),
+        "the reason names the capacity shortage: {reason}"
+    );
+    assert_eq!(h.all_launches().len(), 1, "no launch into what just failed");
+    // Three minutes later the offerings may be tried again.
+    h.advance(3 * 60_000);
+    assert_eq!(h.all_launches().len(), 2);
+}

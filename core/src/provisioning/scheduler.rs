@@ -570,6 +570,22 @@ impl<'a> Solver<'a> {
                 ));
                 continue;
             }
+            if ctx.types.is_empty() {
+                // Nothing is offered now (zones, capacity types, recent insufficient capacity):
+                // say so rather than blame the limits.
+                reasons.push(format!(
+                    "nodepool {}: {}",
+                    ctx.pool.name,
+                    self.explain_new_claim(
+                        prepared,
+                        ci,
+                        pod,
+                        profile,
+                        "no instance type is offered".to_string()
+                    )
+                ));
+                continue;
+            }
             let usage = &self.usage[ci];
             let remaining = ctx.pool.remaining(&usage.resources, usage.count);
             if let Some(remaining) = &remaining
