@@ -6,7 +6,8 @@
 //! - [`manifest`]: Kubernetes YAML (NodePool, EC2NodeClass, Pod, Deployment, ...) → the core's
 //!   model, the one place this translation lives;
 //! - [`eventbridge`]: the interruption queue's EventBridge messages → the core's interruption
-//!   events;
+//!   events; [`interruption_queue`]: a received batch through the driver, and which messages
+//!   may be deleted;
 //! - [`driver`]: the loop that appends each event to the log, then asks the core, then
 //!   dispatches the commands to executors.
 //!
@@ -16,4 +17,5 @@
 pub mod driver;
 pub mod eventbridge;
 pub mod eventlog;
+pub mod interruption_queue;
 pub mod manifest;
