@@ -142,12 +142,18 @@ fn the_client_token_is_stable_per_nodeclaim_and_fits_ec2() {
     h.nodepool(NodePool::new("default", "default"));
     let (a, _, _) = h.running_machine(vec![Pod::new("default", "a", 1000, GIB)]);
     let (b, _, _) = h.running_machine(vec![Pod::new("default", "b", 60_000, GIB)]);
-    assert_eq!(a.client_token(), a.clone().client_token());
-    assert_ne!(a.client_token(), b.client_token());
+    let scope = "prod-east/log-7f3a";
+    assert_eq!(a.client_token(scope), a.clone().client_token(scope));
+    assert_ne!(a.client_token(scope), b.client_token(scope));
+    assert_ne!(
+        a.client_token(scope),
+        a.client_token("staging/log-0001"),
+        "another cluster or log never reuses a token"
+    );
     let mut long = a.clone();
     long.name = "x".repeat(200);
-    assert!(long.client_token().len() <= 64);
-    assert!(a.client_token().is_ascii());
+    assert!(long.client_token(scope).len() <= 64);
+    assert!(a.client_token(scope).is_ascii());
 }
 
 #[test]
@@ -239,4 +245,21 @@ fn the_end_of_run_checks_catch_a_leaked_instance_and_a_silently_stranded_pod() {
         3_600_000,
     );
     assert!(none.is_empty());
+}
+
+#[test]
+fn an_instance_whose_nodeclaim_waits_for_its_launch_result_is_not_collected() {
+    let mut h = CoreHarness::new();
+    h.nodepool(NodePool::new("default", "default"));
+    h.pod(Pod::new("default", "a", 1000, GIB));
+    let claim = CoreHarness::launches(&h.advance(2_000))
+        .into_iter()
+        .next()
+        .expect("a launch");
+    // The launch result is slow (or was lost); the instance already shows in the listing.
+    h.advance(60_000);
+    let out = h.send(EventKind::InstancesListed {
+        instances: vec![listed("i-0dddddddddddddddd", Some(&claim.name), 0, true)],
+    });
+    assert!(orphans(&out).is_empty(), "{out:?}");
 }

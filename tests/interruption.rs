@@ -436,3 +436,49 @@ fn throttled_cloud_calls_latency_spikes_and_a_capacity_shortage_leave_no_pod_beh
         );
     }
 }
+
+#[test]
+fn a_spot_warning_for_a_machine_already_draining_marks_its_offering_and_hastens_the_drain() {
+    let mut h = CoreHarness::new();
+    let mut pool = spot_pool();
+    pool.expire_after = MaybeNever::After(10 * 60_000);
+    h.nodepool(pool);
+    h.send(EventKind::PodDisruptionBudgetApplied(Box::new(
+        PodDisruptionBudget {
+            namespace: "default".into(),
+            name: "web".into(),
+            selector: LabelSelector {
+                match_labels: [("app".to_string(), "web".to_string())].into(),
+                match_expressions: vec![],
+            },
+            min_available: Some(IntOrPercent::Int(2)),
+            max_unavailable: None,
+        },
+    )));
+    let (_, instance, _) = h.running_machine(vec![web("w1"), web("w2")]);
+    // Expired: draining, held by the budget.
+    h.advance(11 * 60_000);
+    assert!(h.terminations().is_empty());
+    let deadline = h.now_ms + 120_000;
+    let out = interrupt(
+        &mut h,
+        &instance.instance_id,
+        Interruption::SpotInterruption {
+            deadline_ms: deadline,
+        },
+    );
+    let (_, action) = report(&out);
+    assert!(action.contains("already being terminated"), "{action}");
+    assert!(action.contains("marked unavailable"), "{action}");
+    assert!(action.contains("forced at"), "{action}");
+    h.run_until(deadline);
+    let forced = h
+        .commands
+        .iter()
+        .filter(|(_, c)| matches!(c, Command::EvictPod { forced: true, .. }))
+        .count();
+    assert_eq!(
+        forced, 2,
+        "both pods leave before the cloud takes the machine"
+    );
+}

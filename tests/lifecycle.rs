@@ -52,6 +52,31 @@ fn running_machine(h: &mut CoreHarness, pod: &str) -> (NodeClaimSpec, Instance, 
     (claim, instance, node)
 }
 
+/// A machine running pod `a` whose node carries `karpenter.sh/do-not-disrupt: <value>`.
+fn annotated_machine(h: &mut CoreHarness, value: &str) {
+    let (claim, instance, node) = running_machine(h, "a");
+    let it = h
+        .catalog()
+        .get(&instance.instance_type)
+        .expect("known")
+        .clone();
+    let resources = nodewright_core::catalog::capacity(&it, &Default::default());
+    let mut labels_map = it.labels.clone();
+    labels_map.extend(claim.labels.clone());
+    h.send(EventKind::NodeApplied(Box::new(
+        nodewright_core::model::node::Node {
+            name: node,
+            provider_id: Some(instance.provider_id()),
+            labels: labels_map,
+            annotations: [(labels::DO_NOT_DISRUPT.to_string(), value.to_string())].into(),
+            taints: vec![],
+            allocatable: resources.allocatable,
+            ready: true,
+            unschedulable: false,
+        },
+    )));
+}
+
 #[test]
 fn a_launch_without_result_is_given_up_after_five_minutes() {
     let mut h = CoreHarness::new();
@@ -145,27 +170,7 @@ fn consolidate_after_never_keeps_empty_nodes() {
 fn a_do_not_disrupt_node_is_not_removed_when_empty() {
     let mut h = CoreHarness::new();
     h.nodepool(pool(0));
-    let (claim, instance, node) = running_machine(&mut h, "a");
-    let it = h
-        .catalog()
-        .get(&instance.instance_type)
-        .expect("known")
-        .clone();
-    let resources = nodewright_core::catalog::capacity(&it, &Default::default());
-    let mut labels_map = it.labels.clone();
-    labels_map.extend(claim.labels.clone());
-    h.send(EventKind::NodeApplied(Box::new(
-        nodewright_core::model::node::Node {
-            name: node,
-            provider_id: Some(instance.provider_id()),
-            labels: labels_map,
-            annotations: [(labels::DO_NOT_DISRUPT.to_string(), "true".to_string())].into(),
-            taints: vec![],
-            allocatable: resources.allocatable,
-            ready: true,
-            unschedulable: false,
-        },
-    )));
+    annotated_machine(&mut h, "true");
     h.delete_pod("default", "a");
     h.advance(30 * MIN);
     assert!(all_terminations(&h).is_empty());
@@ -325,28 +330,8 @@ fn a_machine_whose_node_is_deleted_from_outside_is_terminated() {
 fn a_do_not_disrupt_duration_on_a_node_counts_from_its_nodeclaim() {
     let mut h = CoreHarness::new();
     h.nodepool(pool(0));
-    let (claim, instance, node) = running_machine(&mut h, "a");
     let created = h.now_ms;
-    let it = h
-        .catalog()
-        .get(&instance.instance_type)
-        .expect("known")
-        .clone();
-    let resources = nodewright_core::catalog::capacity(&it, &Default::default());
-    let mut labels_map = it.labels.clone();
-    labels_map.extend(claim.labels.clone());
-    h.send(EventKind::NodeApplied(Box::new(
-        nodewright_core::model::node::Node {
-            name: node,
-            provider_id: Some(instance.provider_id()),
-            labels: labels_map,
-            annotations: [(labels::DO_NOT_DISRUPT.to_string(), "45m".to_string())].into(),
-            taints: vec![],
-            allocatable: resources.allocatable,
-            ready: true,
-            unschedulable: false,
-        },
-    )));
+    annotated_machine(&mut h, "45m");
     h.delete_pod("default", "a");
     h.advance(30 * MIN);
     assert!(all_terminations(&h).is_empty(), "empty but protected");

@@ -21,6 +21,10 @@ pub enum DriverError {
     #[error("the event log refused an append; the event was not handled: {0}")]
     Log(#[from] LogError),
     #[error(
+        "an earlier append failed after the core had decided: the driver must be recovered from the log (Driver::recover) before it handles another event"
+    )]
+    NeedsRecovery,
+    #[error(
         "recovery replayed record {record} and the core decided differently than the log says (logged {logged} commands, now {now}): the log was written by another version of nodewright; replay it with that version, or start a new log"
     )]
     Diverged {
@@ -28,6 +32,28 @@ pub enum DriverError {
         logged: usize,
         now: usize,
     },
+}
+
+/// Whether two commands ask the world for the same thing (their reasons aside).
+fn same_request(a: &Command, b: &Command) -> bool {
+    match (a, b) {
+        (
+            Command::LaunchNodeClaim { nodeclaim: x, .. },
+            Command::LaunchNodeClaim { nodeclaim: y, .. },
+        ) => x.name == y.name,
+        (
+            Command::TerminateNodeClaim { nodeclaim: x, .. },
+            Command::TerminateNodeClaim { nodeclaim: y, .. },
+        ) => x == y,
+        (Command::CordonNode { node: x, .. }, Command::CordonNode { node: y, .. }) => x == y,
+        (Command::EvictPod { pod: x, .. }, Command::EvictPod { pod: y, .. })
+        | (Command::NominatePod { pod: x, .. }, Command::NominatePod { pod: y, .. })
+        | (
+            Command::ReportUnschedulable { pod: x, .. },
+            Command::ReportUnschedulable { pod: y, .. },
+        ) => x == y,
+        _ => a == b,
+    }
 }
 
 /// What a restart found in the log.
@@ -57,6 +83,8 @@ pub struct Driver<S> {
     store: S,
     events: u64,
     commands: u64,
+    /// The core decided, and logging what it decided failed: it is ahead of the log.
+    poisoned: bool,
 }
 
 impl<S: EventStore<LogHeader, LogRecord>> Driver<S> {
@@ -68,6 +96,7 @@ impl<S: EventStore<LogHeader, LogRecord>> Driver<S> {
             store,
             events: 0,
             commands: 0,
+            poisoned: false,
         }
     }
 
@@ -84,6 +113,15 @@ impl<S: EventStore<LogHeader, LogRecord>> Driver<S> {
         for (index, record) in records.iter().enumerate() {
             match record {
                 LogRecord::Event(event) => {
+                    if let Some((at, decided, false)) = &last {
+                        // An earlier event's commands were never logged: only the last event
+                        // may be in that state.
+                        return Err(DriverError::Diverged {
+                            record: *at,
+                            logged: 0,
+                            now: decided.len(),
+                        });
+                    }
                     let decided = core.handle(event);
                     events += 1;
                     // An event that called for nothing has nothing to log.
@@ -116,16 +154,18 @@ impl<S: EventStore<LogHeader, LogRecord>> Driver<S> {
             }
             last_commands = decided;
         }
+        // What the last event asks for already is not asked twice.
         let outstanding = core
             .outstanding()
             .into_iter()
-            .filter(|c| !last_commands.contains(c))
+            .filter(|c| !last_commands.iter().any(|l| same_request(l, c)))
             .collect();
         let driver = Driver {
             core,
             store,
             events,
             commands,
+            poisoned: false,
         };
         Ok((
             driver,
@@ -153,13 +193,23 @@ impl<S: EventStore<LogHeader, LogRecord>> Driver<S> {
         event: Event,
         executor: &mut impl CommandExecutor,
     ) -> Result<Vec<Command>, DriverError> {
+        if self.poisoned {
+            return Err(DriverError::NeedsRecovery);
+        }
         self.store
             .append(std::slice::from_ref(&LogRecord::Event(event.clone())))?;
         self.events += 1;
         let commands = self.core.handle(&event);
         if !commands.is_empty() {
-            self.store
-                .append(std::slice::from_ref(&LogRecord::Commands(commands.clone())))?;
+            if let Err(e) = self
+                .store
+                .append(std::slice::from_ref(&LogRecord::Commands(commands.clone())))
+            {
+                // The event is logged and decided, its commands are not: only a recovery,
+                // which logs and re-issues them, may go on.
+                self.poisoned = true;
+                return Err(e.into());
+            }
             self.commands += commands.len() as u64;
         }
         for command in &commands {

@@ -147,7 +147,10 @@ pub fn parse(body: &str) -> Result<InterruptionMessage, MessageError> {
                     Some(Value::String(s)) => s.clone(),
                     other => return Err(reader.bad(&field, describe_missing(other, "a string"))),
                 };
-                check_instance_id(&reader, &field, &instance)?;
+                if check_instance_id(&reader, &field, &instance).is_err() {
+                    // Another kind of entity (a dedicated host, a volume): not a machine.
+                    continue;
+                }
                 message.interruptions.push((
                     instance,
                     Interruption::ScheduledChange {

@@ -178,3 +178,19 @@ proptest! {
         let _ = parse(&value.to_string());
     }
 }
+
+#[test]
+fn a_scheduled_change_skips_entities_that_are_not_instances() {
+    let mut value: serde_json::Value =
+        serde_json::from_str(&fixture("health-scheduled-change.json")).unwrap();
+    value["detail"]["affectedEntities"]
+        .as_array_mut()
+        .expect("a list")
+        .push(serde_json::json!({"entityValue": "h-0123456789abcdef0"}));
+    let m = parse(&value.to_string()).expect("reads");
+    assert_eq!(
+        m.interruptions.len(),
+        2,
+        "the dedicated host is not a machine"
+    );
+}

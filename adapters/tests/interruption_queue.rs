@@ -155,3 +155,46 @@ fn a_message_whose_event_is_not_durable_stays_in_the_queue() {
     );
     assert_eq!(batch.outcomes.len(), 1);
 }
+
+#[test]
+fn a_driver_whose_commands_could_not_be_logged_refuses_to_go_on_until_recovered() {
+    // The first event's record fits, its commands do not.
+    let mut driver = Driver::new(Flaky {
+        inner: MemoryStore::new(header()),
+        fail_after: 1,
+    });
+    let mut executed = Executed::default();
+    let first = handle_batch(
+        &mut driver,
+        &mut executed,
+        1_000,
+        &[message("r1", "spot-interruption.json")],
+    );
+    assert!(first.error.is_some());
+    assert!(first.delete.is_empty());
+    assert!(executed.0.is_empty(), "nothing was carried out");
+    let again = handle_batch(
+        &mut driver,
+        &mut executed,
+        2_000,
+        &[message("r2", "rebalance-recommendation.json")],
+    );
+    assert!(
+        again
+            .error
+            .as_ref()
+            .is_some_and(|e| e.to_string().contains("recovered")),
+        "{:?}",
+        again.error
+    );
+    // Recovery logs the lost commands and hands them out again.
+    let Flaky { inner, .. } = driver.into_store();
+    let (_, recovery) = Driver::recover(inner).expect("recovers");
+    assert!(recovery.logged_missing_commands);
+    assert!(
+        recovery
+            .last_commands
+            .iter()
+            .any(|c| matches!(c, Command::ReportInterruption { .. }))
+    );
+}

@@ -231,7 +231,9 @@ impl Core {
 
     fn apply(&mut self, kind: &EventKind, commands: &mut Vec<Command>) {
         let now = self.now_ms;
-        if !matches!(kind, EventKind::Tick) {
+        // A listing of the cloud's instances changes nothing by itself (what it finds is
+        // acted on below and counts then).
+        if !matches!(kind, EventKind::Tick | EventKind::InstancesListed { .. }) {
             self.epoch += 1;
         }
         match kind {
@@ -485,6 +487,9 @@ impl Core {
             } => self.interrupt(message_id, instance_id, interruption, commands),
             EventKind::InstancesListed { instances } => {
                 let garbage = lifecycle::garbage(&self.state, instances, now);
+                if !garbage.orphans.is_empty() || !garbage.vanished.is_empty() {
+                    self.epoch += 1;
+                }
                 for (instance_id, nodeclaim, detail) in garbage.orphans {
                     commands.push(Command::TerminateOrphanInstance {
                         instance_id,
@@ -575,8 +580,34 @@ impl Core {
             interruption: interruption.name().to_string(),
             action,
         };
-        match crate::interruption::decide(&self.state, instance_id, interruption) {
+        match crate::interruption::decide(&self.state, instance_id, interruption, now) {
             Action::Record { nodeclaim, why } => commands.push(report(nodeclaim, why)),
+            Action::Hasten {
+                nodeclaim,
+                deadline_ms,
+                unavailable,
+                why,
+            } => {
+                let mut action = why;
+                if let Some(key) = unavailable {
+                    action.push_str(&format!("; offering {key} marked unavailable"));
+                    self.state
+                        .unavailable
+                        .insert(key, now + UNAVAILABLE_OFFERING_TTL_MS);
+                }
+                if let (Some(deadline), Some(drain)) =
+                    (deadline_ms, self.draining.get_mut(&nodeclaim))
+                {
+                    drain.deadline_ms =
+                        Some(drain.deadline_ms.map_or(deadline, |d| d.min(deadline)));
+                    action.push_str(&format!(
+                        "; its drain is forced at {:.0}s",
+                        deadline as f64 / 1000.0
+                    ));
+                }
+                commands.push(report(Some(nodeclaim.clone()), action));
+                self.drain_step(&nodeclaim, commands);
+            }
             Action::ReplaceAndDrain {
                 nodeclaim,
                 deadline_ms,
@@ -600,20 +631,7 @@ impl Core {
                     .nodeclaims
                     .get(&nodeclaim)
                     .and_then(|c| c.node_name.clone());
-                let pods: Vec<Pod> = node
-                    .as_deref()
-                    .map(|n| {
-                        self.state
-                            .workload_pods_on_node(n)
-                            .into_iter()
-                            .map(|p| {
-                                let mut p = p.clone();
-                                p.node_name = None;
-                                p
-                            })
-                            .collect()
-                    })
-                    .unwrap_or_default();
+                let pods = self.state.movable_pods(node.as_deref());
                 // Pods already pending compete for the same capacity (machines on their way
                 // are meant for them): they are placed in the same simulation.
                 let mut refs: Vec<&Pod> = pods.iter().collect();
@@ -1063,20 +1081,7 @@ impl Core {
                 }
             }
             // Where its pods would go: the rest of the cluster, plus new machines.
-            let pods: Vec<Pod> = node
-                .as_ref()
-                .map(|n| {
-                    self.state
-                        .workload_pods_on_node(n)
-                        .into_iter()
-                        .map(|p| {
-                            let mut p = p.clone();
-                            p.node_name = None;
-                            p
-                        })
-                        .collect()
-                })
-                .unwrap_or_default();
+            let pods = self.state.movable_pods(node.as_deref());
             let refs: Vec<&Pod> = pods.iter().collect();
             let removed = BTreeSet::from([name.clone()]);
             let result = scheduler::solve_without(&self.state, &self.config, now, &refs, &removed);

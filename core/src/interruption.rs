@@ -76,6 +76,14 @@ pub enum Action {
         nodeclaim: Option<String>,
         why: String,
     },
+    /// A machine already being terminated: only the notice's consequences (the offering, the
+    /// drain's deadline).
+    Hasten {
+        nodeclaim: String,
+        deadline_ms: Option<u64>,
+        unavailable: Option<OfferingKey>,
+        why: String,
+    },
     /// Launch replacements for the machine's pods and drain it now.
     ReplaceAndDrain {
         nodeclaim: String,
@@ -88,7 +96,12 @@ pub enum Action {
 }
 
 /// Decides what a message about `instance_id` calls for.
-pub fn decide(state: &ClusterState, instance_id: &str, interruption: &Interruption) -> Action {
+pub fn decide(
+    state: &ClusterState,
+    instance_id: &str,
+    interruption: &Interruption,
+    now_ms: u64,
+) -> Action {
     let Some((name, claim)) = state.nodeclaims.iter().find(|(_, c)| {
         c.instance
             .as_ref()
@@ -118,11 +131,6 @@ pub fn decide(state: &ClusterState, instance_id: &str, interruption: &Interrupti
         }
         _ => {}
     }
-    if let Some((reason, _)) = claim.terminating {
-        return record(format!(
-            "{interruption} for {name}: already being terminated ({reason})"
-        ));
-    }
     let instance = claim.instance.as_ref();
     let (deadline_ms, unavailable) = match interruption {
         Interruption::SpotInterruption { deadline_ms } => (
@@ -135,8 +143,18 @@ pub fn decide(state: &ClusterState, instance_id: &str, interruption: &Interrupti
                     capacity_type: CapacityType::Spot,
                 }),
         ),
+        // The instance is stopping or gone: nothing on it can wait for a graceful drain.
+        Interruption::StateChange { .. } => (Some(now_ms), None),
         _ => (None, None),
     };
+    if let Some((reason, _)) = claim.terminating {
+        return Action::Hasten {
+            nodeclaim: name.clone(),
+            deadline_ms,
+            unavailable,
+            why: format!("{interruption} for {name}: already being terminated ({reason})"),
+        };
+    }
     Action::ReplaceAndDrain {
         nodeclaim: name.clone(),
         deadline_ms,

@@ -95,6 +95,15 @@ pub fn garbage(
         if !i.running || owned.contains_key(i.instance_id.as_str()) {
             continue;
         }
+        // Its NodeClaim still waits for the launch result (lost in a crash, or slow): the
+        // result, or the launch timeout, decides its fate.
+        if i.nodeclaim
+            .as_ref()
+            .and_then(|n| state.nodeclaims.get(n))
+            .is_some_and(|c| c.instance.is_none() && c.terminating.is_none())
+        {
+            continue;
+        }
         let age = now_ms.saturating_sub(i.launched_at_ms);
         if age < GARBAGE_GRACE_MS {
             continue;

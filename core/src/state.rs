@@ -262,21 +262,31 @@ impl ClusterState {
     /// The pods a drain of the node evicts: every pod bound to it, DaemonSet pods included,
     /// except those that tolerate `karpenter.sh/disrupted:NoSchedule` (they would come back).
     pub fn drainable_pods_on_node(&self, node: &str) -> Vec<&Pod> {
-        self.nodes
-            .get(node)
-            .map(|state| {
-                state
-                    .pods
-                    .iter()
-                    .filter_map(|k| self.pods.get(k))
-                    .filter(|p| !p.tolerates_disrupted_taint())
-                    .collect()
-            })
-            .unwrap_or_default()
+        self.pods_on_node_where(node, |p| !p.tolerates_disrupted_taint())
     }
 
     /// Workload pods (not DaemonSet pods) bound to a node.
     pub fn workload_pods_on_node(&self, node: &str) -> Vec<&Pod> {
+        self.pods_on_node_where(node, |p| !p.is_daemonset_pod())
+    }
+
+    /// The workload pods of a node as they would be if it went away: unbound copies, for a
+    /// simulation of where they go.
+    pub fn movable_pods(&self, node: Option<&str>) -> Vec<Pod> {
+        node.map(|n| {
+            self.workload_pods_on_node(n)
+                .into_iter()
+                .map(|p| {
+                    let mut p = p.clone();
+                    p.node_name = None;
+                    p
+                })
+                .collect()
+        })
+        .unwrap_or_default()
+    }
+
+    fn pods_on_node_where(&self, node: &str, keep: impl Fn(&Pod) -> bool) -> Vec<&Pod> {
         self.nodes
             .get(node)
             .map(|state| {
@@ -284,7 +294,7 @@ impl ClusterState {
                     .pods
                     .iter()
                     .filter_map(|k| self.pods.get(k))
-                    .filter(|p| !p.is_daemonset_pod())
+                    .filter(|p| keep(p))
                     .collect()
             })
             .unwrap_or_default()

@@ -174,11 +174,7 @@ fn simulate_in(
             "{node} ({} at {})",
             instance.instance_type, instance.price
         ));
-        pods.extend(state.workload_pods_on_node(&node).into_iter().map(|p| {
-            let mut p = p.clone();
-            p.node_name = None;
-            p
-        }));
+        pods.extend(state.movable_pods(Some(&node)));
         nodes.push(node);
     }
     let refs: Vec<&Pod> = pods.iter().collect();

@@ -67,9 +67,22 @@ pub struct NodeClaimSpec {
 impl NodeClaimSpec {
     /// The idempotency token of its launch (EC2 `ClientToken`, at most 64 ASCII characters): the
     /// same for every attempt, so a launch repeated after a crash never makes a second machine.
-    pub fn client_token(&self) -> String {
-        let token = format!("nodewright-{}", self.name);
-        token.chars().take(64).collect()
+    /// EC2 remembers tokens per account and region, and NodeClaim names repeat between clusters
+    /// and logs (they come from a seeded generator), so `scope` must name the cluster and the
+    /// log: the EC2 adapter passes the cluster name and the log's creation nonce.
+    pub fn client_token(&self, scope: &str) -> String {
+        // FNV-1a: stable across versions and platforms, which a std hasher is not.
+        let mut hash: u64 = 0xcbf2_9ce4_8422_2325;
+        for byte in scope.bytes() {
+            hash ^= u64::from(byte);
+            hash = hash.wrapping_mul(0x0000_0100_0000_01b3);
+        }
+        let token = format!("nw-{hash:016x}-{}", self.name);
+        token
+            .chars()
+            .filter(|c| c.is_ascii_graphic())
+            .take(64)
+            .collect()
     }
 }
 

@@ -33,6 +33,8 @@ pub struct SimCloud {
     pub instances: BTreeMap<String, SimInstance>,
     /// Launches by client token: a repeated CreateFleet returns the instance it made.
     pub tokens: BTreeMap<String, String>,
+    /// What makes this world's tokens its own (the scenario and its seed).
+    pub scope: String,
 }
 
 impl SimCloud {
@@ -41,6 +43,7 @@ impl SimCloud {
             spec,
             instances: BTreeMap::new(),
             tokens: BTreeMap::new(),
+            scope: String::new(),
         }
     }
 
@@ -55,7 +58,7 @@ impl SimCloud {
         // Idempotent, as EC2 is for a client token it has seen.
         if let Some(instance) = self
             .tokens
-            .get(&claim.client_token())
+            .get(&claim.client_token(&self.scope))
             .and_then(|id| self.instances.get(id))
         {
             return Ok(instance.instance.clone());
@@ -110,8 +113,10 @@ impl SimCloud {
                 capacity_type: option.capacity_type,
                 price: option.price,
             };
-            self.tokens
-                .insert(claim.client_token(), instance.instance_id.clone());
+            self.tokens.insert(
+                claim.client_token(&self.scope),
+                instance.instance_id.clone(),
+            );
             self.instances.insert(
                 instance.instance_id.clone(),
                 SimInstance {

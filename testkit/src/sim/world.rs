@@ -129,7 +129,10 @@ impl World {
             capacity_settings: scenario.config.capacity_settings(),
             rng: SimRng::new(scenario.seed),
             catalog: scenario.catalog.clone(),
-            cloud: SimCloud::new(scenario.cloud.clone()),
+            cloud: SimCloud {
+                scope: format!("{}/{}", scenario.name, scenario.seed),
+                ..SimCloud::new(scenario.cloud.clone())
+            },
             cluster: SimCluster::default(),
             nodeclasses: BTreeMap::new(),
             queue: BTreeMap::new(),
@@ -332,24 +335,7 @@ impl World {
             WorldEvent::Interrupt { kind, nodeclaim } => {
                 self.interrupt(&kind, &InterruptTarget::NodeClaim(nodeclaim));
             }
-            WorldEvent::InstanceReclaimed { instance_id } => {
-                // The cloud takes the instance: whatever ran on it dies with it.
-                self.cloud.terminate(&instance_id, now);
-                let node = self
-                    .machines
-                    .values()
-                    .find(|m| m.instance_id.as_deref() == Some(instance_id.as_str()))
-                    .and_then(|m| m.node.clone());
-                if let Some(node) = node {
-                    self.cluster.remove_node(
-                        &node,
-                        now,
-                        &mut self.rng,
-                        &mut self.outbox,
-                        &mut self.changes,
-                    );
-                }
-            }
+            WorldEvent::InstanceReclaimed { instance_id } => self.end_instance(&instance_id),
             WorldEvent::FleetCall { nodeclaim } => {
                 let Some(machine) = self.machines.get(&nodeclaim).cloned() else {
                     return;
@@ -485,6 +471,26 @@ impl World {
         self.cluster
             .bind_pending(now, &mut self.outbox, &mut self.changes);
         self.schedule_pod_exits();
+    }
+
+    /// The instance stops at once: whatever ran on its node dies with it.
+    fn end_instance(&mut self, instance_id: &str) {
+        let now = self.now_ms;
+        self.cloud.terminate(instance_id, now);
+        let node = self
+            .machines
+            .values()
+            .find(|m| m.instance_id.as_deref() == Some(instance_id))
+            .and_then(|m| m.node.clone());
+        if let Some(node) = node {
+            self.cluster.remove_node(
+                &node,
+                now,
+                &mut self.rng,
+                &mut self.outbox,
+                &mut self.changes,
+            );
+        }
     }
 
     /// Whether this cloud call fails (throttling, a timeout), at the scenario's rate. No draw
@@ -700,23 +706,7 @@ impl CommandExecutor for World {
                     .bind_pending(now, &mut self.outbox, &mut self.changes);
             }
             Command::WarnInvalidAnnotation { .. } | Command::ReportInterruption { .. } => {}
-            Command::TerminateOrphanInstance { instance_id, .. } => {
-                self.cloud.terminate(instance_id, now);
-                let node = self
-                    .machines
-                    .values()
-                    .find(|m| m.instance_id.as_deref() == Some(instance_id.as_str()))
-                    .and_then(|m| m.node.clone());
-                if let Some(node) = node {
-                    self.cluster.remove_node(
-                        &node,
-                        now,
-                        &mut self.rng,
-                        &mut self.outbox,
-                        &mut self.changes,
-                    );
-                }
-            }
+            Command::TerminateOrphanInstance { instance_id, .. } => self.end_instance(instance_id),
             Command::EvictPod { pod, forced, .. } => {
                 if !self.cluster.pods.contains_key(pod) {
                     // Gone already (asked again after a restart): the API answers 404.
