@@ -18,6 +18,8 @@ use crate::state::{
     ClusterState, NodeClaimState, NodeState, PreparedCatalog, UNAVAILABLE_OFFERING_TTL_MS,
 };
 
+mod interrupting;
+
 /// The deterministic decision core. Feed it every event in order; it answers with commands.
 #[derive(Debug, Clone)]
 pub struct Core {
@@ -563,127 +565,6 @@ impl Core {
         }
     }
 
-    /// An interruption message: replace and drain the machine now, or record why not.
-    fn interrupt(
-        &mut self,
-        message_id: &str,
-        instance_id: &str,
-        interruption: &crate::interruption::Interruption,
-        commands: &mut Vec<Command>,
-    ) {
-        use crate::interruption::Action;
-        let now = self.now_ms;
-        let report = |nodeclaim: Option<String>, action: String| Command::ReportInterruption {
-            message_id: message_id.to_string(),
-            instance_id: instance_id.to_string(),
-            nodeclaim,
-            interruption: interruption.name().to_string(),
-            action,
-        };
-        match crate::interruption::decide(&self.state, instance_id, interruption, now) {
-            Action::Record { nodeclaim, why } => commands.push(report(nodeclaim, why)),
-            Action::Hasten {
-                nodeclaim,
-                deadline_ms,
-                unavailable,
-                why,
-            } => {
-                let mut action = why;
-                if let Some(key) = unavailable {
-                    action.push_str(&format!("; offering {key} marked unavailable"));
-                    self.state
-                        .unavailable
-                        .insert(key, now + UNAVAILABLE_OFFERING_TTL_MS);
-                }
-                if let (Some(deadline), Some(drain)) =
-                    (deadline_ms, self.draining.get_mut(&nodeclaim))
-                {
-                    drain.deadline_ms =
-                        Some(drain.deadline_ms.map_or(deadline, |d| d.min(deadline)));
-                    action.push_str(&format!(
-                        "; its drain is forced at {:.0}s",
-                        deadline as f64 / 1000.0
-                    ));
-                }
-                commands.push(report(Some(nodeclaim.clone()), action));
-                self.drain_step(&nodeclaim, commands);
-            }
-            Action::ReplaceAndDrain {
-                nodeclaim,
-                deadline_ms,
-                unavailable,
-                why,
-            } => {
-                let mut detail = why;
-                if let Some(key) = unavailable {
-                    detail.push_str(&format!(
-                        "; offering {key} marked unavailable for {}",
-                        crate::model::duration::format_duration_ms(UNAVAILABLE_OFFERING_TTL_MS)
-                    ));
-                    self.state
-                        .unavailable
-                        .insert(key, now + UNAVAILABLE_OFFERING_TTL_MS);
-                }
-                // Where its pods go: the rest of the cluster, plus new machines launched now,
-                // before the drain (there is no time to wait for them to come up).
-                let node = self
-                    .state
-                    .nodeclaims
-                    .get(&nodeclaim)
-                    .and_then(|c| c.node_name.clone());
-                let pods = self.state.movable_pods(node.as_deref());
-                // Pods already pending compete for the same capacity (machines on their way
-                // are meant for them): they are placed in the same simulation.
-                let mut refs: Vec<&Pod> = pods.iter().collect();
-                refs.extend(self.state.pending_pods());
-                let removed = BTreeSet::from([nodeclaim.clone()]);
-                let result =
-                    scheduler::solve_without(&self.state, &self.config, now, &refs, &removed);
-                let mut launched = Vec::new();
-                for planned in &result.new_claims {
-                    let Some((spec, mut reason)) = self.claim_spec(planned) else {
-                        continue;
-                    };
-                    reason.summary = format!(
-                        "replaces {nodeclaim}: interrupted ({detail}); {}",
-                        reason.summary
-                    );
-                    launched.push(spec.name.clone());
-                    self.state
-                        .nodeclaims
-                        .insert(spec.name.clone(), NodeClaimState::new(spec.clone(), now));
-                    commands.push(Command::LaunchNodeClaim {
-                        nodeclaim: Box::new(spec),
-                        reason,
-                    });
-                }
-                let action = format!(
-                    "replace and drain now: {} pod(s) move, {}{}",
-                    pods.len(),
-                    if launched.is_empty() {
-                        "no new machine needed".to_string()
-                    } else {
-                        format!("replacements launched: {}", launched.join(", "))
-                    },
-                    deadline_ms.map_or(String::new(), |d| format!(
-                        "; the drain is forced at {:.0}s",
-                        d as f64 / 1000.0
-                    ))
-                );
-                commands.push(report(Some(nodeclaim.clone()), action));
-                // A replacement already on its way for this machine is now moot.
-                self.replacements.remove(&nodeclaim);
-                self.terminate(&nodeclaim, TerminationReason::Interrupted, detail, commands);
-                if let (Some(deadline), Some(drain)) =
-                    (deadline_ms, self.draining.get_mut(&nodeclaim))
-                {
-                    drain.deadline_ms =
-                        Some(drain.deadline_ms.map_or(deadline, |d| d.min(deadline)));
-                }
-            }
-        }
-    }
-
     /// Reports a `karpenter.sh/do-not-disrupt` value that protects nothing, once per value.
     fn warn_invalid_annotation(
         &mut self,
@@ -958,6 +839,33 @@ impl Core {
         }
     }
 
+    /// Launches a NodeClaim for each planned machine, its reason led by `why`; returns their
+    /// names (a machine with no offering left to launch with is skipped).
+    fn launch_planned(
+        &mut self,
+        planned: &[PlannedClaim],
+        why: &str,
+        commands: &mut Vec<Command>,
+    ) -> Vec<String> {
+        let mut launched = Vec::new();
+        for p in planned {
+            let Some((spec, mut reason)) = self.claim_spec(p) else {
+                continue;
+            };
+            reason.summary = format!("{why}; {}", reason.summary);
+            launched.push(spec.name.clone());
+            self.state.nodeclaims.insert(
+                spec.name.clone(),
+                NodeClaimState::new(spec.clone(), self.now_ms),
+            );
+            commands.push(Command::LaunchNodeClaim {
+                nodeclaim: Box::new(spec),
+                reason,
+            });
+        }
+        launched
+    }
+
     /// Launches the replacements of a machine; it is terminated once they are all initialized.
     fn replace(
         &mut self,
@@ -983,22 +891,10 @@ impl Core {
                 commands,
             );
         }
-        let mut new = BTreeSet::new();
-        for p in planned {
-            let Some((spec, mut launch_reason)) = self.claim_spec(p) else {
-                continue;
-            };
-            launch_reason.summary = format!("replaces {old}: {detail}; {}", launch_reason.summary);
-            new.insert(spec.name.clone());
-            self.state.nodeclaims.insert(
-                spec.name.clone(),
-                NodeClaimState::new(spec.clone(), self.now_ms),
-            );
-            commands.push(Command::LaunchNodeClaim {
-                nodeclaim: Box::new(spec),
-                reason: launch_reason,
-            });
-        }
+        let new: BTreeSet<String> = self
+            .launch_planned(planned, &format!("replaces {old}: {detail}"), commands)
+            .into_iter()
+            .collect();
         if new.is_empty() {
             self.terminate(old, reason, detail, commands);
         } else {

@@ -155,15 +155,8 @@ impl ClusterState {
         leaving: &BTreeSet<PodKey>,
     ) -> Option<&crate::model::pdb::PodDisruptionBudget> {
         self.pdbs.values().find(|pdb| {
-            if !pdb.selects(pod) {
-                return false;
-            }
-            let selected: Vec<&Pod> = self.pods.values().filter(|p| pdb.selects(p)).collect();
-            let healthy = selected
-                .iter()
-                .filter(|p| p.node_name.is_some() && !leaving.contains(&p.key))
-                .count() as i64;
-            pdb.allowed(selected.len() as i64, healthy) <= 0
+            pdb.selects(pod)
+                && pdb.allowed_among(self.pods.values(), |p| leaving.contains(&p.key)) <= 0
         })
     }
 

@@ -54,6 +54,21 @@ impl PodDisruptionBudget {
         pod.key.namespace == self.namespace && self.selector.matches(&pod.labels)
     }
 
+    /// [`allowed`](Self::allowed) over `pods`: the ones it selects are expected, those bound
+    /// to a node and not `unavailable` (leaving, shutting down) are healthy.
+    pub fn allowed_among<'a>(
+        &self,
+        pods: impl IntoIterator<Item = &'a Pod>,
+        unavailable: impl Fn(&Pod) -> bool,
+    ) -> i64 {
+        let (mut expected, mut healthy) = (0i64, 0i64);
+        for p in pods.into_iter().filter(|p| self.selects(p)) {
+            expected += 1;
+            healthy += (p.node_name.is_some() && !unavailable(p)) as i64;
+        }
+        self.allowed(expected, healthy)
+    }
+
     /// How many more of the selected pods may be disrupted: `expected` pods exist, `healthy`
     /// of them run.
     pub fn allowed(&self, expected: i64, healthy: i64) -> i64 {

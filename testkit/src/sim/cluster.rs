@@ -675,13 +675,11 @@ impl SimCluster {
             if !pdb.selects(p) {
                 return None;
             }
-            let selected: Vec<&Pod> = self.pods.values().filter(|q| pdb.selects(q)).collect();
             // A pod shutting down is no longer healthy.
-            let healthy = selected
-                .iter()
-                .filter(|q| q.node_name.is_some() && !self.terminating.contains_key(&q.key))
-                .count() as i64;
-            (pdb.allowed(selected.len() as i64, healthy) <= 0).then(|| {
+            let allowed = pdb.allowed_among(self.pods.values(), |q| {
+                self.terminating.contains_key(&q.key)
+            });
+            (allowed <= 0).then(|| {
                 format!(
                     "Cannot evict pod as it would violate the pod's disruption budget {}/{}",
                     pdb.namespace, pdb.name
