@@ -222,8 +222,20 @@ fn replay(log: &Path, verify: bool) -> Result<u8> {
             return Ok(EXIT_BAD_INPUT);
         }
     };
+    if let Some(events) = outcome.snapshot_divergence {
+        println!(
+            "DIVERGENCE in the snapshot after event {events}: every command matched so far, but the replayed core's state differs from the one recorded"
+        );
+        return Ok(EXIT_FAILED_CHECK);
+    }
     match outcome.divergence {
         None => {
+            if outcome.snapshots_checked > 0 {
+                println!(
+                    "{} snapshots of the core hold exactly the replayed state",
+                    outcome.snapshots_checked
+                );
+            }
             println!(
                 "verified {}: {} events, {} commands replay identically (source {}, {})",
                 log.display(),
@@ -285,6 +297,12 @@ fn inspect(log: &Path) -> Result<u8> {
     println!("{} commands:", summary.commands);
     for (kind, n) in &summary.commands_by_kind {
         println!("  {kind:<22} {n}");
+    }
+    if summary.snapshots > 0 {
+        println!(
+            "{} snapshots of the core, {} bytes",
+            summary.snapshots, summary.snapshot_bytes
+        );
     }
     Ok(0)
 }

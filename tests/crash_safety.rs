@@ -1,33 +1,56 @@
 //! Crash-safety: the controller is stopped right after an event is appended to the log, before
 //! it is handled, and restarted from the log. At every such boundary the restarted controller
 //! must decide exactly what the uninterrupted one did: no event lost, no instance launched
-//! twice, no orphan left, the same final state.
+//! twice, no orphan left, the same final state. With snapshots every few events, the restart
+//! starts from the newest one and must decide the same.
+//!
+//! Stopped instead before the event is appended, the controller loses it and everything in
+//! flight with it: the restart re-lists the world and asks again for missing results, and the
+//! run must still end clean (no invariant broken, the core's view equal to the cluster).
 
 use std::path::Path;
 
 use nodewright_adapters::eventlog::{EventStore, LogHeader, LogRecord, MemoryStore};
 use nodewright_testkit::scenario::{Scenario, builtin, load_file};
+use nodewright_testkit::sim::{Crash, RunOptions};
 use nodewright_testkit::{Report, sim};
 
 fn store(scenario: &Scenario) -> MemoryStore<LogHeader, LogRecord> {
     MemoryStore::new(LogHeader::new(scenario.config.clone(), &scenario.name))
 }
 
-fn run(scenario: &Scenario, crash_at: Option<u64>) -> (Report, Vec<LogRecord>) {
+/// The records of a run, snapshots left out (they are a cache: a restart moves them).
+fn run(scenario: &Scenario, options: RunOptions) -> (Report, Vec<LogRecord>) {
     let (report, store) =
-        sim::run_with_crash(scenario, store(scenario), crash_at).expect("the run completes");
-    let records = store.read_range(0, store.len()).expect("records");
+        sim::run_with(scenario, store(scenario), options).expect("the run completes");
+    let records = store
+        .read_range(0, store.len())
+        .expect("records")
+        .into_iter()
+        .filter(|r| !matches!(r, LogRecord::Snapshot(_)))
+        .collect();
     (report, records)
 }
 
+fn options(crash: Crash, snapshot_every: u64) -> RunOptions {
+    RunOptions {
+        crash,
+        snapshot_every,
+    }
+}
+
 /// Runs the scenario once uninterrupted, then once per boundary in `boundaries`, and compares.
-fn crash_everywhere(scenario: &Scenario, boundaries: impl Iterator<Item = u64>) -> usize {
-    let (baseline, baseline_log) = run(scenario, None);
+fn crash_everywhere(
+    scenario: &Scenario,
+    boundaries: impl Iterator<Item = u64>,
+    snapshot_every: u64,
+) -> usize {
+    let (baseline, baseline_log) = run(scenario, options(Crash::Never, snapshot_every));
     assert!(baseline.passed(), "{}", baseline.summary());
     let baseline_json = serde_json::to_value(&baseline).expect("json");
     let mut runs = 0;
     for k in boundaries.take_while(|k| *k < baseline.events) {
-        let (report, log) = run(scenario, Some(k));
+        let (report, log) = run(scenario, options(Crash::AfterAppend(k), snapshot_every));
         runs += 1;
         assert!(
             report.invariant_violations.is_empty(),
@@ -77,7 +100,15 @@ fn comparable(mut report: serde_json::Value) -> serde_json::Value {
 #[test]
 fn the_seed_tutorial_survives_a_crash_at_every_event_boundary() {
     let scenario = builtin("seed-tutorial").expect("built in").expect("loads");
-    let runs = crash_everywhere(&scenario, 0..u64::MAX);
+    let runs = crash_everywhere(&scenario, 0..u64::MAX, 0);
+    assert!(runs >= 30, "{runs} boundaries");
+}
+
+#[test]
+fn the_seed_tutorial_restarted_from_snapshots_decides_the_same() {
+    let scenario = builtin("seed-tutorial").expect("built in").expect("loads");
+    // A snapshot every 7 events: most boundaries restart from one, a few from the start.
+    let runs = crash_everywhere(&scenario, 0..u64::MAX, 7);
     assert!(runs >= 30, "{runs} boundaries");
 }
 
@@ -90,6 +121,53 @@ fn a_two_hundred_pod_run_survives_crashes_at_its_event_boundaries() {
         .ok()
         .and_then(|v| v.parse().ok())
         .unwrap_or(32);
-    let runs = crash_everywhere(&scenario, (0..u64::MAX).step_by(stride.max(1) as usize));
+    let runs = crash_everywhere(&scenario, (0..u64::MAX).step_by(stride.max(1) as usize), 64);
     assert!(runs >= 25, "{runs} boundaries");
+}
+
+/// Loses the event at each boundary in `boundaries` and all in flight with it; the run must end
+/// clean and place every pod the uninterrupted run placed.
+fn lose_in_flight_everywhere(scenario: &Scenario, boundaries: impl Iterator<Item = u64>) -> usize {
+    let (baseline, _) = run(scenario, options(Crash::Never, 0));
+    let mut runs = 0;
+    for k in boundaries.take_while(|k| *k < baseline.events) {
+        let (report, _) = run(scenario, options(Crash::BeforeAppend(k), 16));
+        runs += 1;
+        assert!(
+            report.invariant_violations.is_empty(),
+            "events lost at {k}: {:?}",
+            report.invariant_violations
+        );
+        assert!(report.passed(), "events lost at {k}: {}", report.summary());
+        assert_eq!(
+            report.pods.never_scheduled,
+            baseline.pods.never_scheduled,
+            "events lost at {k}: {}",
+            report.summary()
+        );
+        assert_eq!(
+            report.nodes.final_count,
+            baseline.nodes.final_count,
+            "events lost at {k}: {}",
+            report.summary()
+        );
+    }
+    runs
+}
+
+#[test]
+fn the_seed_tutorial_recovers_from_losing_the_events_in_flight_at_every_boundary() {
+    let scenario = builtin("seed-tutorial").expect("built in").expect("loads");
+    let runs = lose_in_flight_everywhere(&scenario, 0..u64::MAX);
+    assert!(runs >= 30, "{runs} boundaries");
+}
+
+#[test]
+fn a_faulty_cloud_recovers_from_losing_the_events_in_flight() {
+    // Throttling, capacity errors and interruptions: lost launch results, lost failures and
+    // lost interruption messages (which the queue delivers again).
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("scenarios/cloud-faults.yaml");
+    let scenario = load_file(&path).unwrap_or_else(|e| panic!("{e}"));
+    let runs = lose_in_flight_everywhere(&scenario, (0..u64::MAX).step_by(5));
+    assert!(runs >= 20, "{runs} boundaries");
 }

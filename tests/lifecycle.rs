@@ -340,3 +340,73 @@ fn a_do_not_disrupt_duration_on_a_node_counts_from_its_nodeclaim() {
     assert_eq!(t.len(), 1, "removed once the 45 minutes are over: {t:?}");
     assert_eq!(t[0].1, TerminationReason::Empty);
 }
+
+fn disrupted_taint() -> nodewright_core::model::taints::Taint {
+    nodewright_core::model::taints::Taint {
+        key: labels::DISRUPTED_TAINT.to_string(),
+        value: None,
+        effect: nodewright_core::model::taints::TaintEffect::NoSchedule,
+    }
+}
+
+fn uncordons(commands: &[Command]) -> Vec<String> {
+    commands
+        .iter()
+        .filter_map(|c| match c {
+            Command::UncordonNode { node, .. } => Some(node.clone()),
+            _ => None,
+        })
+        .collect()
+}
+
+#[test]
+fn a_disrupted_taint_no_disruption_stands_behind_is_taken_off_once_and_asked_again_after_a_restart()
+{
+    let mut h = CoreHarness::new();
+    h.nodepool(pool(MIN));
+    h.existing_node("left-tainted", "m5.large", "us-east-1a");
+    let mut node = h.core.state().nodes["left-tainted"].node.clone();
+    node.taints.push(disrupted_taint());
+    let commands = h.send(EventKind::NodeApplied(Box::new(node.clone())));
+    assert_eq!(uncordons(&commands), vec!["left-tainted".to_string()]);
+    let why = commands
+        .iter()
+        .find_map(|c| match c {
+            Command::UncordonNode { reason, .. } => Some(reason.clone()),
+            _ => None,
+        })
+        .expect("an uncordon");
+    assert!(why.contains("no disruption of it is under way"), "{why}");
+    // Seen again with the taint before it is off: not asked twice ...
+    node.labels.insert("touched".into(), "yes".into());
+    let commands = h.send(EventKind::NodeApplied(Box::new(node.clone())));
+    assert!(uncordons(&commands).is_empty(), "{commands:?}");
+    // ... but a restart asks again, since nothing says it was done.
+    assert_eq!(
+        uncordons(&h.core.outstanding()),
+        vec!["left-tainted".to_string()]
+    );
+    // Once the node is seen without it, nothing is outstanding.
+    node.taints.clear();
+    h.send(EventKind::NodeApplied(Box::new(node)));
+    assert!(uncordons(&h.core.outstanding()).is_empty());
+}
+
+#[test]
+fn a_node_being_terminated_keeps_its_disrupted_taint() {
+    let mut h = CoreHarness::new();
+    h.nodepool(pool(MIN));
+    let (claim, _, node_name) = running_machine(&mut h, "a");
+    h.delete_pod("default", "a");
+    // Empty after consolidateAfter: terminated.
+    let commands = h.advance(2 * MIN);
+    assert!(
+        terminations(&commands).iter().any(|t| t.0 == claim.name),
+        "{commands:?}"
+    );
+    // The termination taints the node; the core must not take the taint off.
+    let mut node = h.core.state().nodes[&node_name].node.clone();
+    node.taints.push(disrupted_taint());
+    let commands = h.send(EventKind::NodeApplied(Box::new(node)));
+    assert!(uncordons(&commands).is_empty(), "{commands:?}");
+}

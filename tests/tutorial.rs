@@ -191,6 +191,7 @@ fn transcript(records: &[LogRecord]) -> String {
                     ));
                 }
             }
+            LogRecord::Snapshot(_) => {}
         }
     }
     out

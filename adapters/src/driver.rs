@@ -6,10 +6,17 @@
 //! The controller runs it over the Kubernetes and AWS adapters; the simulated world runs the
 //! same code over simulated adapters.
 
-use nodewright_core::{Command, Config, Core, Event};
+use nodewright_core::{Command, Config, Core, Event, EventKind};
 use thiserror::Error;
 
-use crate::eventlog::{EventStore, LogError, LogHeader, LogRecord};
+use crate::eventlog::{EventStore, LogError, LogHeader, LogRecord, Snapshot, SnapshotError};
+
+/// The driver appends a snapshot of the core every this many events, so that a restart replays
+/// at most this many.
+pub const DEFAULT_SNAPSHOT_EVERY: u64 = 10_000;
+
+/// Recovery looks for the newest snapshot this many records at a time, from the end.
+const SNAPSHOT_SCAN_CHUNK: u64 = 4_096;
 
 /// Something that carries out the core's commands.
 pub trait CommandExecutor {
@@ -68,6 +75,10 @@ pub struct Recovery {
     pub last_commands: Vec<Command>,
     /// Every other command whose result is still missing.
     pub outstanding: Vec<Command>,
+    /// The record index of the snapshot replay started from (none: from the first event).
+    pub from_snapshot: Option<u64>,
+    /// Newer snapshots that could not be used, and why (their events were replayed instead).
+    pub passed_over: Vec<(u64, SnapshotError)>,
 }
 
 impl Recovery {
@@ -85,6 +96,121 @@ pub struct Driver<S> {
     commands: u64,
     /// The core decided, and logging what it decided failed: it is ahead of the log.
     poisoned: bool,
+    /// A snapshot every this many events (0: never).
+    snapshot_every: u64,
+    /// The last snapshot append that failed (the next one is tried at the next interval).
+    snapshot_error: Option<LogError>,
+    /// The record index of the last `CatalogUpdated` event: a snapshot names it.
+    catalog_record: Option<u64>,
+}
+
+fn is_catalog(event: &Event) -> bool {
+    matches!(event.kind, EventKind::CatalogUpdated(_))
+}
+
+/// The newest snapshot this build can restore, with its record index, and the newer ones it
+/// passed over.
+type FoundSnapshot = (Option<(u64, Snapshot, Core)>, Vec<(u64, SnapshotError)>);
+
+fn newest_snapshot<S: EventStore<LogHeader, LogRecord>>(
+    store: &S,
+    config: &Config,
+) -> Result<FoundSnapshot, LogError> {
+    let mut passed_over = Vec::new();
+    let mut to = store.len();
+    while to > 0 {
+        let from = to.saturating_sub(SNAPSHOT_SCAN_CHUNK);
+        let records = store.read_range(from, to)?;
+        for (offset, record) in records.into_iter().enumerate().rev() {
+            if let LogRecord::Snapshot(snapshot) = record {
+                let index = from + offset as u64;
+                let record = |i: u64| store.read_range(i, i + 1).ok().and_then(|mut r| r.pop());
+                match snapshot.restore(config, record) {
+                    Ok(core) => return Ok((Some((index, snapshot, core)), passed_over)),
+                    Err(why) => passed_over.push((index, why)),
+                }
+            }
+        }
+        to = from;
+    }
+    Ok((None, passed_over))
+}
+
+/// A core caught up with the log, and where the log left it.
+struct Replayed {
+    core: Core,
+    events: u64,
+    commands: u64,
+    /// The last event's record index, its commands, and whether they were logged.
+    last: Option<(u64, Vec<Command>, bool)>,
+    catalog_record: Option<u64>,
+}
+
+/// Replays the events after `snapshot` (or all of them) into its core (or a fresh one),
+/// checking that the commands come out as logged.
+fn replay<S: EventStore<LogHeader, LogRecord>>(
+    store: &S,
+    snapshot: Option<(u64, Snapshot, Core)>,
+) -> Result<Replayed, DriverError> {
+    let (mut core, start, mut events, mut commands, mut catalog_record) = match snapshot {
+        Some((index, snapshot, core)) => (
+            core,
+            index + 1,
+            snapshot.events,
+            snapshot.commands,
+            snapshot.catalog_record,
+        ),
+        None => (Core::new(store.header().config.clone()), 0, 0, 0, None),
+    };
+    let records = store.read_range(start, store.len())?;
+    let mut last: Option<(u64, Vec<Command>, bool)> = None;
+    for (offset, record) in records.iter().enumerate() {
+        let index = start + offset as u64;
+        match record {
+            LogRecord::Event(event) => {
+                if let Some((at, decided, false)) = &last {
+                    // An earlier event's commands were never logged: only the last event
+                    // may be in that state.
+                    return Err(DriverError::Diverged {
+                        record: *at,
+                        logged: 0,
+                        now: decided.len(),
+                    });
+                }
+                if is_catalog(event) {
+                    catalog_record = Some(index);
+                }
+                let decided = core.handle(event);
+                events += 1;
+                // An event that called for nothing has nothing to log.
+                let logged = decided.is_empty();
+                last = Some((index, decided, logged));
+            }
+            LogRecord::Commands(logged) => {
+                let Some((at, decided, seen)) = &mut last else {
+                    continue;
+                };
+                if decided != logged {
+                    return Err(DriverError::Diverged {
+                        record: *at,
+                        logged: logged.len(),
+                        now: decided.len(),
+                    });
+                }
+                *seen = true;
+                commands += logged.len() as u64;
+            }
+            // Older snapshots than the one restored, or ones passed over.
+            LogRecord::Snapshot(_) => {}
+        }
+    }
+    Ok(Replayed {
+        core,
+        events,
+        commands,
+        last,
+        catalog_record,
+    })
 }
 
 impl<S: EventStore<LogHeader, LogRecord>> Driver<S> {
@@ -97,53 +223,64 @@ impl<S: EventStore<LogHeader, LogRecord>> Driver<S> {
             events: 0,
             commands: 0,
             poisoned: false,
+            snapshot_every: DEFAULT_SNAPSHOT_EVERY,
+            snapshot_error: None,
+            catalog_record: None,
         }
     }
 
-    /// A driver restarted over an existing log: every event is replayed into a fresh core (the
-    /// commands must come out as logged), the last event's commands are logged if they were
-    /// not, and what may not have been carried out is returned to be carried out again.
+    /// Snapshots every `every` events instead of [`DEFAULT_SNAPSHOT_EVERY`] (0: never).
+    pub fn with_snapshot_every(mut self, every: u64) -> Self {
+        self.snapshot_every = every;
+        self
+    }
+
+    /// Appends a snapshot of the core now. A failure stops nothing: recovery then replays from
+    /// an older snapshot, or from the start.
+    pub fn snapshot(&mut self) -> Result<(), LogError> {
+        let snapshot = Snapshot::of(&self.core, self.events, self.commands, self.catalog_record)
+            .map_err(|source| LogError::Encode {
+                what: "snapshot",
+                source,
+            })?;
+        self.store
+            .append(std::slice::from_ref(&LogRecord::Snapshot(snapshot)))
+    }
+
+    /// The last snapshot append that failed, if the last attempt failed.
+    pub fn snapshot_error(&self) -> Option<&LogError> {
+        self.snapshot_error.as_ref()
+    }
+
+    /// A driver restarted over an existing log: the core is restored from the newest usable
+    /// snapshot and every later event is replayed into it (the commands must come out as
+    /// logged; with no snapshot, replay starts at the first event), the last event's commands
+    /// are logged if they were not, and what may not have been carried out is returned to be
+    /// carried out again.
     pub fn recover(mut store: S) -> Result<(Self, Recovery), DriverError> {
         let config: Config = store.header().config.clone();
-        let mut core = Core::new(config);
-        let records = store.read_range(0, store.len())?;
-        let mut events = 0u64;
-        let mut commands = 0u64;
-        let mut last: Option<(u64, Vec<Command>, bool)> = None;
-        for (index, record) in records.iter().enumerate() {
-            match record {
-                LogRecord::Event(event) => {
-                    if let Some((at, decided, false)) = &last {
-                        // An earlier event's commands were never logged: only the last event
-                        // may be in that state.
-                        return Err(DriverError::Diverged {
-                            record: *at,
-                            logged: 0,
-                            now: decided.len(),
-                        });
-                    }
-                    let decided = core.handle(event);
-                    events += 1;
-                    // An event that called for nothing has nothing to log.
-                    let logged = decided.is_empty();
-                    last = Some((index as u64, decided, logged));
-                }
-                LogRecord::Commands(logged) => {
-                    let Some((at, decided, seen)) = &mut last else {
-                        continue;
-                    };
-                    if decided != logged {
-                        return Err(DriverError::Diverged {
-                            record: *at,
-                            logged: logged.len(),
-                            now: decided.len(),
-                        });
-                    }
-                    *seen = true;
-                    commands += logged.len() as u64;
-                }
+        let (found, mut passed_over) = newest_snapshot(&store, &config)?;
+        let from_snapshot = found.as_ref().map(|(index, _, _)| *index);
+        let replayed = match replay(&store, found) {
+            // The snapshot led the replay astray: the events, which are the truth, are
+            // replayed from the start instead.
+            Err(DriverError::Diverged { .. }) if from_snapshot.is_some() => {
+                let index = from_snapshot.unwrap_or_default();
+                passed_over.push((index, SnapshotError::LedAstray));
+                replay(&store, None).map(|r| (r, None))
             }
-        }
+            other => other.map(|r| (r, from_snapshot)),
+        };
+        let (
+            Replayed {
+                core,
+                events,
+                mut commands,
+                last,
+                catalog_record,
+            },
+            from_snapshot,
+        ) = replayed?;
         let mut last_commands = Vec::new();
         let mut logged_missing_commands = false;
         if let Some((_, decided, logged)) = last {
@@ -166,6 +303,9 @@ impl<S: EventStore<LogHeader, LogRecord>> Driver<S> {
             events,
             commands,
             poisoned: false,
+            snapshot_every: DEFAULT_SNAPSHOT_EVERY,
+            snapshot_error: None,
+            catalog_record,
         };
         Ok((
             driver,
@@ -174,6 +314,8 @@ impl<S: EventStore<LogHeader, LogRecord>> Driver<S> {
                 logged_missing_commands,
                 last_commands,
                 outstanding,
+                from_snapshot,
+                passed_over,
             },
         ))
     }
@@ -181,6 +323,9 @@ impl<S: EventStore<LogHeader, LogRecord>> Driver<S> {
     /// Appends an event without handling it: what a process that stops right after the append
     /// leaves behind (for crash tests).
     pub fn append_only(&mut self, event: Event) -> Result<(), DriverError> {
+        if is_catalog(&event) {
+            self.catalog_record = Some(self.store.len());
+        }
         self.store
             .append(std::slice::from_ref(&LogRecord::Event(event)))?;
         self.events += 1;
@@ -196,9 +341,13 @@ impl<S: EventStore<LogHeader, LogRecord>> Driver<S> {
         if self.poisoned {
             return Err(DriverError::NeedsRecovery);
         }
+        let index = self.store.len();
         self.store
             .append(std::slice::from_ref(&LogRecord::Event(event.clone())))?;
         self.events += 1;
+        if is_catalog(&event) {
+            self.catalog_record = Some(index);
+        }
         let commands = self.core.handle(&event);
         if !commands.is_empty() {
             if let Err(e) = self
@@ -214,6 +363,9 @@ impl<S: EventStore<LogHeader, LogRecord>> Driver<S> {
         }
         for command in &commands {
             executor.execute(command);
+        }
+        if self.snapshot_every > 0 && self.events.is_multiple_of(self.snapshot_every) {
+            self.snapshot_error = self.snapshot().err();
         }
         Ok(commands)
     }

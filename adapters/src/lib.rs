@@ -8,6 +8,8 @@
 //! - [`eventbridge`]: the interruption queue's EventBridge messages → the core's interruption
 //!   events; [`interruption_queue`]: a received batch through the driver, and which messages
 //!   may be deleted;
+//! - [`relist`]: after a restart, the listing of the world → the events the recovered core
+//!   missed;
 //! - [`driver`]: the loop that appends each event to the log, then asks the core, then
 //!   dispatches the commands to executors.
 //!
@@ -19,3 +21,4 @@ pub mod eventbridge;
 pub mod eventlog;
 pub mod interruption_queue;
 pub mod manifest;
+pub mod relist;

@@ -2,6 +2,8 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
+use serde::{Deserialize, Serialize};
+
 use crate::command::Command;
 use crate::config::Config;
 use crate::disruption::{consolidation, emptiness, expiration};
@@ -21,7 +23,10 @@ use crate::state::{
 mod interrupting;
 
 /// The deterministic decision core. Feed it every event in order; it answers with commands.
-#[derive(Debug, Clone)]
+///
+/// Its state serializes, the catalog aside: a core deserialized from a snapshot, given back
+/// its catalog ([`Core::install_catalog`]), decides exactly as the core that wrote it.
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Core {
     config: Config,
     state: ClusterState,
@@ -58,6 +63,8 @@ pub struct Core {
     draining: BTreeMap<String, Drain>,
     /// Nodes nodewright tainted `karpenter.sh/disrupted`, with their NodeClaims.
     cordoned: BTreeMap<String, String>,
+    /// Nodes asked to lose that taint, until a node without it is seen.
+    uncordoning: BTreeMap<String, String>,
 }
 
 /// How often a drain asks again for pods a PodDisruptionBudget held back.
@@ -66,7 +73,7 @@ const EVICTION_RETRY_MS: u64 = 5_000;
 const CRITICAL_PRIORITY: i32 = 2_000_000_000;
 
 /// A machine being drained before its instance is terminated.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 struct Drain {
     node: String,
     reason: TerminationReason,
@@ -81,7 +88,7 @@ struct Drain {
 }
 
 /// Where the eviction of one pod stands.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 enum Eviction {
     /// Asked (forced or not); the pod is on its way out.
     Asked { forced: bool },
@@ -90,7 +97,7 @@ enum Eviction {
 }
 
 /// The replacements of one machine and why it is replaced.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 struct Replacement {
     new: BTreeSet<String>,
     reason: TerminationReason,
@@ -124,8 +131,15 @@ impl Core {
             last_drift_search: None,
             drift_wake_ms: None,
             cordoned: BTreeMap::new(),
+            uncordoning: BTreeMap::new(),
             draining: BTreeMap::new(),
         }
+    }
+
+    /// Puts in place the catalog a [`EventKind::CatalogUpdated`] carried, and nothing else:
+    /// what a snapshot's restore does with the catalog event the snapshot names.
+    pub fn install_catalog(&mut self, catalog: crate::catalog::Catalog) {
+        self.state.catalog = Some(std::sync::Arc::new(PreparedCatalog::new(catalog)));
     }
 
     pub fn config(&self) -> &Config {
@@ -150,6 +164,13 @@ impl Core {
         let mut out = Vec::new();
         for (node, nodeclaim) in &self.cordoned {
             out.push(Command::CordonNode {
+                node: node.clone(),
+                nodeclaim: nodeclaim.clone(),
+                reason: "asked again after a restart".to_string(),
+            });
+        }
+        for (node, nodeclaim) in &self.uncordoning {
+            out.push(Command::UncordonNode {
                 node: node.clone(),
                 nodeclaim: nodeclaim.clone(),
                 reason: "asked again after a restart".to_string(),
@@ -233,6 +254,9 @@ impl Core {
 
     fn apply(&mut self, kind: &EventKind, commands: &mut Vec<Command>) {
         let now = self.now_ms;
+        if self.already_known(kind) {
+            return;
+        }
         // A listing of the cloud's instances changes nothing by itself (what it finds is
         // acted on below and counts then).
         if !matches!(kind, EventKind::Tick | EventKind::InstancesListed { .. }) {
@@ -240,7 +264,7 @@ impl Core {
         }
         match kind {
             EventKind::CatalogUpdated(catalog) => {
-                self.state.catalog = Some(std::sync::Arc::new(PreparedCatalog::new(catalog.clone())));
+                self.install_catalog(catalog.clone());
                 self.trigger_if_pending();
             }
             EventKind::NodePoolApplied(pool) => {
@@ -322,6 +346,7 @@ impl Core {
                 if became_ready {
                     entry.last_pod_event_ms = now;
                 }
+                self.untaint_if_stale(node, commands);
                 // Pods bound before the node was seen.
                 let bound: Vec<PodKey> = self
                     .state
@@ -376,6 +401,7 @@ impl Core {
             }
             EventKind::NodeDeleted { name } => {
                 self.warned_annotations.remove(&format!("node {name}"));
+                self.uncordoning.remove(name);
                 if let Some(state) = self.state.nodes.remove(name)
                     && let Some(claim_name) = state.nodeclaim
                     && let Some(claim) = self.state.nodeclaims.get_mut(&claim_name)
@@ -530,6 +556,53 @@ impl Core {
                     .daemonsets
                     .remove(&(namespace.clone(), name.clone()));
             }
+        }
+    }
+
+    /// An object applied again exactly as the core has it (a re-list after a restart, an
+    /// informer's resync), or a result told twice (a command re-issued after a restart is
+    /// answered again), changes nothing and wakes nothing.
+    fn already_known(&self, kind: &EventKind) -> bool {
+        let state = &self.state;
+        match kind {
+            EventKind::LaunchSucceeded {
+                nodeclaim,
+                instance,
+            } => state
+                .nodeclaims
+                .get(nodeclaim)
+                .is_some_and(|c| c.terminating.is_none() && c.instance.as_ref() == Some(instance)),
+            EventKind::LaunchFailed { nodeclaim, .. } => {
+                state.nodeclaims.get(nodeclaim).is_some_and(|c| {
+                    matches!(c.terminating, Some((TerminationReason::LaunchFailed, _)))
+                })
+            }
+            EventKind::NodeClaimTerminated { nodeclaim } => {
+                !state.nodeclaims.contains_key(nodeclaim)
+            }
+            EventKind::PodDeleted { pod } => !state.pods.contains_key(pod),
+            EventKind::NodeDeleted { name } => !state.nodes.contains_key(name),
+            EventKind::PodApplied(pod) => state.pods.get(&pod.key) == Some(pod.as_ref()),
+            EventKind::NodeApplied(node) => state
+                .nodes
+                .get(&node.name)
+                .is_some_and(|known| known.node == **node),
+            EventKind::NodePoolApplied(pool) => {
+                state.nodepools.get(&pool.name) == Some(pool.as_ref())
+            }
+            EventKind::NodeClassApplied(class) => {
+                state.nodeclasses.get(&class.name) == Some(class.as_ref())
+            }
+            EventKind::DaemonSetApplied(ds) => {
+                state
+                    .daemonsets
+                    .get(&(ds.namespace.clone(), ds.name.clone()))
+                    == Some(ds.as_ref())
+            }
+            EventKind::PodDisruptionBudgetApplied(pdb) => {
+                state.pdbs.get(&(pdb.namespace.clone(), pdb.name.clone())) == Some(pdb.as_ref())
+            }
+            _ => false,
         }
     }
 
@@ -1071,10 +1144,49 @@ impl Core {
             return;
         };
         self.cordoned.remove(&node);
+        self.uncordoning.insert(node.clone(), nodeclaim.to_string());
         commands.push(Command::UncordonNode {
             node,
             nodeclaim: nodeclaim.to_string(),
             reason,
+        });
+    }
+
+    /// A `karpenter.sh/disrupted` taint no disruption of ours stands behind (left by a
+    /// controller that stopped before it took it off, or by another one) is taken off, as
+    /// Karpenter does at startup: otherwise the node takes no pod again.
+    fn untaint_if_stale(&mut self, node: &crate::model::node::Node, commands: &mut Vec<Command>) {
+        let tainted = node.taints.iter().any(|t| t.key == labels::DISRUPTED_TAINT);
+        if !tainted {
+            self.uncordoning.remove(&node.name);
+            return;
+        }
+        if self.cordoned.contains_key(&node.name) || self.uncordoning.contains_key(&node.name) {
+            return;
+        }
+        let nodeclaim = self
+            .state
+            .nodes
+            .get(&node.name)
+            .and_then(|n| n.nodeclaim.clone())
+            .unwrap_or_default();
+        let leaving = self
+            .state
+            .nodeclaims
+            .get(&nodeclaim)
+            .is_some_and(|c| c.terminating.is_some());
+        if leaving || self.draining.contains_key(&nodeclaim) {
+            return;
+        }
+        self.uncordoning
+            .insert(node.name.clone(), nodeclaim.clone());
+        commands.push(Command::UncordonNode {
+            node: node.name.clone(),
+            nodeclaim,
+            reason: format!(
+                "it carries the {} taint, and no disruption of it is under way (a taint left by an earlier controller)",
+                labels::DISRUPTED_TAINT
+            ),
         });
     }
 

@@ -2,6 +2,8 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
+use serde::{Deserialize, Serialize};
+
 use crate::catalog::{self, CapacitySettings, Catalog, NodeResources};
 use crate::event::DaemonSet;
 use crate::model::do_not_disrupt::Protection;
@@ -54,7 +56,7 @@ impl PreparedCatalog {
 }
 
 /// Where a NodeClaim is in its life.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct NodeClaimState {
     pub spec: NodeClaimSpec,
     pub created_at_ms: u64,
@@ -88,7 +90,7 @@ impl NodeClaimState {
 }
 
 /// A node and what runs on it.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct NodeState {
     pub node: Node,
     pub nodeclaim: Option<String>,
@@ -97,9 +99,12 @@ pub struct NodeState {
     pub last_pod_event_ms: u64,
 }
 
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
 pub struct ClusterState {
-    /// Shared, so that simulations (consolidation, drift) copy the cluster cheaply.
+    /// Shared, so that simulations (consolidation, drift) copy the cluster cheaply. Not in a
+    /// snapshot: it is most of the state's bytes and changes rarely, so a snapshot names the
+    /// event that carried it instead ([`crate::Core::install_catalog`]).
+    #[serde(skip)]
     pub catalog: Option<std::sync::Arc<PreparedCatalog>>,
     pub nodepools: BTreeMap<String, NodePool>,
     pub nodeclasses: BTreeMap<String, NodeClass>,

@@ -15,6 +15,9 @@ pub struct LogSummary {
     pub last_event_ms: Option<u64>,
     pub events_by_kind: BTreeMap<&'static str, u64>,
     pub commands_by_kind: BTreeMap<&'static str, u64>,
+    /// Snapshots of the core, and their encoded size in bytes.
+    pub snapshots: u64,
+    pub snapshot_bytes: u64,
     pub bytes: u64,
 }
 
@@ -29,6 +32,8 @@ pub fn inspect_file(path: &Path) -> Result<LogSummary, LogError> {
         last_event_ms: None,
         events_by_kind: BTreeMap::new(),
         commands_by_kind: BTreeMap::new(),
+        snapshots: 0,
+        snapshot_bytes: 0,
         bytes: 0,
     };
     while let Some(entry) = reader.next_entry() {
@@ -44,6 +49,10 @@ pub fn inspect_file(path: &Path) -> Result<LogSummary, LogError> {
                     summary.commands += 1;
                     *summary.commands_by_kind.entry(c.name()).or_default() += 1;
                 }
+            }
+            LogRecord::Snapshot(snapshot) => {
+                summary.snapshots += 1;
+                summary.snapshot_bytes += snapshot.core.len() as u64;
             }
         }
     }

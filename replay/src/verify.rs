@@ -3,8 +3,10 @@
 
 use std::path::Path;
 
-use nodewright_adapters::eventlog::{DecisionDigest, LogError, LogHeader, LogRecord, NwlogReader};
-use nodewright_core::{Command, Core, Event};
+use nodewright_adapters::eventlog::{
+    DecisionDigest, LogError, LogHeader, LogRecord, NwlogReader, Snapshot,
+};
+use nodewright_core::{Command, Core, Event, EventKind};
 
 /// The first event whose commands differ from the recording.
 #[derive(Debug, Clone, PartialEq)]
@@ -26,6 +28,10 @@ pub struct VerifyOutcome {
     /// Digest of the recorded command stream (equal to the replayed one when verified).
     pub decision_digest: String,
     pub divergence: Option<Divergence>,
+    /// Snapshots this build wrote that were compared with the replayed core.
+    pub snapshots_checked: u64,
+    /// The first snapshot that differs from the replayed core: its record's event count.
+    pub snapshot_divergence: Option<u64>,
 }
 
 /// Replays every event of the `.nwlog` at `path` through a fresh core built from the log's
@@ -46,6 +52,10 @@ pub fn verify<S: std::io::Read>(
     let mut before: Vec<(u64, Event)> = Vec::new();
     // The event whose recorded commands we are waiting to see, with what the core returned.
     let mut open: Option<(u64, Event, Vec<Command>)> = None;
+    let mut snapshots = SnapshotCheck::default();
+    // Record indexes, for the catalog event a snapshot names.
+    let mut record_index = 0u64;
+    let mut catalog_record: Option<u64> = None;
 
     let check = |open: Option<(u64, Event, Vec<Command>)>,
                  recorded: Vec<Command>,
@@ -67,10 +77,15 @@ pub fn verify<S: std::io::Read>(
 
     while let Some(entry) = reader.next_entry() {
         let record = entry?.record;
+        let index = record_index;
+        record_index += 1;
         match record {
             LogRecord::Event(event) => {
+                if matches!(event.kind, EventKind::CatalogUpdated(_)) {
+                    catalog_record = Some(index);
+                }
                 if let Some(d) = check(open.take(), Vec::new(), &before) {
-                    return Ok(outcome(header, events, &digest, Some(d)));
+                    return Ok(outcome(header, events, &digest, Some(d), snapshots));
                 }
                 let replayed = core.handle(&event);
                 open = Some((events, event.clone(), replayed));
@@ -88,8 +103,14 @@ pub fn verify<S: std::io::Read>(
                     .cloned()
                     .collect();
                 if let Some(d) = check(open.take(), recorded, &context) {
-                    return Ok(outcome(header, events, &digest, Some(d)));
+                    return Ok(outcome(header, events, &digest, Some(d), snapshots));
                 }
+            }
+            LogRecord::Snapshot(recorded) => {
+                if let Some(d) = check(open.take(), Vec::new(), &before) {
+                    return Ok(outcome(header, events, &digest, Some(d), snapshots));
+                }
+                snapshots.compare(&recorded, &core, events, digest.commands(), catalog_record);
             }
         }
     }
@@ -99,7 +120,36 @@ pub fn verify<S: std::io::Read>(
         .cloned()
         .collect();
     let divergence = check(open.take(), Vec::new(), &context);
-    Ok(outcome(header, events, &digest, divergence))
+    Ok(outcome(header, events, &digest, divergence, snapshots))
+}
+
+/// Snapshots written by this build must hold exactly the replayed core (others are skipped:
+/// another version's state has another shape).
+#[derive(Default)]
+struct SnapshotCheck {
+    checked: u64,
+    first_divergence: Option<u64>,
+}
+
+impl SnapshotCheck {
+    fn compare(
+        &mut self,
+        recorded: &Snapshot,
+        core: &Core,
+        events: u64,
+        commands: u64,
+        catalog_record: Option<u64>,
+    ) {
+        if recorded.producer != Snapshot::this_producer() {
+            return;
+        }
+        self.checked += 1;
+        let same =
+            Snapshot::of(core, events, commands, catalog_record).is_ok_and(|now| now == *recorded);
+        if !same && self.first_divergence.is_none() {
+            self.first_divergence = Some(events);
+        }
+    }
 }
 
 fn outcome(
@@ -107,6 +157,7 @@ fn outcome(
     events: u64,
     digest: &DecisionDigest,
     divergence: Option<Divergence>,
+    snapshots: SnapshotCheck,
 ) -> VerifyOutcome {
     VerifyOutcome {
         header,
@@ -114,5 +165,7 @@ fn outcome(
         commands: digest.commands(),
         decision_digest: digest.hex(),
         divergence,
+        snapshots_checked: snapshots.checked,
+        snapshot_divergence: snapshots.first_divergence,
     }
 }

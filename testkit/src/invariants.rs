@@ -3,7 +3,7 @@
 
 use nodewright_core::model::nodeclaim::OfferingKey;
 use nodewright_core::model::pod::PodKey;
-use nodewright_core::{Command, Core};
+use nodewright_core::{Command, Core, EventKind};
 
 use crate::report::Violation;
 use crate::sim::cloud::SimInstance;
@@ -136,6 +136,44 @@ pub fn check_world<'a>(
 /// Checks at the end of a run. Every instance that still runs has joined as a node (an instance
 /// that never became a node and was never terminated is a leak). Every pod still pending after
 /// `patience_ms` was told why (reported unschedulable): none is stranded in silence.
+/// The core's view of the cluster matches the cluster: `gap` is what a re-list would still
+/// tell it (the instance listing and the catalog aside).
+pub fn check_view(gap: &[EventKind], now_ms: u64) -> Vec<Violation> {
+    let stale: Vec<String> = gap
+        .iter()
+        .filter(|k| {
+            !matches!(
+                k,
+                EventKind::InstancesListed { .. } | EventKind::CatalogUpdated(_)
+            )
+        })
+        .map(describe_gap)
+        .collect();
+    if stale.is_empty() {
+        return Vec::new();
+    }
+    let shown: Vec<&str> = stale.iter().take(5).map(String::as_str).collect();
+    vec![violation(
+        now_ms,
+        "core-view-stale",
+        format!(
+            "{} objects differ between the cluster and the core's view: {}",
+            stale.len(),
+            shown.join("; ")
+        ),
+    )]
+}
+
+fn describe_gap(kind: &EventKind) -> String {
+    match kind {
+        EventKind::PodApplied(p) => format!("pod {} differs", p.key),
+        EventKind::PodDeleted { pod } => format!("pod {pod} is gone"),
+        EventKind::NodeApplied(n) => format!("node {} differs", n.name),
+        EventKind::NodeDeleted { name } => format!("node {name} is gone"),
+        other => format!("{} differs", other.name()),
+    }
+}
+
 pub fn check_end<'a>(
     running: impl Iterator<Item = &'a SimInstance>,
     joined: impl Fn(&str) -> bool,

@@ -182,7 +182,7 @@ pub enum LogError {
          written. The {what} type must serialize with known lengths (no `serialize_seq(None)`)"
     )]
     Encode {
-        /// "header" or "record".
+        /// "header", "record" or "snapshot".
         what: &'static str,
         /// The postcard error.
         #[source]

@@ -37,7 +37,7 @@ pub use nwlog::{
     DurableWrite, Entry, FORMAT_VERSION, MAGIC, NwlogReader, NwlogWriter, PREAMBLE_LEN,
     READABLE_VERSIONS, read_nwlog, read_nwlog_bytes,
 };
-pub use record::{LogHeader, LogRecord};
+pub use record::{LogHeader, LogRecord, Snapshot, SnapshotError};
 pub use redb_store::{READABLE_STORE_VERSIONS, RedbStore, STORE_FORMAT_VERSION};
 
 /// An append-only, durable sequence of records behind one header: what the driver appends every

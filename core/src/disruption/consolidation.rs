@@ -27,7 +27,7 @@ pub const MAX_MULTI_NODE_CANDIDATES: usize = 100;
 /// Spot-to-spot replacement needs this many cheaper spot instance types (Karpenter's rule).
 pub const MIN_SPOT_TO_SPOT_OPTIONS: usize = 15;
 
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct Decision {
     pub nodeclaims: Vec<String>,
     pub nodes: Vec<String>,

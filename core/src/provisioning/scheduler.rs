@@ -27,7 +27,7 @@ use super::topology::{DomainSource, PodGroups, Scan, Topology};
 
 /// A machine this batch wants: the pods it is for and the instance types that can still hold
 /// them all.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct PlannedClaim {
     pub nodepool: String,
     pub requirements: Requirements,

@@ -3,15 +3,17 @@
 
 use std::collections::BTreeMap;
 
-use nodewright_adapters::driver::{CommandExecutor, Driver, DriverError};
+use nodewright_adapters::driver::{CommandExecutor, DEFAULT_SNAPSHOT_EVERY, Driver, DriverError};
 use nodewright_adapters::eventlog::{DecisionDigest, EventStore, LogHeader, LogRecord};
 use nodewright_adapters::manifest::Manifest;
+use nodewright_adapters::relist::{Listing, relist_events};
 use nodewright_core::catalog::{self, CapacityType, Catalog};
 use nodewright_core::interruption::{Interruption, LEAVING_STATES, SPOT_INTERRUPTION_NOTICE_MS};
 use nodewright_core::model::labels;
 use nodewright_core::model::node::Node;
 use nodewright_core::model::nodeclaim::{ListedInstance, NodeClaimSpec, TerminationReason};
 use nodewright_core::model::nodeclass::NodeClass;
+use nodewright_core::model::nodepool::NodePool;
 use nodewright_core::model::pod::PodKey;
 use nodewright_core::{Command, Event, EventKind};
 
@@ -79,6 +81,9 @@ struct Machine {
     cancelled: bool,
     /// CreateFleet calls throttled so far.
     api_attempts: u32,
+    /// The last result told of its launch or termination: told again when the command is asked
+    /// again (its first telling may have been lost with the process that asked).
+    answer: Option<EventKind>,
 }
 
 #[derive(Debug, Clone, Default)]
@@ -99,6 +104,7 @@ pub struct World {
     cloud: SimCloud,
     cluster: SimCluster,
     nodeclasses: BTreeMap<String, NodeClass>,
+    nodepools: BTreeMap<String, NodePool>,
     queue: BTreeMap<(u64, u64), WorldEvent>,
     seq: u64,
     outbox: Vec<Event>,
@@ -135,6 +141,7 @@ impl World {
             },
             cluster: SimCluster::default(),
             nodeclasses: BTreeMap::new(),
+            nodepools: BTreeMap::new(),
             queue: BTreeMap::new(),
             seq: 0,
             outbox: Vec::new(),
@@ -176,6 +183,7 @@ impl World {
                     self.emit(EventKind::NodeClassApplied(Box::new(nc.clone())));
                 }
                 Manifest::NodePool(np) => {
+                    self.nodepools.insert(np.name.clone(), np.clone());
                     self.emit(EventKind::NodePoolApplied(Box::new(np.clone())))
                 }
                 Manifest::Deployment(d) => self.cluster.apply_deployment(
@@ -280,7 +288,10 @@ impl World {
                         &mut self.outbox,
                         &mut self.changes,
                     ),
-                    "NodePool" => self.emit(EventKind::NodePoolDeleted { name: name.clone() }),
+                    "NodePool" => {
+                        self.nodepools.remove(name);
+                        self.emit(EventKind::NodePoolDeleted { name: name.clone() })
+                    }
                     "EC2NodeClass" => {
                         self.nodeclasses.remove(name);
                         self.emit(EventKind::NodeClassDeleted { name: name.clone() });
@@ -314,21 +325,7 @@ impl World {
                 } => self.storm(kind, target, storm),
             },
             WorldEvent::ListInstances => {
-                let instances = self
-                    .cloud
-                    .instances
-                    .values()
-                    .filter(|i| {
-                        i.terminated_at_ms
-                            .is_none_or(|t| now < t + TERMINATED_LISTED_MS)
-                    })
-                    .map(|i| ListedInstance {
-                        instance_id: i.instance.instance_id.clone(),
-                        nodeclaim: Some(i.nodeclaim.clone()),
-                        launched_at_ms: i.launched_at_ms,
-                        running: i.terminated_at_ms.is_none(),
-                    })
-                    .collect();
+                let instances = self.listed_instances();
                 self.emit(EventKind::InstancesListed { instances });
                 self.schedule(now + GC_PERIOD_MS, WorldEvent::ListInstances);
             }
@@ -341,7 +338,7 @@ impl World {
                     return;
                 };
                 if machine.cancelled {
-                    self.emit(EventKind::NodeClaimTerminated { nodeclaim });
+                    self.answer(EventKind::NodeClaimTerminated { nodeclaim });
                     return;
                 }
                 if self.api_call_fails(scenario) {
@@ -356,7 +353,7 @@ impl World {
                             WorldEvent::FleetCall { nodeclaim },
                         );
                     } else {
-                        self.emit(EventKind::LaunchFailed {
+                        self.answer(EventKind::LaunchFailed {
                             nodeclaim,
                             code: "RequestLimitExceeded".to_string(),
                             message: format!(
@@ -386,12 +383,12 @@ impl World {
                                 instance_id: instance.instance_id.clone(),
                             },
                         );
-                        self.emit(EventKind::LaunchSucceeded {
+                        self.answer(EventKind::LaunchSucceeded {
                             nodeclaim,
                             instance,
                         });
                     }
-                    Err(e) => self.emit(EventKind::LaunchFailed {
+                    Err(e) => self.answer(EventKind::LaunchFailed {
                         nodeclaim,
                         code: e.code,
                         message: e.message,
@@ -461,7 +458,7 @@ impl World {
                 if let Some(m) = self.machines.get_mut(&nodeclaim) {
                     m.terminated_at_ms.get_or_insert(now);
                 }
-                self.emit(EventKind::NodeClaimTerminated { nodeclaim });
+                self.answer(EventKind::NodeClaimTerminated { nodeclaim });
             }
             WorldEvent::PodExit { pod } => {
                 self.cluster
@@ -471,6 +468,74 @@ impl World {
         self.cluster
             .bind_pending(now, &mut self.outbox, &mut self.changes);
         self.schedule_pod_exits();
+    }
+
+    /// Tells the core the result of a machine's launch or termination, and keeps it.
+    fn answer(&mut self, kind: EventKind) {
+        let name = match &kind {
+            EventKind::LaunchSucceeded { nodeclaim, .. }
+            | EventKind::LaunchFailed { nodeclaim, .. }
+            | EventKind::NodeClaimTerminated { nodeclaim } => nodeclaim.clone(),
+            _ => String::new(),
+        };
+        if let Some(m) = self.machines.get_mut(&name) {
+            m.answer = Some(kind.clone());
+        }
+        self.emit(kind);
+    }
+
+    /// A command asked again after a restart: a result already given is given again.
+    fn answer_again(&mut self, nodeclaim: &str, launch: bool) {
+        let Some(answer) = self.machines.get(nodeclaim).and_then(|m| m.answer.clone()) else {
+            // Still under way: its result comes.
+            return;
+        };
+        let launch_answer = matches!(
+            answer,
+            EventKind::LaunchSucceeded { .. } | EventKind::LaunchFailed { .. }
+        );
+        if launch_answer == launch {
+            self.emit(answer);
+        }
+    }
+
+    /// DescribeInstances: this cluster's instances, the recently terminated ones included.
+    fn listed_instances(&self) -> Vec<ListedInstance> {
+        let now = self.now_ms;
+        self.cloud
+            .instances
+            .values()
+            .filter(|i| {
+                i.terminated_at_ms
+                    .is_none_or(|t| now < t + TERMINATED_LISTED_MS)
+            })
+            .map(|i| ListedInstance {
+                instance_id: i.instance.instance_id.clone(),
+                nodeclaim: Some(i.nodeclaim.clone()),
+                launched_at_ms: i.launched_at_ms,
+                running: i.terminated_at_ms.is_none(),
+            })
+            .collect()
+    }
+
+    /// What a restarted controller lists: the Kubernetes objects as they are, and the cloud.
+    fn listing(&self) -> Listing {
+        Listing {
+            catalog: Some(self.catalog.clone()),
+            nodeclasses: self.nodeclasses.values().cloned().collect(),
+            nodepools: self.nodepools.values().cloned().collect(),
+            nodes: self
+                .cluster
+                .nodes
+                .values()
+                .map(|n| n.node.clone())
+                .collect(),
+            pods: self.cluster.pods.values().cloned().collect(),
+            pdbs: self.cluster.pdbs.values().cloned().collect(),
+            // The simulated cluster tells the core of DaemonSets through their pods only.
+            daemonsets: None,
+            instances: Some(self.listed_instances()),
+        }
     }
 
     /// The instance stops at once: whatever ran on its node dies with it.
@@ -674,7 +739,9 @@ impl CommandExecutor for World {
         match command {
             Command::LaunchNodeClaim { nodeclaim, reason } => {
                 if self.machines.contains_key(&nodeclaim.name) {
-                    // Asked again (after a restart): the client token makes it the same launch.
+                    // Asked again (after a restart): the client token makes it the same launch,
+                    // and EC2 answers as it did.
+                    self.answer_again(&nodeclaim.name, true);
                     return;
                 }
                 self.machines.insert(
@@ -689,6 +756,7 @@ impl CommandExecutor for World {
                         termination: None,
                         cancelled: false,
                         api_attempts: 0,
+                        answer: None,
                     },
                 );
                 self.schedule(
@@ -754,7 +822,8 @@ impl CommandExecutor for World {
                     .get(nodeclaim)
                     .is_some_and(|m| m.termination.is_some())
                 {
-                    // Asked again (after a restart): it is under way already.
+                    // Asked again (after a restart): it is under way already, or done.
+                    self.answer_again(nodeclaim, false);
                     return;
                 }
                 match reason {
@@ -819,6 +888,38 @@ pub fn run<S: EventStore<LogHeader, LogRecord>>(
     run_with_crash(scenario, store, None)
 }
 
+/// Where a run's controller is stopped, once, and restarted at once from its log.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Crash {
+    /// It runs to the end.
+    #[default]
+    Never,
+    /// Right after event `k` is appended to the log, before the core handles it: nothing is
+    /// lost, and the restarted controller must decide exactly what an uninterrupted one does.
+    AfterAppend(u64),
+    /// As event `k` arrives, before it is appended: it and every event in flight with it are
+    /// lost with the process. The restart re-lists Kubernetes and EC2, asks again for every
+    /// result it lacks, and the interruption queue delivers its undeleted messages again.
+    BeforeAppend(u64),
+}
+
+/// How a run is driven.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RunOptions {
+    pub crash: Crash,
+    /// The driver snapshots the core every this many events (0: never).
+    pub snapshot_every: u64,
+}
+
+impl Default for RunOptions {
+    fn default() -> Self {
+        RunOptions {
+            crash: Crash::Never,
+            snapshot_every: DEFAULT_SNAPSHOT_EVERY,
+        }
+    }
+}
+
 /// [`run`], with the controller stopped once: right after event number `crash_at` is appended to
 /// the log, before the core handles it. It restarts at once from the log
 /// ([`Driver::recover`]) and what may not have been carried out is carried out again.
@@ -827,7 +928,22 @@ pub fn run_with_crash<S: EventStore<LogHeader, LogRecord>>(
     store: S,
     crash_at: Option<u64>,
 ) -> Result<(Report, S), RunError> {
-    let mut driver = Driver::new(store);
+    let options = RunOptions {
+        crash: crash_at.map_or(Crash::Never, Crash::AfterAppend),
+        ..RunOptions::default()
+    };
+    run_with(scenario, store, options)
+}
+
+/// [`run`], driven as `options` say.
+pub fn run_with<S: EventStore<LogHeader, LogRecord>>(
+    scenario: &Scenario,
+    store: S,
+    options: RunOptions,
+) -> Result<(Report, S), RunError> {
+    let mut driver = Driver::new(store).with_snapshot_every(options.snapshot_every);
+    let mut crashed = false;
+    let mut relist_due = false;
     let mut world = World::new(scenario);
     let mut digest = DecisionDigest::new();
     let mut violations: Vec<Violation> = Vec::new();
@@ -863,18 +979,32 @@ pub fn run_with_crash<S: EventStore<LogHeader, LogRecord>>(
     loop {
         // Feed every observation of this instant through the driver.
         while !world.outbox.is_empty() {
-            let batch: Vec<Event> = std::mem::take(&mut world.outbox);
-            for event in batch {
+            let mut batch = std::mem::take(&mut world.outbox).into_iter();
+            while let Some(event) = batch.next() {
                 world.step_commands.clear();
-                if crash_at == Some(driver.events()) {
-                    driver.append_only(event)?;
-                    let (recovered, recovery) = Driver::recover(driver.into_store())?;
-                    driver = recovered;
-                    digest.add_all(&recovery.last_commands);
-                    for command in recovery.reissue() {
-                        world.execute(command);
+                let crash_here = !crashed
+                    && match options.crash {
+                        Crash::Never => false,
+                        Crash::AfterAppend(k) | Crash::BeforeAppend(k) => k == driver.events(),
+                    };
+                if crash_here {
+                    crashed = true;
+                    let mut redelivered = Vec::new();
+                    if matches!(options.crash, Crash::AfterAppend(_)) {
+                        driver.append_only(event)?;
+                    } else {
+                        // Lost with the process: this event, the rest of its batch, and what
+                        // the world has answered since; but SQS delivers again every message
+                        // that was not deleted.
+                        redelivered = std::iter::once(event)
+                            .chain(batch.by_ref())
+                            .chain(std::mem::take(&mut world.outbox))
+                            .filter(|e| matches!(e.kind, EventKind::InterruptionReceived { .. }))
+                            .collect();
                     }
-                    world.record_changes();
+                    driver = restart(driver, &mut world, &mut digest, options)?;
+                    world.outbox.extend(redelivered);
+                    relist_due = true;
                     continue;
                 }
                 let commands = driver.step(event, &mut world)?;
@@ -885,6 +1015,13 @@ pub fn run_with_crash<S: EventStore<LogHeader, LogRecord>>(
                     &world.step_commands,
                     world.now_ms,
                 ));
+            }
+            if relist_due {
+                // The restarted controller's informers list the world once its log is caught up.
+                relist_due = false;
+                for kind in relist_events(driver.core().state(), world.listing()) {
+                    world.emit(kind);
+                }
             }
         }
         world.record_changes();
@@ -940,6 +1077,11 @@ pub fn run_with_crash<S: EventStore<LogHeader, LogRecord>>(
                     world.unschedulable.contains_key(&p.key),
                 )
             });
+        // Whatever was lost on the way, the core ends up seeing the cluster as it is.
+        violations.extend(invariants::check_view(
+            &relist_events(driver.core().state(), world.listing()),
+            world.now_ms,
+        ));
         violations.extend(invariants::check_end(
             world.cloud.running(),
             joined,
@@ -951,6 +1093,25 @@ pub fn run_with_crash<S: EventStore<LogHeader, LogRecord>>(
 
     let report = build_report(scenario, &world, &driver, &digest, violations);
     Ok((report, driver.into_store()))
+}
+
+/// The controller starts again over its log: the core is recovered, what may not have been
+/// carried out is carried out again. (The world is then listed again, through the driver, so
+/// the log holds what the listing found.)
+fn restart<S: EventStore<LogHeader, LogRecord>>(
+    driver: Driver<S>,
+    world: &mut World,
+    digest: &mut DecisionDigest,
+    options: RunOptions,
+) -> Result<Driver<S>, RunError> {
+    let (recovered, recovery) = Driver::recover(driver.into_store())?;
+    let driver = recovered.with_snapshot_every(options.snapshot_every);
+    digest.add_all(&recovery.last_commands);
+    for command in recovery.reissue() {
+        world.execute(command);
+    }
+    world.record_changes();
+    Ok(driver)
 }
 
 fn secs(ms: u64) -> f64 {
