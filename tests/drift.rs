@@ -187,3 +187,40 @@ fn a_do_not_disrupt_duration_delays_drift_until_it_runs_out() {
         "replaced once the protection ran out"
     );
 }
+
+#[test]
+fn a_drift_replacement_does_not_count_on_a_machine_meant_for_pending_pods() {
+    let mut h = CoreHarness::new();
+    // A budget that lets the drifted machine go while the other one is still on its way.
+    let wide = |mut p: NodePool| {
+        p.budgets = vec![DisruptionBudget {
+            nodes: BudgetNodes::Count(2),
+            schedule: None,
+            duration_ms: None,
+            reasons: Vec::new(),
+        }];
+        p
+    };
+    h.nodepool(wide(pool()));
+    let (claim, _, _) = h.running_machine(vec![Pod::new("default", "app", 1500, GIB)]);
+    // A pod of the same size is pending, and a machine is on its way for it.
+    h.pod(Pod::new("default", "waiting", 1500, GIB));
+    h.advance(15_000);
+    let launches = h.all_launches();
+    assert_eq!(launches.len(), 2, "a machine for the pending pod");
+    let in_flight = launches[1].clone();
+    assert_ne!(claim.name, in_flight.name);
+    // The drifted machine's pod does not fit on that machine with the pending one: the drift
+    // launches its own replacement instead of taking the pending pod's place.
+    let mut changed = wide(pool());
+    changed.template_labels.insert("team".into(), "blue".into());
+    h.nodepool(changed);
+    h.advance(15_000);
+    let launches = h.all_launches();
+    let names: Vec<&str> = launches.iter().map(|l| l.name.as_str()).collect();
+    assert_eq!(launches.len(), 3, "{names:?}");
+    assert_eq!(
+        launches[2].labels.get("team").map(String::as_str),
+        Some("blue")
+    );
+}

@@ -1049,12 +1049,21 @@ impl Core {
                     continue;
                 }
             }
-            // Where its pods would go: the rest of the cluster, plus new machines.
+            // Where its pods would go: the rest of the cluster, plus new machines. Pods already
+            // pending compete for the same capacity (machines on their way are meant for
+            // them): they are placed in the same simulation, as Karpenter's does.
             let pods = self.state.movable_pods(node.as_deref());
-            let refs: Vec<&Pod> = pods.iter().collect();
+            let mut refs: Vec<&Pod> = pods.iter().collect();
+            refs.extend(self.state.pending_pods());
             let removed = BTreeSet::from([name.clone()]);
             let result = scheduler::solve_without(&self.state, &self.config, now, &refs, &removed);
-            if !result.unschedulable.is_empty() {
+            // Only its own pods must fit: a pending pod that fits nowhere is the provisioner's
+            // to report, and holds no replacement back.
+            if result
+                .unschedulable
+                .iter()
+                .any(|(pod, _)| pods.iter().any(|p| &p.key == pod))
+            {
                 continue;
             }
             let detail = format!("drifted: {why}; {} pods move; {budget_text}", pods.len());
