@@ -29,8 +29,12 @@ enum Commands {
         /// A scenario file, or the name of a built-in scenario (seed-tutorial).
         scenario: Option<String>,
         /// Override the scenario's seed.
-        #[arg(long)]
+        #[arg(long, conflicts_with = "seeds")]
         seed: Option<u64>,
+        /// Run the scenario once per seed of a range (`1..200`, end excluded), on every core,
+        /// each run stopped at its first broken invariant; print the failing seeds.
+        #[arg(long, value_name = "FROM..TO")]
+        seeds: Option<String>,
         /// Write the event log (every event and command) to this .nwlog file.
         #[arg(long)]
         log: Option<PathBuf>,
@@ -106,9 +110,15 @@ fn main() -> ExitCode {
     let result = match cli.command {
         Commands::Simulate {
             scenario,
+            seeds: Some(range),
+            ..
+        } => simulate_seeds(scenario.as_deref(), &range),
+        Commands::Simulate {
+            scenario,
             seed,
             log,
             report,
+            seeds: None,
         } => simulate(scenario.as_deref(), seed, log.as_deref(), report.as_deref()),
         Commands::Replay { log, verify } => replay(&log, verify),
         Commands::Log {
@@ -186,6 +196,73 @@ fn simulate(
     }
     print!("{}", report.summary());
     Ok(if report.passed() {
+        0
+    } else {
+        EXIT_FAILED_CHECK
+    })
+}
+
+/// `FROM..TO`, end excluded.
+fn parse_seed_range(text: &str) -> Result<std::ops::Range<u64>> {
+    let parsed = text.split_once("..").and_then(|(a, b)| {
+        let from: u64 = a.trim().parse().ok()?;
+        let to: u64 = b.trim().parse().ok()?;
+        Some(from..to)
+    });
+    match parsed {
+        Some(range) if !range.is_empty() => Ok(range),
+        _ => anyhow::bail!(
+            "--seeds {text:?}: give a range FROM..TO of seeds with FROM < TO, such as 1..200 (TO is excluded)"
+        ),
+    }
+}
+
+fn simulate_seeds(name: Option<&str>, range: &str) -> Result<u8> {
+    let seeds = parse_seed_range(range)?;
+    let scenario = load_scenario(name)?;
+    let total = seeds.end - seeds.start;
+    let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let tty = std::io::IsTerminal::is_terminal(&std::io::stderr());
+    let progress = |done: u64| {
+        if tty {
+            eprint!("\r{done}/{total} seeds");
+        }
+    };
+    let outcome =
+        nodewright_testkit::seeds::run_seeds(&scenario, seeds.clone(), threads, None, &progress);
+    if tty {
+        eprintln!();
+    }
+    let seconds = outcome.elapsed.as_secs_f64();
+    println!(
+        "{} seeds ({}..{}) of {}: {} passed, {} failed; {} events in {:.1}s ({:.0} events/s, {} threads)",
+        outcome.runs,
+        seeds.start,
+        seeds.end,
+        scenario.name,
+        outcome.runs - outcome.failures.len() as u64,
+        outcome.failures.len(),
+        outcome.events,
+        seconds,
+        outcome.events as f64 / seconds.max(1e-9),
+        threads
+    );
+    let shown = name.unwrap_or("seed-tutorial");
+    for failure in &outcome.failures {
+        println!("--- seed {} failed:", failure.seed);
+        for line in failure
+            .summary
+            .lines()
+            .filter(|l| l.starts_with("INVARIANT") || l.contains("FAILED") || l.contains("stopped"))
+        {
+            println!("  {line}");
+        }
+        println!(
+            "  reproduce: nodewright simulate {shown} --seed {} --report seed-{}.json",
+            failure.seed, failure.seed
+        );
+    }
+    Ok(if outcome.failures.is_empty() {
         0
     } else {
         EXIT_FAILED_CHECK

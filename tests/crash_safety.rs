@@ -36,6 +36,7 @@ fn options(crash: Crash, snapshot_every: u64) -> RunOptions {
     RunOptions {
         crash,
         snapshot_every,
+        ..RunOptions::default()
     }
 }
 

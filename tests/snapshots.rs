@@ -26,6 +26,7 @@ fn log_of(scenario: &Scenario, every: u64) -> (LogHeader, Vec<LogRecord>) {
     let options = RunOptions {
         crash: Crash::Never,
         snapshot_every: every,
+        ..RunOptions::default()
     };
     let (report, store) =
         sim::run_with(scenario, Store::new(header.clone()), options).expect("the run completes");

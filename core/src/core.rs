@@ -140,6 +140,14 @@ impl Core {
     /// what a snapshot's restore does with the catalog event the snapshot names.
     pub fn install_catalog(&mut self, catalog: crate::catalog::Catalog) {
         self.state.catalog = Some(std::sync::Arc::new(PreparedCatalog::new(catalog)));
+        self.refresh_pool_shapes();
+    }
+
+    /// Computes again what solves need of the NodePools that changed.
+    fn refresh_pool_shapes(&mut self) {
+        let mut shapes = std::mem::take(&mut self.state.pool_shapes);
+        shapes.refresh(&self.state);
+        self.state.pool_shapes = shapes;
     }
 
     pub fn config(&self) -> &Config {
@@ -247,15 +255,19 @@ impl Core {
         // Time never goes backwards inside the core, even if an adapter's clock does.
         self.now_ms = self.now_ms.max(event.at_ms);
         let mut commands = Vec::new();
-        self.apply(&event.kind, &mut commands);
-        self.run_due_work(&mut commands);
+        // An event that changed nothing leaves the due work to its timer: a re-list, a result
+        // told twice or a listing with nothing to collect never moves when a rule runs.
+        if self.apply(&event.kind, &mut commands) {
+            self.run_due_work(&mut commands);
+        }
         commands
     }
 
-    fn apply(&mut self, kind: &EventKind, commands: &mut Vec<Command>) {
+    /// Applies an event to the state; false when it changed nothing.
+    fn apply(&mut self, kind: &EventKind, commands: &mut Vec<Command>) -> bool {
         let now = self.now_ms;
         if self.already_known(kind) {
-            return;
+            return false;
         }
         // A listing of the cloud's instances changes nothing by itself (what it finds is
         // acted on below and counts then).
@@ -515,9 +527,10 @@ impl Core {
             } => self.interrupt(message_id, instance_id, interruption, commands),
             EventKind::InstancesListed { instances } => {
                 let garbage = lifecycle::garbage(&self.state, instances, now);
-                if !garbage.orphans.is_empty() || !garbage.vanished.is_empty() {
-                    self.epoch += 1;
+                if garbage.orphans.is_empty() && garbage.vanished.is_empty() {
+                    return false;
                 }
+                self.epoch += 1;
                 for (instance_id, nodeclaim, detail) in garbage.orphans {
                     commands.push(Command::TerminateOrphanInstance {
                         instance_id,
@@ -557,6 +570,18 @@ impl Core {
                     .remove(&(namespace.clone(), name.clone()));
             }
         }
+        if matches!(
+            kind,
+            EventKind::NodePoolApplied(_)
+                | EventKind::NodePoolDeleted { .. }
+                | EventKind::NodeClassApplied(_)
+                | EventKind::NodeClassDeleted { .. }
+                | EventKind::DaemonSetApplied(_)
+                | EventKind::DaemonSetDeleted { .. }
+        ) {
+            self.refresh_pool_shapes();
+        }
+        true
     }
 
     /// An object applied again exactly as the core has it (a re-list after a restart, an

@@ -119,6 +119,10 @@ pub struct ClusterState {
     pub pdbs: BTreeMap<(String, String), crate::model::pdb::PodDisruptionBudget>,
     /// Cluster-wide capacity settings (from the configuration).
     pub capacity_settings: CapacitySettings,
+    /// What solves need of each NodePool, kept between them (derived from the fields above;
+    /// a solve checks that it still holds, and computes it when it does not).
+    #[serde(skip)]
+    pub pool_shapes: crate::provisioning::pool_shape::PoolShapes,
 }
 
 impl ClusterState {

@@ -11,6 +11,8 @@ use crate::sim::cloud::SimInstance;
 fn violation(now_ms: u64, kind: &str, detail: String) -> Violation {
     Violation {
         at_seconds: now_ms as f64 / 1000.0,
+        // Set by the run loop, which knows the driver's count.
+        event: 0,
         kind: kind.to_string(),
         detail,
     }
@@ -136,6 +138,36 @@ pub fn check_world<'a>(
 /// Checks at the end of a run. Every instance that still runs has joined as a node (an instance
 /// that never became a node and was never terminated is a leak). Every pod still pending after
 /// `patience_ms` was told why (reported unschedulable): none is stranded in silence.
+/// A machine that joined is being removed as empty while pods it was launched for are still
+/// pending: they did not fit on it (the core's view of its room, or of what else runs there, was
+/// wrong), and the next launch would go the same way.
+pub fn check_launched_in_vain(
+    nodeclaim: &str,
+    reason: nodewright_core::model::nodeclaim::TerminationReason,
+    still_pending: &[&PodKey],
+    now_ms: u64,
+) -> Vec<Violation> {
+    if reason != nodewright_core::model::nodeclaim::TerminationReason::Empty
+        || still_pending.is_empty()
+    {
+        return Vec::new();
+    }
+    let shown: Vec<String> = still_pending
+        .iter()
+        .take(5)
+        .map(|p| p.to_string())
+        .collect();
+    vec![violation(
+        now_ms,
+        "machine-launched-in-vain",
+        format!(
+            "NodeClaim {nodeclaim} is removed as empty, and {} pod(s) it was launched for are still pending: {}",
+            still_pending.len(),
+            shown.join(", ")
+        ),
+    )]
+}
+
 /// The core's view of the cluster matches the cluster: `gap` is what a re-list would still
 /// tell it (the instance listing and the catalog aside).
 pub fn check_view(gap: &[EventKind], now_ms: u64) -> Vec<Violation> {

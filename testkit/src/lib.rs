@@ -13,6 +13,7 @@ pub mod harness;
 pub mod invariants;
 pub mod report;
 pub mod scenario;
+pub mod seeds;
 pub mod sim;
 pub mod strategies;
 

@@ -98,6 +98,8 @@ pub struct DisruptionsReport {
 #[derive(Debug, Clone, Serialize, PartialEq)]
 pub struct Violation {
     pub at_seconds: f64,
+    /// Events the driver had handled when it was seen: `simulate --seed N` stops there again.
+    pub event: u64,
     pub kind: String,
     pub detail: String,
 }
@@ -224,8 +226,8 @@ impl Report {
         for v in &self.invariant_violations {
             let _ = writeln!(
                 s,
-                "INVARIANT BROKEN at {:.0}s: {}: {}",
-                v.at_seconds, v.kind, v.detail
+                "INVARIANT BROKEN at {:.0}s (event {}): {}: {}",
+                v.at_seconds, v.event, v.kind, v.detail
             );
         }
         for e in &self.expectations {

@@ -3,6 +3,7 @@
 pub mod batcher;
 pub mod launch;
 pub mod overhead;
+pub mod pool_shape;
 pub mod profile;
 pub mod scheduler;
 pub mod topology;

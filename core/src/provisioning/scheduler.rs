@@ -8,7 +8,8 @@ use std::borrow::Cow;
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::sync::{Arc, OnceLock};
 
-use crate::catalog::NodeResources;
+use super::pool_shape::PoolShape;
+
 use crate::config::{Config, MinValuesPolicy};
 use crate::model::affinity::HostPort;
 use crate::model::labels;
@@ -21,7 +22,6 @@ use crate::model::taints::{Taint, TaintEffect};
 use crate::state::{ClusterState, PreparedCatalog};
 
 use super::launch::{self, OfferingFilter};
-use super::overhead::daemonset_overhead;
 use super::profile::PodProfile;
 use super::topology::{DomainSource, PodGroups, Scan, Topology};
 
@@ -81,13 +81,10 @@ impl<'a> Target<'a> {
 /// The solver's view of one NodePool for this batch.
 struct PoolContext<'a> {
     pool: &'a NodePool,
-    template: Requirements,
-    resources: Vec<NodeResources>,
-    /// Allocatable minus DaemonSet overhead, by type.
-    rooms: Vec<Resources>,
-    /// Types compatible with the template and offered where it allows.
+    /// Template, resources and room by type, kept by the core between solves.
+    shape: Arc<PoolShape>,
+    /// Types compatible with the template and offered, available now, where it allows.
     types: Vec<usize>,
-    min_values: Vec<(String, u32)>,
     /// Capacity of live NodeClaims (at their largest) and their number.
     usage: PoolUsage,
 }
@@ -101,7 +98,7 @@ struct PoolUsage {
 
 impl PoolContext<'_> {
     fn room(&self, t: usize) -> &Resources {
-        &self.rooms[t]
+        &self.shape.rooms[t]
     }
 }
 
@@ -173,7 +170,7 @@ fn domain_sources(
         let mut domains: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
         for key in &keys {
             let set = domains.entry((*key).clone()).or_default();
-            if let Some(r) = ctx.template.get(key)
+            if let Some(r) = ctx.shape.template.get(key)
                 && !r.complement
             {
                 set.extend(r.values.iter().cloned());
@@ -192,7 +189,7 @@ fn domain_sources(
                     _ => it.labels.get(*key).cloned().into_iter().collect(),
                 };
                 for v in values {
-                    if ctx.template.get(key).is_none_or(|r| r.has(&v)) {
+                    if ctx.shape.template.get(key).is_none_or(|r| r.has(&v)) {
                         set.insert(v);
                     }
                 }
@@ -354,7 +351,11 @@ fn in_flight_overhead(
     let names = state.nodeclaim_type_names(claim);
     let mut out = Resources::default();
     for t in names.into_iter().filter_map(index) {
-        out.max_assign(&ctx.resources[t].allocatable.minus(&ctx.rooms[t]));
+        out.max_assign(
+            &ctx.shape.resources[t]
+                .allocatable
+                .minus(&ctx.shape.rooms[t]),
+        );
     }
     out
 }
@@ -604,7 +605,7 @@ impl<'a> Solver<'a> {
                     .iter()
                     .copied()
                     .filter(|&t| {
-                        let capacity = &ctx.resources[t].capacity;
+                        let capacity = &ctx.shape.resources[t].capacity;
                         !remaining
                             .iter()
                             .any(|(name, left)| name != "nodes" && capacity.get(name) > *left)
@@ -626,11 +627,11 @@ impl<'a> Solver<'a> {
             }
             let claim = PlannedClaim {
                 nodepool: ctx.pool.name.clone(),
-                requirements: ctx.template.clone(),
+                requirements: ctx.shape.template.clone(),
                 pods: Vec::new(),
                 requests: Resources::default(),
                 types,
-                min_values: ctx.min_values.clone(),
+                min_values: ctx.shape.min_values.clone(),
             };
             self.planned.push(Planned {
                 claim,
@@ -765,7 +766,7 @@ impl<'a> Solver<'a> {
         for &t in &types {
             max_room.max_assign(ctx.room(t));
             if limited {
-                limit_capacity.max_assign(&ctx.resources[t].capacity);
+                limit_capacity.max_assign(&ctx.shape.resources[t].capacity);
             }
         }
         let pool_index = planned.pool;
@@ -807,13 +808,13 @@ impl<'a> Solver<'a> {
         reason: String,
     ) -> String {
         let ctx = &self.contexts[ci];
-        if let Err(conflict) = ctx.template.compatible(&profile.requirements) {
+        if let Err(conflict) = ctx.shape.template.compatible(&profile.requirements) {
             return format!("incompatible requirements: {conflict}");
         }
         if !reason.starts_with("no instance type") {
             return reason;
         }
-        let reqs = ctx.template.intersect(&profile.requirements);
+        let reqs = ctx.shape.template.intersect(&profile.requirements);
         let shown = describe_requirements(&reqs);
         let meeting: Vec<usize> = (0..prepared.catalog.instance_types.len())
             .filter(|&t| prepared.requirements[t].intersects(&reqs).is_ok())
@@ -919,40 +920,21 @@ impl<'a> ClusterView<'a> {
                     return None;
                 };
                 let prepared = prepared?;
-                let template = pool.template_requirements();
+                let shape = state.pool_shapes.get(state, pool, nodeclass)?;
                 let (usage, count) = state.nodepool_usage(&pool.name);
-                let resources =
-                    prepared.node_resources(&nodeclass.kubelet, &state.capacity_settings);
-                let overhead = daemonset_overhead(
-                    pool,
-                    &template,
-                    &prepared.requirements,
-                    state.daemonsets.values(),
-                );
-                let types = (0..prepared.catalog.instance_types.len())
+                let types = shape
+                    .types
+                    .iter()
+                    .copied()
                     .filter(|&t| {
-                        prepared.requirements[t].intersects(&template).is_ok()
-                            && has_allowed_offering(state, prepared, t, &template, now_ms)
-                            && overhead[t].fits_in(&resources[t].allocatable)
+                        state.unavailable.is_empty()
+                            || has_allowed_offering(state, prepared, t, &shape.template, now_ms)
                     })
-                    .collect();
-                let min_values = pool
-                    .requirements
-                    .iter()
-                    .filter_map(|r| r.min_values.map(|m| (r.key.clone(), m)))
-                    .collect();
-                let rooms = resources
-                    .iter()
-                    .zip(&overhead)
-                    .map(|(r, o)| r.allocatable.minus(o))
                     .collect();
                 Some(PoolContext {
                     pool,
-                    template,
-                    resources,
-                    rooms,
+                    shape,
                     types,
-                    min_values,
                     usage: PoolUsage {
                         resources: usage,
                         count,

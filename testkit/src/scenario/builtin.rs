@@ -3,6 +3,7 @@
 use super::load::{Embedded, Scenario, ScenarioError, load_str};
 
 const SEED_TUTORIAL: &str = include_str!("../../../scenarios/seed-tutorial.yaml");
+const MIXED: &str = include_str!("../../../scenarios/mixed.yaml");
 const FILES: &[(&str, &str)] = &[
     (
         "tutorial/nodepool.yaml",
@@ -19,7 +20,7 @@ const FILES: &[(&str, &str)] = &[
 ];
 
 /// Names of the built-in scenarios.
-pub const BUILTIN_NAMES: &[&str] = &["seed-tutorial"];
+pub const BUILTIN_NAMES: &[&str] = &["seed-tutorial", "mixed"];
 
 /// A built-in scenario by name.
 pub fn builtin(name: &str) -> Option<Result<Scenario, ScenarioError>> {
@@ -29,6 +30,7 @@ pub fn builtin(name: &str) -> Option<Result<Scenario, ScenarioError>> {
             "scenarios/seed-tutorial.yaml",
             &Embedded(FILES),
         )),
+        "mixed" => Some(load_str(MIXED, "scenarios/mixed.yaml", &Embedded(FILES))),
         _ => None,
     }
 }

@@ -578,9 +578,23 @@ impl SimCluster {
     ) {
         let key = (ds.namespace.clone(), ds.name.clone());
         self.daemonsets.insert(key, ds.clone());
+        // The DaemonSet informer: the core counts its pods on machines it plans.
+        out.push(Event::new(
+            now_ms,
+            EventKind::DaemonSetApplied(Box::new(Self::daemonset_object(&ds))),
+        ));
         let nodes: Vec<String> = self.nodes.keys().cloned().collect();
         for node in nodes {
             self.place_daemon_pod(&ds, &node, now_ms, out, changes);
+        }
+    }
+
+    /// A DaemonSet as the API server shows it.
+    pub fn daemonset_object(ds: &DaemonSet) -> nodewright_core::event::DaemonSet {
+        nodewright_core::event::DaemonSet {
+            namespace: ds.namespace.clone(),
+            name: ds.name.clone(),
+            template: ds.template.pod.clone(),
         }
     }
 

@@ -5,4 +5,4 @@ pub mod cluster;
 pub mod rng;
 pub mod world;
 
-pub use world::{Crash, RunError, RunOptions, run, run_with, run_with_crash};
+pub use world::{Crash, PlantedBug, RunError, RunOptions, run, run_with, run_with_crash};

@@ -11,7 +11,9 @@ use nodewright_core::catalog::{self, CapacityType, Catalog};
 use nodewright_core::interruption::{Interruption, LEAVING_STATES, SPOT_INTERRUPTION_NOTICE_MS};
 use nodewright_core::model::labels;
 use nodewright_core::model::node::Node;
-use nodewright_core::model::nodeclaim::{ListedInstance, NodeClaimSpec, TerminationReason};
+use nodewright_core::model::nodeclaim::{
+    ListedInstance, NodeClaimSpec, OfferingKey, TerminationReason,
+};
 use nodewright_core::model::nodeclass::NodeClass;
 use nodewright_core::model::nodepool::NodePool;
 use nodewright_core::model::pod::PodKey;
@@ -81,6 +83,8 @@ struct Machine {
     cancelled: bool,
     /// CreateFleet calls throttled so far.
     api_attempts: u32,
+    /// The pods it was launched for.
+    for_pods: Vec<PodKey>,
     /// The last result told of its launch or termination: told again when the command is asked
     /// again (its first telling may have been lost with the process that asked).
     answer: Option<EventKind>,
@@ -119,6 +123,12 @@ pub struct World {
     disruptions: DisruptionsReport,
     /// Commands of the current step, for the invariant checks.
     step_commands: Vec<Command>,
+    /// What the world itself saw break.
+    violations: Vec<Violation>,
+    /// A bug planted in what the core asks, for testing the invariant checks.
+    planted: Option<PlantedBug>,
+    /// Offerings that failed for lack of capacity, and when (for [`PlantedBug`]).
+    capacity_failures: Vec<(OfferingKey, u64)>,
     peak_nodes: u64,
     peak_price: u64,
     cost_micro_usd_ms: u128,
@@ -154,6 +164,9 @@ impl World {
             interruptions: 0,
             disruptions: DisruptionsReport::default(),
             step_commands: Vec::new(),
+            violations: Vec::new(),
+            planted: None,
+            capacity_failures: Vec::new(),
             peak_nodes: 0,
             peak_price: 0,
             cost_micro_usd_ms: 0,
@@ -300,6 +313,10 @@ impl World {
                         self.cluster
                             .daemonsets
                             .remove(&(namespace.clone(), name.clone()));
+                        self.emit(EventKind::DaemonSetDeleted {
+                            namespace: namespace.clone(),
+                            name: name.clone(),
+                        });
                     }
                     _ => {
                         self.cluster.pdbs.remove(&(namespace.clone(), name.clone()));
@@ -388,12 +405,17 @@ impl World {
                             instance,
                         });
                     }
-                    Err(e) => self.answer(EventKind::LaunchFailed {
-                        nodeclaim,
-                        code: e.code,
-                        message: e.message,
-                        unavailable: e.unavailable,
-                    }),
+                    Err(e) => {
+                        for key in &e.unavailable {
+                            self.capacity_failures.push((key.clone(), now));
+                        }
+                        self.answer(EventKind::LaunchFailed {
+                            nodeclaim,
+                            code: e.code,
+                            message: e.message,
+                            unavailable: e.unavailable,
+                        })
+                    }
                 }
             }
             WorldEvent::NodeJoin { instance_id } => {
@@ -470,6 +492,48 @@ impl World {
         self.schedule_pod_exits();
     }
 
+    /// The command as the planted bug changes it, if it does.
+    fn plant(&self, command: &Command) -> Option<Command> {
+        match (self.planted?, command) {
+            (PlantedBug::LaunchIntoUnavailable, Command::LaunchNodeClaim { nodeclaim, reason }) => {
+                // Every offering that failed for lack of capacity in the last three minutes
+                // (which the core was told, and marked unavailable) is offered again.
+                let ttl = nodewright_core::state::UNAVAILABLE_OFFERING_TTL_MS;
+                let mut spec = nodeclaim.as_ref().clone();
+                for (key, at) in &self.capacity_failures {
+                    if self.now_ms >= at + ttl {
+                        continue;
+                    }
+                    let price = self
+                        .catalog
+                        .get(&key.instance_type)
+                        .and_then(|it| {
+                            it.offerings.iter().find(|o| {
+                                o.zone == key.zone && o.capacity_type == key.capacity_type
+                            })
+                        })
+                        .map(|o| o.price);
+                    if let Some(price) = price {
+                        spec.options.insert(
+                            0,
+                            nodewright_core::model::nodeclaim::LaunchOption {
+                                instance_type: key.instance_type.clone(),
+                                zone: key.zone.clone(),
+                                capacity_type: key.capacity_type,
+                                price,
+                            },
+                        );
+                    }
+                }
+                Some(Command::LaunchNodeClaim {
+                    nodeclaim: Box::new(spec),
+                    reason: reason.clone(),
+                })
+            }
+            _ => None,
+        }
+    }
+
     /// Tells the core the result of a machine's launch or termination, and keeps it.
     fn answer(&mut self, kind: EventKind) {
         let name = match &kind {
@@ -532,8 +596,13 @@ impl World {
                 .collect(),
             pods: self.cluster.pods.values().cloned().collect(),
             pdbs: self.cluster.pdbs.values().cloned().collect(),
-            // The simulated cluster tells the core of DaemonSets through their pods only.
-            daemonsets: None,
+            daemonsets: Some(
+                self.cluster
+                    .daemonsets
+                    .values()
+                    .map(SimCluster::daemonset_object)
+                    .collect(),
+            ),
             instances: Some(self.listed_instances()),
         }
     }
@@ -734,6 +803,14 @@ impl World {
 
 impl CommandExecutor for World {
     fn execute(&mut self, command: &Command) {
+        let planted;
+        let command = match self.plant(command) {
+            Some(changed) => {
+                planted = changed;
+                &planted
+            }
+            None => command,
+        };
         self.step_commands.push(command.clone());
         let now = self.now_ms;
         match command {
@@ -756,6 +833,7 @@ impl CommandExecutor for World {
                         termination: None,
                         cancelled: false,
                         api_attempts: 0,
+                        for_pods: reason.pods.clone(),
                         answer: None,
                     },
                 );
@@ -825,6 +903,23 @@ impl CommandExecutor for World {
                     // Asked again (after a restart): it is under way already, or done.
                     self.answer_again(nodeclaim, false);
                     return;
+                }
+                if let Some(m) = self.machines.get(nodeclaim)
+                    && m.node.is_some()
+                {
+                    let pending: Vec<&PodKey> = m
+                        .for_pods
+                        .iter()
+                        .filter(|p| {
+                            self.cluster
+                                .pods
+                                .get(*p)
+                                .is_some_and(|pod| pod.node_name.is_none())
+                        })
+                        .collect();
+                    let found =
+                        invariants::check_launched_in_vain(nodeclaim, *reason, &pending, now);
+                    self.violations.extend(found);
                 }
                 match reason {
                     TerminationReason::Empty => self.disruptions.empty += 1,
@@ -903,12 +998,22 @@ pub enum Crash {
     BeforeAppend(u64),
 }
 
+/// A bug planted between the core and the world, to show that the invariant checks catch it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PlantedBug {
+    /// Launches offer again the offerings that just failed for lack of capacity.
+    LaunchIntoUnavailable,
+}
+
 /// How a run is driven.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct RunOptions {
     pub crash: Crash,
     /// The driver snapshots the core every this many events (0: never).
     pub snapshot_every: u64,
+    /// The run stops at the first broken invariant (the report holds what was seen so far).
+    pub stop_at_violation: bool,
+    pub planted: Option<PlantedBug>,
 }
 
 impl Default for RunOptions {
@@ -916,6 +1021,8 @@ impl Default for RunOptions {
         RunOptions {
             crash: Crash::Never,
             snapshot_every: DEFAULT_SNAPSHOT_EVERY,
+            stop_at_violation: false,
+            planted: None,
         }
     }
 }
@@ -945,8 +1052,17 @@ pub fn run_with<S: EventStore<LogHeader, LogRecord>>(
     let mut crashed = false;
     let mut relist_due = false;
     let mut world = World::new(scenario);
+    world.planted = options.planted;
     let mut digest = DecisionDigest::new();
     let mut violations: Vec<Violation> = Vec::new();
+    // Stamps what a check found with the driver's event count; true when the run must stop.
+    let note = |violations: &mut Vec<Violation>, found: Vec<Violation>, event: u64| {
+        for mut v in found {
+            v.event = event;
+            violations.push(v);
+        }
+        options.stop_at_violation && !violations.is_empty()
+    };
 
     // t = 0: the catalog, the capacity that already exists, then the manifests.
     world.emit(EventKind::CatalogUpdated(scenario.catalog.clone()));
@@ -976,7 +1092,8 @@ pub fn run_with<S: EventStore<LogHeader, LogRecord>>(
     }
     world.schedule(GC_PERIOD_MS, WorldEvent::ListInstances);
 
-    loop {
+    let mut stopped = false;
+    'run: loop {
         // Feed every observation of this instant through the driver.
         while !world.outbox.is_empty() {
             let mut batch = std::mem::take(&mut world.outbox).into_iter();
@@ -1010,11 +1127,13 @@ pub fn run_with<S: EventStore<LogHeader, LogRecord>>(
                 let commands = driver.step(event, &mut world)?;
                 digest.add_all(&commands);
                 world.record_changes();
-                violations.extend(invariants::check_step(
-                    driver.core(),
-                    &world.step_commands,
-                    world.now_ms,
-                ));
+                let mut found =
+                    invariants::check_step(driver.core(), &world.step_commands, world.now_ms);
+                found.append(&mut world.violations);
+                if note(&mut violations, found, driver.events()) {
+                    stopped = true;
+                    break 'run;
+                }
             }
             if relist_due {
                 // The restarted controller's informers list the world once its log is caught up.
@@ -1025,11 +1144,11 @@ pub fn run_with<S: EventStore<LogHeader, LogRecord>>(
             }
         }
         world.record_changes();
-        violations.extend(invariants::check_world(
-            driver.core(),
-            world.cloud.running(),
-            world.now_ms,
-        ));
+        let found = invariants::check_world(driver.core(), world.cloud.running(), world.now_ms);
+        if note(&mut violations, found, driver.events()) {
+            stopped = true;
+            break 'run;
+        }
 
         let next_world = world.queue.keys().next().map(|(t, _)| *t);
         let next_timer = driver.next_timer_ms();
@@ -1052,9 +1171,9 @@ pub fn run_with<S: EventStore<LogHeader, LogRecord>>(
             world.emit(EventKind::Tick);
         }
     }
-    world.advance_to(scenario.duration_ms);
-    world.record_changes();
-    {
+    if !stopped {
+        world.advance_to(scenario.duration_ms);
+        world.record_changes();
         // A machine has the launch and registration timeouts to join; a pod as long to be
         // placed or told why not.
         let config = driver.core().config();
@@ -1078,17 +1197,18 @@ pub fn run_with<S: EventStore<LogHeader, LogRecord>>(
                 )
             });
         // Whatever was lost on the way, the core ends up seeing the cluster as it is.
-        violations.extend(invariants::check_view(
+        let mut found = invariants::check_view(
             &relist_events(driver.core().state(), world.listing()),
             world.now_ms,
-        ));
-        violations.extend(invariants::check_end(
+        );
+        found.extend(invariants::check_end(
             world.cloud.running(),
             joined,
             pending,
             patience,
             world.now_ms,
         ));
+        note(&mut violations, found, driver.events());
     }
 
     let report = build_report(scenario, &world, &driver, &digest, violations);

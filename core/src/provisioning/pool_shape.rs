@@ -1,0 +1,157 @@
+//! What every solve needs of a NodePool that changes only with the catalog, the NodePool, its
+//! EC2NodeClass or the DaemonSets: its template requirements, every instance type's resources
+//! and room once DaemonSets are counted, and the types it may launch. Computing it means
+//! intersecting every type of the catalog with the template and with every DaemonSet, so the
+//! core keeps it ([`PoolShapes`]) and a solve only checks that it still holds.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use crate::catalog::{CapacitySettings, NodeResources};
+use crate::event::DaemonSet;
+use crate::model::nodeclass::NodeClass;
+use crate::model::nodepool::NodePool;
+use crate::model::requirements::Requirements;
+use crate::model::resources::Resources;
+use crate::state::{ClusterState, PreparedCatalog};
+
+use super::launch::OfferingFilter;
+use super::overhead::daemonset_overhead;
+
+/// One NodePool's shape, with what it was computed from.
+#[derive(Debug)]
+pub struct PoolShape {
+    pub template: Requirements,
+    /// By catalog index.
+    pub resources: Vec<NodeResources>,
+    /// Allocatable minus DaemonSet overhead, by catalog index.
+    pub rooms: Vec<Resources>,
+    /// Types compatible with the template, with room for the DaemonSets, offered in a zone and
+    /// capacity type the template allows (whether the offering is available now aside).
+    pub types: Vec<usize>,
+    pub min_values: Vec<(String, u32)>,
+    // What it was computed from.
+    catalog: Arc<PreparedCatalog>,
+    pool: NodePool,
+    nodeclass: NodeClass,
+    daemonsets: BTreeMap<(String, String), DaemonSet>,
+    capacity_settings: CapacitySettings,
+}
+
+impl PoolShape {
+    pub fn compute(
+        catalog: &Arc<PreparedCatalog>,
+        pool: &NodePool,
+        nodeclass: &NodeClass,
+        daemonsets: &BTreeMap<(String, String), DaemonSet>,
+        capacity_settings: &CapacitySettings,
+    ) -> Self {
+        let template = pool.template_requirements();
+        let resources = catalog.node_resources(&nodeclass.kubelet, capacity_settings);
+        let overhead =
+            daemonset_overhead(pool, &template, &catalog.requirements, daemonsets.values());
+        let filter = OfferingFilter::new(&template);
+        let types = (0..catalog.catalog.instance_types.len())
+            .filter(|&t| {
+                catalog.requirements[t].intersects(&template).is_ok()
+                    && overhead[t].fits_in(&resources[t].allocatable)
+                    && catalog.catalog.instance_types[t]
+                        .offerings
+                        .iter()
+                        .any(|o| filter.allows(&o.zone, o.capacity_type.as_str()))
+            })
+            .collect();
+        let rooms = resources
+            .iter()
+            .zip(&overhead)
+            .map(|(r, o)| r.allocatable.minus(o))
+            .collect();
+        let min_values = pool
+            .requirements
+            .iter()
+            .filter_map(|r| r.min_values.map(|m| (r.key.clone(), m)))
+            .collect();
+        PoolShape {
+            template,
+            resources,
+            rooms,
+            types,
+            min_values,
+            catalog: Arc::clone(catalog),
+            pool: pool.clone(),
+            nodeclass: nodeclass.clone(),
+            daemonsets: daemonsets.clone(),
+            capacity_settings: *capacity_settings,
+        }
+    }
+
+    /// Whether it was computed from exactly these.
+    fn holds_for(&self, state: &ClusterState, pool: &NodePool, nodeclass: &NodeClass) -> bool {
+        state
+            .catalog
+            .as_ref()
+            .is_some_and(|c| Arc::ptr_eq(c, &self.catalog))
+            && self.pool == *pool
+            && self.nodeclass == *nodeclass
+            && self.daemonsets == state.daemonsets
+            && self.capacity_settings == state.capacity_settings
+    }
+}
+
+/// The shapes of every NodePool, kept by the core.
+#[derive(Debug, Clone, Default)]
+pub struct PoolShapes(BTreeMap<String, Arc<PoolShape>>);
+
+impl PoolShapes {
+    /// Computes again the shapes that no longer hold, drops those of NodePools that are gone.
+    pub fn refresh(&mut self, state: &ClusterState) {
+        let Some(catalog) = &state.catalog else {
+            self.0.clear();
+            return;
+        };
+        self.0.retain(|name, _| state.nodepools.contains_key(name));
+        for (name, pool) in &state.nodepools {
+            let Some(nodeclass) = state.nodeclasses.get(&pool.node_class_ref.name) else {
+                self.0.remove(name);
+                continue;
+            };
+            if self
+                .0
+                .get(name)
+                .is_some_and(|s| s.holds_for(state, pool, nodeclass))
+            {
+                continue;
+            }
+            let shape = PoolShape::compute(
+                catalog,
+                pool,
+                nodeclass,
+                &state.daemonsets,
+                &state.capacity_settings,
+            );
+            self.0.insert(name.clone(), Arc::new(shape));
+        }
+    }
+
+    /// The shape of `pool`, kept or computed now.
+    pub fn get(
+        &self,
+        state: &ClusterState,
+        pool: &NodePool,
+        nodeclass: &NodeClass,
+    ) -> Option<Arc<PoolShape>> {
+        let catalog = state.catalog.as_ref()?;
+        if let Some(shape) = self.0.get(&pool.name)
+            && shape.holds_for(state, pool, nodeclass)
+        {
+            return Some(Arc::clone(shape));
+        }
+        Some(Arc::new(PoolShape::compute(
+            catalog,
+            pool,
+            nodeclass,
+            &state.daemonsets,
+            &state.capacity_settings,
+        )))
+    }
+}

@@ -1,0 +1,101 @@
+//! One scenario under many seeds: every run independent and deterministic, spread over the
+//! machine's cores, each stopped at its first broken invariant. `nodewright simulate --seeds`
+//! and the many-seeds tests run it.
+
+use std::ops::Range;
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use nodewright_adapters::eventlog::{LogHeader, LogRecord, MemoryStore};
+
+use crate::report::Report;
+use crate::scenario::Scenario;
+use crate::sim::{self, PlantedBug, RunError, RunOptions};
+
+/// A seed whose run failed.
+#[derive(Debug, Clone)]
+pub struct SeedFailure {
+    pub seed: u64,
+    /// Its report's summary (the broken invariant with its event index, the failed
+    /// expectation), or the error that stopped it.
+    pub summary: String,
+}
+
+#[derive(Debug, Clone)]
+pub struct SeedsOutcome {
+    pub runs: u64,
+    pub events: u64,
+    /// By seed.
+    pub failures: Vec<SeedFailure>,
+    pub elapsed: Duration,
+}
+
+/// Runs `scenario` once per seed of `seeds`, on `threads` threads (at least one), and calls
+/// `progress` with the number of runs done after each run.
+pub fn run_seeds(
+    scenario: &Scenario,
+    seeds: Range<u64>,
+    threads: usize,
+    planted: Option<PlantedBug>,
+    progress: &(dyn Fn(u64) + Sync),
+) -> SeedsOutcome {
+    let started = Instant::now();
+    let next = AtomicU64::new(seeds.start);
+    let done = AtomicU64::new(0);
+    let events = AtomicU64::new(0);
+    let failures = Mutex::new(Vec::new());
+    std::thread::scope(|scope| {
+        for _ in 0..threads.max(1) {
+            scope.spawn(|| {
+                loop {
+                    let seed = next.fetch_add(1, Ordering::Relaxed);
+                    if seed >= seeds.end {
+                        break;
+                    }
+                    match run_one(scenario, seed, planted) {
+                        Ok(report) => {
+                            events.fetch_add(report.events, Ordering::Relaxed);
+                            if !report.passed() {
+                                push(&failures, seed, report.summary());
+                            }
+                        }
+                        Err(err) => push(&failures, seed, format!("the run stopped: {err}")),
+                    }
+                    progress(done.fetch_add(1, Ordering::Relaxed) + 1);
+                }
+            });
+        }
+    });
+    let mut failures = failures.into_inner().unwrap_or_else(|e| e.into_inner());
+    failures.sort_by_key(|f: &SeedFailure| f.seed);
+    SeedsOutcome {
+        runs: done.into_inner(),
+        events: events.into_inner(),
+        failures,
+        elapsed: started.elapsed(),
+    }
+}
+
+fn push(failures: &Mutex<Vec<SeedFailure>>, seed: u64, summary: String) {
+    // A poisoned lock only means another run panicked; its list is still whole.
+    let mut list = failures.lock().unwrap_or_else(|e| e.into_inner());
+    list.push(SeedFailure { seed, summary });
+}
+
+/// One run of the scenario under `seed`, stopped at its first broken invariant.
+pub fn run_one(
+    scenario: &Scenario,
+    seed: u64,
+    planted: Option<PlantedBug>,
+) -> Result<Report, RunError> {
+    let scenario = scenario.clone().with_seed(seed);
+    let header = LogHeader::new(scenario.config.clone(), &scenario.name);
+    let store: MemoryStore<LogHeader, LogRecord> = MemoryStore::new(header);
+    let options = RunOptions {
+        stop_at_violation: true,
+        planted,
+        ..RunOptions::default()
+    };
+    sim::run_with(&scenario, store, options).map(|(report, _)| report)
+}
