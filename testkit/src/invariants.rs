@@ -240,3 +240,49 @@ pub fn check_end<'a>(
     }
     out
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use nodewright_core::model::nodeclaim::TerminationReason;
+
+    #[test]
+    fn an_empty_machine_removed_while_its_pods_wait_was_launched_in_vain() {
+        let pod = PodKey::new("default", "api");
+        let found =
+            check_launched_in_vain("default-abcde", TerminationReason::Empty, &[&pod], 60_000);
+        assert_eq!(found.len(), 1);
+        assert_eq!(found[0].kind, "machine-launched-in-vain");
+        assert!(
+            found[0].detail.contains("default/api"),
+            "{}",
+            found[0].detail
+        );
+        // Removed for another reason, or with its pods placed: nothing is wrong.
+        assert!(check_launched_in_vain("x", TerminationReason::Drifted, &[&pod], 0).is_empty());
+        assert!(check_launched_in_vain("x", TerminationReason::Empty, &[], 0).is_empty());
+    }
+
+    #[test]
+    fn a_core_view_that_lags_the_cluster_is_reported_with_what_differs() {
+        let gap = vec![
+            EventKind::InstancesListed {
+                instances: Vec::new(),
+            },
+            EventKind::PodDeleted {
+                pod: PodKey::new("default", "gone"),
+            },
+        ];
+        let found = check_view(&gap, 0);
+        assert_eq!(found.len(), 1);
+        assert!(
+            found[0].detail.contains("pod default/gone is gone"),
+            "{}",
+            found[0].detail
+        );
+        assert!(
+            check_view(&gap[..1], 0).is_empty(),
+            "the instance listing is not a gap"
+        );
+    }
+}

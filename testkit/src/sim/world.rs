@@ -127,7 +127,8 @@ pub struct World {
     violations: Vec<Violation>,
     /// A bug planted in what the core asks, for testing the invariant checks.
     planted: Option<PlantedBug>,
-    /// Offerings that failed for lack of capacity, and when (for [`PlantedBug`]).
+    /// Offerings that failed for lack of capacity or were reclaimed, and when (for
+    /// [`PlantedBug`]).
     capacity_failures: Vec<(OfferingKey, u64)>,
     peak_nodes: u64,
     peak_price: u64,
@@ -496,8 +497,9 @@ impl World {
     fn plant(&self, command: &Command) -> Option<Command> {
         match (self.planted?, command) {
             (PlantedBug::LaunchIntoUnavailable, Command::LaunchNodeClaim { nodeclaim, reason }) => {
-                // Every offering that failed for lack of capacity in the last three minutes
-                // (which the core was told, and marked unavailable) is offered again.
+                // Every offering that failed for lack of capacity, or whose spot instance was
+                // reclaimed, in the last three minutes (which the core was told, and marked
+                // unavailable) is offered again.
                 let ttl = nodewright_core::state::UNAVAILABLE_OFFERING_TTL_MS;
                 let mut spec = nodeclaim.as_ref().clone();
                 for (key, at) in &self.capacity_failures {
@@ -727,6 +729,19 @@ impl World {
             instance_id: instance_id.clone(),
             interruption,
         });
+        if matches!(kind, InterruptKind::SpotInterruption)
+            && let Some(i) = self.cloud.instances.get(&instance_id)
+        {
+            // The core marks a reclaimed spot offering unavailable, as for lack of capacity.
+            self.capacity_failures.push((
+                OfferingKey {
+                    instance_type: i.instance.instance_type.clone(),
+                    zone: i.instance.zone.clone(),
+                    capacity_type: i.instance.capacity_type,
+                },
+                now,
+            ));
+        }
         if let Some(at) = reclaim_at {
             self.schedule(at, WorldEvent::InstanceReclaimed { instance_id });
         }
