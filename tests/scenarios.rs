@@ -121,3 +121,26 @@ fn steady_state_has_no_voluntary_disruption_after_the_first_consolidation_round(
         "machines launched after settling: {launched_late:?}"
     );
 }
+
+#[test]
+fn every_example_scenario_costs_at_least_its_lower_bound() {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("scenarios");
+    let mut files: Vec<String> = std::fs::read_dir(&dir)
+        .expect("scenarios/")
+        .filter_map(|e| e.ok())
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .filter(|n| n.ends_with(".yaml"))
+        .collect();
+    files.sort();
+    assert!(files.len() >= 8, "{files:?}");
+    for file in files {
+        let report = run(&file);
+        let cost = &report.cost;
+        assert!(
+            cost.lower_bound_usd > 0.0 && cost.lower_bound_usd <= cost.total_usd,
+            "{file}: bound {} against cost {}",
+            cost.lower_bound_usd,
+            cost.total_usd
+        );
+    }
+}

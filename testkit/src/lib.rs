@@ -11,6 +11,7 @@ pub mod bench;
 pub mod expect;
 pub mod harness;
 pub mod invariants;
+pub mod lower_bound;
 pub mod report;
 pub mod scenario;
 pub mod seeds;

@@ -109,6 +109,13 @@ pub struct World {
     cluster: SimCluster,
     nodeclasses: BTreeMap<String, NodeClass>,
     nodepools: BTreeMap<String, NodePool>,
+    /// Every NodePool and EC2NodeClass version applied, and every workload pod as created,
+    /// for the lower bound.
+    seen_nodepools: Vec<NodePool>,
+    seen_nodeclasses: Vec<NodeClass>,
+    pod_specs: BTreeMap<PodKey, nodewright_core::model::pod::Pod>,
+    /// Allocatable of the nodes that existed before nodewright.
+    existing: nodewright_core::model::resources::Resources,
     queue: BTreeMap<(u64, u64), WorldEvent>,
     seq: u64,
     outbox: Vec<Event>,
@@ -153,6 +160,10 @@ impl World {
             cluster: SimCluster::default(),
             nodeclasses: BTreeMap::new(),
             nodepools: BTreeMap::new(),
+            seen_nodepools: Vec::new(),
+            seen_nodeclasses: Vec::new(),
+            pod_specs: BTreeMap::new(),
+            existing: Default::default(),
             queue: BTreeMap::new(),
             seq: 0,
             outbox: Vec::new(),
@@ -193,10 +204,12 @@ impl World {
             let now = self.now_ms;
             match m {
                 Manifest::NodeClass(nc) => {
+                    self.seen_nodeclasses.push(nc.clone());
                     self.nodeclasses.insert(nc.name.clone(), nc.clone());
                     self.emit(EventKind::NodeClassApplied(Box::new(nc.clone())));
                 }
                 Manifest::NodePool(np) => {
+                    self.seen_nodepools.push(np.clone());
                     self.nodepools.insert(np.name.clone(), np.clone());
                     self.emit(EventKind::NodePoolApplied(Box::new(np.clone())))
                 }
@@ -779,6 +792,11 @@ impl World {
         for change in std::mem::take(&mut self.changes) {
             match change {
                 PodChange::Created { pod, at_ms } => {
+                    if let Some(spec) = self.cluster.pods.get(&pod)
+                        && !spec.is_daemonset_pod()
+                    {
+                        self.pod_specs.insert(pod.clone(), spec.clone());
+                    }
                     self.pods.insert(
                         pod,
                         PodRecord {
@@ -1092,6 +1110,7 @@ pub fn run_with<S: EventStore<LogHeader, LogRecord>>(
                 node.labels
                     .insert("eks.amazonaws.com/nodegroup".into(), group.name.clone());
                 node.labels.extend(group.labels.clone());
+                world.existing.add(&node.allocatable);
                 node.provider_id = Some(format!(
                     "aws:///{}/i-{:017x}",
                     group.zone,
@@ -1253,6 +1272,33 @@ fn secs(ms: u64) -> f64 {
     ms as f64 / 1000.0
 }
 
+/// [`crate::lower_bound`] over this run's pod timeline.
+fn lower_bound(scenario: &Scenario, world: &World, core: &nodewright_core::Core) -> f64 {
+    let Some(catalog) = core.state().catalog.as_deref() else {
+        return 0.0;
+    };
+    let input = crate::lower_bound::BoundInput {
+        catalog,
+        settings: world.capacity_settings,
+        nodepools: &world.seen_nodepools,
+        nodeclasses: &world.seen_nodeclasses,
+        existing: world.existing.clone(),
+        min_latency_ms: scenario.cloud.launch_latency.min_ms
+            + scenario.cloud.registration_latency.min_ms,
+    };
+    let end = world.now_ms;
+    let spans = world.pod_specs.iter().filter_map(|(key, pod)| {
+        let record = world.pods.get(key)?;
+        record.bound_at_ms?;
+        Some(crate::lower_bound::PodSpan {
+            pod,
+            from_ms: record.created_at_ms + input.min_latency_ms,
+            until_ms: record.deleted_at_ms.unwrap_or(end).min(end),
+        })
+    });
+    crate::lower_bound::lower_bound_usd(&input, spans)
+}
+
 fn build_report<S: EventStore<LogHeader, LogRecord>>(
     scenario: &Scenario,
     world: &World,
@@ -1358,7 +1404,7 @@ fn build_report<S: EventStore<LogHeader, LogRecord>>(
             total_usd: world.cost_micro_usd_ms as f64 / 1e6 / 3.6e6,
             final_usd_per_hour: world.cloud.price_now().usd_per_hour(),
             peak_usd_per_hour: world.peak_price as f64 / 1e6,
-            lower_bound_usd: 0.0,
+            lower_bound_usd: lower_bound(scenario, world, driver.core()),
         },
         utilization: UtilizationReport {
             cpu_mean: ratio(world.cpu_used_ms, world.cpu_alloc_ms),

@@ -1,0 +1,184 @@
+//! `lower_bound_usd`: a cost no autoscaler can beat on the same pod timeline. The argument is in
+//! `docs/lower-bound.md`; in short:
+//!
+//! - A pod `p` may run on instance type `t` only if some NodePool (any version the run saw)
+//!   allows `t` for it: the pod tolerates the pool's taints, one of its node-affinity
+//!   alternatives is compatible with the pool's template and `t`'s labels, `t` has an offering
+//!   in a zone and capacity type both allow, and `t`'s allocatable holds the pod's requests.
+//!   `best_p[r]` is the cheapest price per allocatable unit of resource `r` (CPU, memory) over
+//!   those types and offerings.
+//! - An instance of type `t` at price `c` hosting pods `P` costs, per hour, at least
+//!   `Σ_{p∈P} best_p[r] · req_p[r]` for each `r`, since `c / alloc_t[r] ≥ best_p[r]` for every
+//!   `p` on it and `Σ req_p[r] ≤ alloc_t[r]`. Summed over instances, any placement of the pods
+//!   alive at a moment costs at least `max_r Σ_p best_p[r] · req_p[r]` per hour.
+//! - Capacity nodewright does not pay for (nodes that existed before) can hold at most their
+//!   allocatable `E[r]` of resource `r`, worth at most `E[r] · max_p best_p[r]`; that is taken off.
+//! - A pod counts from `L` after its creation, `L` the fastest launch plus registration of the
+//!   simulated cloud (no new machine can serve it sooner), until its deletion or the end of the
+//!   run, and only if the run ever placed it (a pod nothing can place adds no cost to anyone).
+//!
+//! Integrating the per-hour bound over time gives a cost every autoscaler that serves each pod
+//! within `L` of its creation pays at least. DaemonSet pods are left out (that only lowers it).
+
+use std::collections::BTreeMap;
+
+use nodewright_core::catalog::{CapacitySettings, NodeResources};
+use nodewright_core::model::nodeclass::NodeClass;
+use nodewright_core::model::nodepool::NodePool;
+use nodewright_core::model::pod::Pod;
+use nodewright_core::model::resources::Resources;
+use nodewright_core::model::taints::first_untolerated;
+use nodewright_core::provisioning::launch::OfferingFilter;
+use nodewright_core::state::PreparedCatalog;
+
+/// What the bound is computed over.
+pub struct BoundInput<'a> {
+    pub catalog: &'a PreparedCatalog,
+    pub settings: CapacitySettings,
+    /// Every NodePool version the run saw.
+    pub nodepools: &'a [NodePool],
+    /// Every EC2NodeClass version the run saw.
+    pub nodeclasses: &'a [NodeClass],
+    /// Allocatable of the capacity that existed before (not nodewright's to pay for).
+    pub existing: Resources,
+    /// The fastest a new machine can serve a pod.
+    pub min_latency_ms: u64,
+}
+
+/// One pod's stretch of the timeline: it counts over `from_ms..until_ms`.
+pub struct PodSpan<'a> {
+    pub pod: &'a Pod,
+    pub from_ms: u64,
+    pub until_ms: u64,
+}
+
+/// USD per hour per milli-CPU and per byte.
+#[derive(Debug, Clone, Copy, PartialEq)]
+struct UnitPrice {
+    cpu: f64,
+    memory: f64,
+}
+
+/// The lower bound in USD over the spans.
+pub fn lower_bound_usd<'a>(input: &BoundInput, spans: impl Iterator<Item = PodSpan<'a>>) -> f64 {
+    let resources: Vec<(String, Vec<NodeResources>)> = input
+        .nodeclasses
+        .iter()
+        .map(|c| {
+            (
+                c.name.clone(),
+                input.catalog.node_resources(&c.kubelet, &input.settings),
+            )
+        })
+        .collect();
+    // Pods alike (same constraints and requests) share their unit prices.
+    let mut cache: BTreeMap<String, Option<UnitPrice>> = BTreeMap::new();
+    // (time, +1 start / -1 end, cpu contribution, memory contribution), for the sweep.
+    let mut steps: Vec<(u64, f64, f64)> = Vec::new();
+    let mut max_unit = UnitPrice {
+        cpu: 0.0,
+        memory: 0.0,
+    };
+    for span in spans {
+        if span.from_ms >= span.until_ms {
+            continue;
+        }
+        let pod = span.pod;
+        let key = format!(
+            "{:?}|{:?}|{:?}",
+            pod.requirement_alternatives(),
+            pod.tolerations,
+            pod.requests
+        );
+        let unit = *cache
+            .entry(key)
+            .or_insert_with(|| best_unit_price(input, &resources, pod));
+        let Some(unit) = unit else {
+            continue;
+        };
+        max_unit.cpu = max_unit.cpu.max(unit.cpu);
+        max_unit.memory = max_unit.memory.max(unit.memory);
+        let cpu = unit.cpu * pod.requests.cpu_milli as f64;
+        let memory = unit.memory * pod.requests.memory_bytes as f64;
+        steps.push((span.from_ms, cpu, memory));
+        steps.push((span.until_ms, -cpu, -memory));
+    }
+    // Ends before starts at the same moment; otherwise the order of the input.
+    steps.sort_by(|a, b| a.0.cmp(&b.0).then(a.1.total_cmp(&b.1)));
+    let free_cpu = input.existing.cpu_milli as f64 * max_unit.cpu;
+    let free_memory = input.existing.memory_bytes as f64 * max_unit.memory;
+    let mut cpu = 0.0f64;
+    let mut memory = 0.0f64;
+    let mut usd = 0.0f64;
+    let mut last_ms = 0u64;
+    for (at_ms, d_cpu, d_memory) in steps {
+        let rate = (cpu - free_cpu).max(memory - free_memory).max(0.0);
+        usd += rate * (at_ms - last_ms) as f64 / 3_600_000.0;
+        last_ms = at_ms;
+        cpu += d_cpu;
+        memory += d_memory;
+    }
+    usd
+}
+
+/// The cheapest price per unit of CPU and of memory over every offering that may host `pod`;
+/// none when nothing may.
+fn best_unit_price(
+    input: &BoundInput,
+    resources: &[(String, Vec<NodeResources>)],
+    pod: &Pod,
+) -> Option<UnitPrice> {
+    let catalog = input.catalog;
+    let mut best: Option<UnitPrice> = None;
+    let alternatives = pod.requirement_alternatives();
+    for pool in input.nodepools {
+        if first_untolerated(&pool.taints, &pod.tolerations).is_some() {
+            continue;
+        }
+        let template = pool.template_requirements();
+        for (class, by_type) in resources {
+            if *class != pool.node_class_ref.name {
+                continue;
+            }
+            for alternative in &alternatives {
+                if template.compatible(alternative).is_err() {
+                    continue;
+                }
+                let combined = template.intersect(alternative);
+                let filter = OfferingFilter::new(&combined);
+                for (t, it) in catalog.catalog.instance_types.iter().enumerate() {
+                    let allocatable = &by_type[t].allocatable;
+                    if !pod.requests.fits_in(allocatable)
+                        || allocatable.cpu_milli <= 0
+                        || allocatable.memory_bytes <= 0
+                        || catalog.requirements[t].intersects(&combined).is_err()
+                    {
+                        continue;
+                    }
+                    let Some(price) = it
+                        .offerings
+                        .iter()
+                        .filter(|o| filter.allows(&o.zone, o.capacity_type.as_str()))
+                        .map(|o| o.price)
+                        .min()
+                    else {
+                        continue;
+                    };
+                    let usd = price.usd_per_hour();
+                    let unit = UnitPrice {
+                        cpu: usd / allocatable.cpu_milli as f64,
+                        memory: usd / allocatable.memory_bytes as f64,
+                    };
+                    best = Some(match best {
+                        None => unit,
+                        Some(b) => UnitPrice {
+                            cpu: b.cpu.min(unit.cpu),
+                            memory: b.memory.min(unit.memory),
+                        },
+                    });
+                }
+            }
+        }
+    }
+    best
+}
