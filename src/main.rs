@@ -8,6 +8,7 @@ use std::process::ExitCode;
 use anyhow::{Context, Result};
 use clap::{Parser, Subcommand};
 use nodewright_adapters::eventlog::{LogHeader, LogRecord, MemoryStore};
+use nodewright_adapters::manifest::Manifest;
 use nodewright_core::Command;
 use nodewright_testkit::scenario::{self, Scenario};
 
@@ -35,6 +36,16 @@ enum Commands {
         /// each run stopped at its first broken invariant; print the failing seeds.
         #[arg(long, value_name = "FROM..TO")]
         seeds: Option<String>,
+        /// Replay a real workload trace instead of a scenario: `alibaba-openb:FILE.csv` (the
+        /// pod list of Alibaba's GPU cluster trace; mapping in docs/traces.md).
+        #[arg(long, value_name = "KIND:FILE", conflicts_with_all = ["scenario", "seeds"])]
+        trace: Option<String>,
+        /// With --trace: run the trace this many times faster than real time.
+        #[arg(long, default_value_t = 1.0, requires = "trace")]
+        time_scale: f64,
+        /// With --trace: NodePools (and EC2NodeClasses) to use instead of the built-in ones.
+        #[arg(long, value_name = "F.yaml", requires = "trace")]
+        nodepool: Option<PathBuf>,
         /// Write the event log (every event and command) to this .nwlog file.
         #[arg(long)]
         log: Option<PathBuf>,
@@ -119,7 +130,16 @@ fn main() -> ExitCode {
             log,
             report,
             seeds: None,
-        } => simulate(scenario.as_deref(), seed, log.as_deref(), report.as_deref()),
+            trace,
+            time_scale,
+            nodepool,
+        } => {
+            let loaded = match &trace {
+                Some(trace) => load_trace(trace, time_scale, nodepool.as_deref()),
+                None => load_scenario(scenario.as_deref()),
+            };
+            loaded.and_then(|scenario| simulate(scenario, seed, log.as_deref(), report.as_deref()))
+        }
         Commands::Replay { log, verify } => replay(&log, verify),
         Commands::Log {
             command: LogCommands::Inspect { log },
@@ -169,13 +189,49 @@ fn load_scenario(name_or_path: Option<&str>) -> Result<Scenario> {
     Ok(scenario::load_file(path)?)
 }
 
+/// `alibaba-openb:FILE.csv` as a scenario.
+fn load_trace(trace: &str, time_scale: f64, nodepool: Option<&Path>) -> Result<Scenario> {
+    let Some(("alibaba-openb", file)) = trace.split_once(':') else {
+        anyhow::bail!(
+            "--trace {trace:?}: give KIND:FILE, and the one kind known is alibaba-openb (--trace alibaba-openb:pods.csv)"
+        );
+    };
+    let csv = std::fs::read_to_string(file).with_context(|| format!("cannot read {file}"))?;
+    let mut base = scenario::trace::alibaba_openb_base()?;
+    if let Some(path) = nodepool {
+        let text = std::fs::read_to_string(path)
+            .with_context(|| format!("cannot read {}", path.display()))?;
+        let given =
+            nodewright_adapters::manifest::parse_manifests(&text, &path.display().to_string())?;
+        let pools = given.iter().any(|m| matches!(m, Manifest::NodePool(_)));
+        if !pools {
+            anyhow::bail!(
+                "{}: holds no NodePool; give the NodePools (and EC2NodeClasses) the trace should run under",
+                path.display()
+            );
+        }
+        let classes = given.iter().any(|m| matches!(m, Manifest::NodeClass(_)));
+        base.manifests.retain(|m| match m {
+            Manifest::NodePool(_) => false,
+            Manifest::NodeClass(_) => !classes,
+            _ => true,
+        });
+        base.manifests.extend(given);
+    }
+    let (scenario, summary) = scenario::trace::alibaba_openb(&csv, file, time_scale, base)?;
+    eprintln!(
+        "trace {file}: {} rows, {} pods ({} with GPUs), {} that never ran left out",
+        summary.rows, summary.pods, summary.gpu_pods, summary.never_ran
+    );
+    Ok(scenario)
+}
+
 fn simulate(
-    name: Option<&str>,
+    mut scenario: Scenario,
     seed: Option<u64>,
     log: Option<&Path>,
     report_path: Option<&Path>,
 ) -> Result<u8> {
-    let mut scenario = load_scenario(name)?;
     if let Some(seed) = seed {
         scenario = scenario.with_seed(seed);
     }

@@ -165,3 +165,42 @@ fn an_unknown_scenario_name_is_explained() {
     assert_eq!(out.status.code(), Some(2));
     assert!(text(&out).contains("seed-tutorial"), "{}", text(&out));
 }
+
+#[test]
+fn simulate_a_trace_and_refuse_bad_traces_and_seed_ranges() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let csv = tmp(&dir, "pods.csv");
+    std::fs::write(
+        &csv,
+        "name,cpu_milli,memory_mib,num_gpu,gpu_milli,gpu_spec,qos,pod_phase,creation_time,deletion_time,scheduled_time\n\
+         a,4000,8192,1,500,,LS,Running,0,1200,0\n\
+         b,1000,2048,0,0,,BE,Running,30,900,30\n",
+    )
+    .expect("written");
+    let report = tmp(&dir, "t.json");
+    let trace = format!("alibaba-openb:{}", s(&csv));
+    let out = nodewright(&["simulate", "--trace", &trace, "--report", s(&report)]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    assert!(
+        text(&out).contains("2 pods (1 with GPUs)"),
+        "{}",
+        text(&out)
+    );
+    let json: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&report).expect("report")).expect("json");
+    assert_eq!(json["pods"]["scheduled"], 2);
+
+    let out = nodewright(&["simulate", "--trace", "google:pods.csv"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(text(&out).contains("alibaba-openb"), "{}", text(&out));
+    std::fs::write(&csv, "name,cpu_milli\nx,1\n").expect("written");
+    let out = nodewright(&["simulate", "--trace", &trace]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(text(&out).contains("line 1"), "{}", text(&out));
+    let out = nodewright(&["simulate", "--seeds", "9..3"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(text(&out).contains("FROM..TO"), "{}", text(&out));
+    let out = nodewright(&["simulate", "--seeds", "1..4"]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    assert!(text(&out).contains("3 passed, 0 failed"), "{}", text(&out));
+}

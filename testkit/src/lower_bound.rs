@@ -1,12 +1,13 @@
 //! `lower_bound_usd`: a cost no autoscaler can beat on the same pod timeline. The argument is in
 //! `docs/lower-bound.md`; in short:
 //!
+//! - Resources are CPU, memory and NVIDIA GPUs.
 //! - A pod `p` may run on instance type `t` only if some NodePool (any version the run saw)
 //!   allows `t` for it: the pod tolerates the pool's taints, one of its node-affinity
 //!   alternatives is compatible with the pool's template and `t`'s labels, `t` has an offering
 //!   in a zone and capacity type both allow, and `t`'s allocatable holds the pod's requests.
-//!   `best_p[r]` is the cheapest price per allocatable unit of resource `r` (CPU, memory) over
-//!   those types and offerings.
+//!   `best_p[r]` is the cheapest price per allocatable unit of resource `r` over those types
+//!   and offerings (for GPUs, 0 when the pod asks for none).
 //! - An instance of type `t` at price `c` hosting pods `P` costs, per hour, at least
 //!   `Σ_{p∈P} best_p[r] · req_p[r]` for each `r`, since `c / alloc_t[r] ≥ best_p[r]` for every
 //!   `p` on it and `Σ req_p[r] ≤ alloc_t[r]`. Summed over instances, any placement of the pods
@@ -26,7 +27,7 @@ use nodewright_core::catalog::{CapacitySettings, NodeResources};
 use nodewright_core::model::nodeclass::NodeClass;
 use nodewright_core::model::nodepool::NodePool;
 use nodewright_core::model::pod::Pod;
-use nodewright_core::model::resources::Resources;
+use nodewright_core::model::resources::{NVIDIA_GPU, Resources};
 use nodewright_core::model::taints::first_untolerated;
 use nodewright_core::provisioning::launch::OfferingFilter;
 use nodewright_core::state::PreparedCatalog;
@@ -52,11 +53,12 @@ pub struct PodSpan<'a> {
     pub until_ms: u64,
 }
 
-/// USD per hour per milli-CPU and per byte.
+/// USD per hour per milli-CPU, per byte and per NVIDIA GPU (0 for a pod without GPUs).
 #[derive(Debug, Clone, Copy, PartialEq)]
 struct UnitPrice {
     cpu: f64,
     memory: f64,
+    gpu: f64,
 }
 
 /// The lower bound in USD over the spans.
@@ -73,11 +75,12 @@ pub fn lower_bound_usd<'a>(input: &BoundInput, spans: impl Iterator<Item = PodSp
         .collect();
     // Pods alike (same constraints and requests) share their unit prices.
     let mut cache: BTreeMap<String, Option<UnitPrice>> = BTreeMap::new();
-    // (time, +1 start / -1 end, cpu contribution, memory contribution), for the sweep.
-    let mut steps: Vec<(u64, f64, f64)> = Vec::new();
+    // (time, cpu, memory and GPU contributions: + at the start, - at the end), for the sweep.
+    let mut steps: Vec<(u64, [f64; 3])> = Vec::new();
     let mut max_unit = UnitPrice {
         cpu: 0.0,
         memory: 0.0,
+        gpu: 0.0,
     };
     for span in spans {
         if span.from_ms >= span.until_ms {
@@ -98,30 +101,41 @@ pub fn lower_bound_usd<'a>(input: &BoundInput, spans: impl Iterator<Item = PodSp
         };
         max_unit.cpu = max_unit.cpu.max(unit.cpu);
         max_unit.memory = max_unit.memory.max(unit.memory);
-        let cpu = unit.cpu * pod.requests.cpu_milli as f64;
-        let memory = unit.memory * pod.requests.memory_bytes as f64;
-        steps.push((span.from_ms, cpu, memory));
-        steps.push((span.until_ms, -cpu, -memory));
+        max_unit.gpu = max_unit.gpu.max(unit.gpu);
+        let share = [
+            unit.cpu * pod.requests.cpu_milli as f64,
+            unit.memory * pod.requests.memory_bytes as f64,
+            unit.gpu * gpus(&pod.requests) as f64,
+        ];
+        steps.push((span.from_ms, share));
+        steps.push((span.until_ms, share.map(|x| -x)));
     }
-    // Ends before starts at the same moment; otherwise the order of the input.
-    steps.sort_by(|a, b| a.0.cmp(&b.0).then(a.1.total_cmp(&b.1)));
-    let free_cpu = input.existing.cpu_milli as f64 * max_unit.cpu;
-    let free_memory = input.existing.memory_bytes as f64 * max_unit.memory;
-    let mut cpu = 0.0f64;
-    let mut memory = 0.0f64;
+    // In time order; at one moment the order does not matter (no time passes between them).
+    steps.sort_by_key(|s| s.0);
+    let free = [
+        input.existing.cpu_milli as f64 * max_unit.cpu,
+        input.existing.memory_bytes as f64 * max_unit.memory,
+        gpus(&input.existing) as f64 * max_unit.gpu,
+    ];
+    let mut demand = [0.0f64; 3];
     let mut usd = 0.0f64;
     let mut last_ms = 0u64;
-    for (at_ms, d_cpu, d_memory) in steps {
-        let rate = (cpu - free_cpu).max(memory - free_memory).max(0.0);
+    for (at_ms, delta) in steps {
+        let rate = (0..3).map(|r| demand[r] - free[r]).fold(0.0f64, f64::max);
         usd += rate * (at_ms - last_ms) as f64 / 3_600_000.0;
         last_ms = at_ms;
-        cpu += d_cpu;
-        memory += d_memory;
+        for r in 0..3 {
+            demand[r] += delta[r];
+        }
     }
     usd
 }
 
-/// The cheapest price per unit of CPU and of memory over every offering that may host `pod`;
+fn gpus(resources: &Resources) -> i64 {
+    resources.extended.get(NVIDIA_GPU).copied().unwrap_or(0)
+}
+
+/// The cheapest price per unit of CPU, memory and GPU over every offering that may host `pod`;
 /// none when nothing may.
 fn best_unit_price(
     input: &BoundInput,
@@ -165,15 +179,24 @@ fn best_unit_price(
                         continue;
                     };
                     let usd = price.usd_per_hour();
+                    let gpu_count = gpus(allocatable);
                     let unit = UnitPrice {
                         cpu: usd / allocatable.cpu_milli as f64,
                         memory: usd / allocatable.memory_bytes as f64,
+                        // Only a pod that asks for GPUs is charged for them, on types that
+                        // have them (it fits nowhere else).
+                        gpu: if gpu_count > 0 && gpus(&pod.requests) > 0 {
+                            usd / gpu_count as f64
+                        } else {
+                            0.0
+                        },
                     };
                     best = Some(match best {
                         None => unit,
                         Some(b) => UnitPrice {
                             cpu: b.cpu.min(unit.cpu),
                             memory: b.memory.min(unit.memory),
+                            gpu: b.gpu.min(unit.gpu),
                         },
                     });
                 }

@@ -19,6 +19,11 @@ const FILES: &[(&str, &str)] = &[
     ),
 ];
 
+/// The manifest files the built-in scenarios refer to.
+pub fn embedded_files() -> Embedded {
+    Embedded(FILES)
+}
+
 /// Names of the built-in scenarios.
 pub const BUILTIN_NAMES: &[&str] = &["seed-tutorial", "mixed"];
 

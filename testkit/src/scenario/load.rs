@@ -31,6 +31,12 @@ pub enum ScenarioError {
     },
     #[error(transparent)]
     Manifest(#[from] ManifestError),
+    #[error("{file}: line {line}: {message}")]
+    Trace {
+        file: String,
+        line: usize,
+        message: String,
+    },
 }
 
 /// A latency drawn uniformly from `min..=max` milliseconds.

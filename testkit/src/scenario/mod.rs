@@ -3,6 +3,7 @@
 mod builtin;
 mod format;
 mod load;
+pub mod trace;
 
 pub use builtin::{BUILTIN_NAMES, builtin};
 pub use load::{

@@ -1,0 +1,214 @@
+//! Real workload traces as scenarios. `alibaba-openb` is the pod list of Alibaba's GPU cluster
+//! trace (cluster-trace-gpu-v2023, "openb"): one row per pod,
+//! `name, cpu_milli, memory_mib, num_gpu, gpu_milli, gpu_spec, qos, pod_phase, creation_time,
+//! deletion_time, scheduled_time` (times in seconds). The mapping is in `docs/traces.md`.
+
+use std::collections::BTreeMap;
+
+use nodewright_adapters::manifest::Manifest;
+use nodewright_core::model::labels;
+use nodewright_core::model::pod::Pod;
+use nodewright_core::model::requirements::{Operator, RequirementSpec};
+use nodewright_core::model::resources::NVIDIA_GPU;
+
+use super::load::{Action, Scenario, ScenarioError, TimelineAction, load_str};
+
+/// The base scenario the trace's pods are added to: the NodePool, the EC2NodeClass, the cloud.
+pub const ALIBABA_OPENB_BASE: &str = include_str!("../../../scenarios/traces/alibaba-openb.yaml");
+
+/// What reading a trace found, besides the scenario.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct TraceSummary {
+    pub rows: usize,
+    /// Rows of pods that never ran (no `scheduled_time`): left out, as the trace says nothing of
+    /// what they would have needed to run.
+    pub never_ran: usize,
+    pub pods: usize,
+    pub gpu_pods: usize,
+}
+
+/// The base scenario (`base`, YAML, `files` for its `file:` manifests) with the pods of the
+/// openb pod list `csv`, times divided by `time_scale`. The run lasts until the last deletion.
+pub fn alibaba_openb(
+    csv: &str,
+    source: &str,
+    time_scale: f64,
+    base: Scenario,
+) -> Result<(Scenario, TraceSummary), ScenarioError> {
+    if !(time_scale.is_finite() && time_scale >= 1.0) {
+        return Err(trace_error(
+            source,
+            0,
+            format!(
+                "--time-scale {time_scale}: give a factor of 1 or more (1 keeps real time, 100 runs it 100 times faster)"
+            ),
+        ));
+    }
+    let mut lines = csv.lines().enumerate();
+    let header: Vec<&str> = match lines.next() {
+        Some((_, h)) => h.split(',').map(str::trim).collect(),
+        None => return Err(trace_error(source, 1, "the file is empty".into())),
+    };
+    let column = |name: &str| -> Result<usize, ScenarioError> {
+        header.iter().position(|h| *h == name).ok_or_else(|| {
+            trace_error(
+                source,
+                1,
+                format!(
+                    "the header has no column {name:?}; an openb pod list starts with name,cpu_milli,memory_mib,num_gpu,gpu_milli,gpu_spec,qos,pod_phase,creation_time,deletion_time,scheduled_time"
+                ),
+            )
+        })
+    };
+    let c = Columns {
+        name: column("name")?,
+        cpu: column("cpu_milli")?,
+        memory: column("memory_mib")?,
+        gpus: column("num_gpu")?,
+        gpu_milli: column("gpu_milli")?,
+        gpu_spec: column("gpu_spec")?,
+        created: column("creation_time")?,
+        deleted: column("deletion_time")?,
+        scheduled: column("scheduled_time")?,
+    };
+    let mut summary = TraceSummary::default();
+    let mut scenario = base;
+    let mut timeline: Vec<TimelineAction> = Vec::new();
+    let mut last_ms = 0u64;
+    let scale = |seconds: u64| -> u64 { (seconds as f64 * 1000.0 / time_scale).round() as u64 };
+    for (index, line) in lines {
+        let line_no = index + 1;
+        if line.trim().is_empty() {
+            continue;
+        }
+        summary.rows += 1;
+        let fields: Vec<&str> = line.split(',').map(str::trim).collect();
+        let field = |i: usize| fields.get(i).copied().unwrap_or("");
+        if field(c.scheduled).is_empty() {
+            summary.never_ran += 1;
+            continue;
+        }
+        let number = |i: usize, what: &str| -> Result<u64, ScenarioError> {
+            field(i).parse::<u64>().map_err(|_| {
+                trace_error(
+                    source,
+                    line_no,
+                    format!("{what} is {:?}, not a whole number", field(i)),
+                )
+            })
+        };
+        let name = field(c.name);
+        if name.is_empty() {
+            return Err(trace_error(source, line_no, "the pod has no name".into()));
+        }
+        let cpu = number(c.cpu, "cpu_milli")?;
+        let memory_mib = number(c.memory, "memory_mib")?;
+        let gpus = number(c.gpus, "num_gpu")?;
+        let gpu_milli = number(c.gpu_milli, "gpu_milli")?;
+        let created = number(c.created, "creation_time")?;
+        let deleted = number(c.deleted, "deletion_time")?;
+        if deleted < created {
+            return Err(trace_error(
+                source,
+                line_no,
+                format!("deletion_time {deleted} is before creation_time {created}"),
+            ));
+        }
+        let mut pod = Pod::new("openb", name, cpu as i64, memory_mib as i64 * 1024 * 1024);
+        // A fraction of a GPU still takes a whole one: Kubernetes counts GPUs in units.
+        let whole = if gpus == 0 && gpu_milli > 0 { 1 } else { gpus };
+        if whole > 0 {
+            summary.gpu_pods += 1;
+            pod.requests.set_extended(NVIDIA_GPU, whole as i64);
+        }
+        let spec = field(c.gpu_spec);
+        if whole > 0 && !spec.is_empty() {
+            let names: Vec<String> = spec.split('|').map(aws_gpu_name).collect();
+            let names: Vec<&str> = names.iter().map(String::as_str).collect();
+            pod.required_node_affinity = vec![vec![RequirementSpec::new(
+                labels::INSTANCE_GPU_NAME,
+                Operator::In,
+                &names,
+            )]];
+        }
+        let (from, until) = (scale(created), scale(deleted));
+        last_ms = last_ms.max(until);
+        summary.pods += 1;
+        timeline.push(TimelineAction {
+            at_ms: from,
+            action: Action::Apply(vec![Manifest::Pod(pod)]),
+        });
+        timeline.push(TimelineAction {
+            at_ms: until,
+            action: Action::Delete {
+                kind: "Pod".to_string(),
+                namespace: "openb".to_string(),
+                name: name.to_string(),
+            },
+        });
+    }
+    // In time order; at one moment, in the file's order (a stable sort).
+    timeline.sort_by_key(|t| t.at_ms);
+    scenario.timeline.extend(timeline);
+    scenario.duration_ms = scenario.duration_ms.max(last_ms + 60_000);
+    scenario.description = format!(
+        "{} pods of the Alibaba openb trace {source}{}",
+        summary.pods,
+        if time_scale > 1.0 {
+            format!(", {time_scale}× faster than real time")
+        } else {
+            String::new()
+        }
+    );
+    Ok((scenario, summary))
+}
+
+struct Columns {
+    name: usize,
+    cpu: usize,
+    memory: usize,
+    gpus: usize,
+    gpu_milli: usize,
+    gpu_spec: usize,
+    created: usize,
+    deleted: usize,
+    scheduled: usize,
+}
+
+/// The AWS name (`karpenter.k8s.aws/instance-gpu-name`) of a GPU model of the trace; a model
+/// AWS does not offer keeps its own name, lowercased, and so matches no instance type.
+pub fn aws_gpu_name(model: &str) -> String {
+    let m = model.trim().to_ascii_uppercase();
+    let known: BTreeMap<&str, &str> = BTreeMap::from([
+        ("A100", "a100"),
+        ("A10", "a10g"),
+        ("H100", "h100"),
+        ("L4", "l4"),
+        ("T4", "t4"),
+        ("V100", "v100"),
+    ]);
+    // The longest known model the name starts with (V100M16 and V100M32 are V100s).
+    known
+        .iter()
+        .filter(|(k, _)| m.starts_with(*k))
+        .max_by_key(|(k, _)| k.len())
+        .map(|(_, v)| v.to_string())
+        .unwrap_or_else(|| model.trim().to_ascii_lowercase())
+}
+
+fn trace_error(source: &str, line: usize, message: String) -> ScenarioError {
+    ScenarioError::Trace {
+        file: source.to_string(),
+        line,
+        message,
+    }
+}
+
+/// The built-in base scenario of the openb trace.
+pub fn alibaba_openb_base() -> Result<Scenario, ScenarioError> {
+    load_str(
+        ALIBABA_OPENB_BASE,
+        "scenarios/traces/alibaba-openb.yaml",
+        &super::builtin::embedded_files(),
+    )
+}
