@@ -34,7 +34,7 @@ enum Commands {
         seed: Option<u64>,
         /// Run the scenario once per seed of a range (`1..200`, end excluded), on every core,
         /// each run stopped at its first broken invariant; print the failing seeds.
-        #[arg(long, value_name = "FROM..TO")]
+        #[arg(long, value_name = "FROM..TO", conflicts_with_all = ["log", "report"])]
         seeds: Option<String>,
         /// Replay a real workload trace instead of a scenario: `alibaba-openb:FILE.csv` (the
         /// pod list of Alibaba's GPU cluster trace; mapping in docs/traces.md).
@@ -237,7 +237,15 @@ fn simulate(
     }
     let header = LogHeader::new(scenario.config.clone(), &scenario.name);
     let store: MemoryStore<LogHeader, LogRecord> = MemoryStore::new(header);
-    let (report, store) = nodewright_testkit::sim::run(&scenario, store)?;
+    let tty = std::io::IsTerminal::is_terminal(&std::io::stderr());
+    let options = nodewright_testkit::sim::RunOptions {
+        progress: tty.then_some(show_progress as fn(u64, u64)),
+        ..Default::default()
+    };
+    let (report, store) = nodewright_testkit::sim::run_with(&scenario, store, options)?;
+    if tty {
+        eprint!("\r{:60}\r", "");
+    }
     if let Some(path) = log {
         let file =
             File::create(path).with_context(|| format!("cannot create {}", path.display()))?;
@@ -256,6 +264,20 @@ fn simulate(
     } else {
         EXIT_FAILED_CHECK
     })
+}
+
+/// A progress line on the terminal, rewritten in place.
+fn show_progress(now_ms: u64, duration_ms: u64) {
+    let share = now_ms as f64 / duration_ms.max(1) as f64;
+    let width = 30;
+    let done = ((share * width as f64) as usize).min(width);
+    eprint!(
+        "\r[{}{}] {:5.1}% of {:.0}s simulated",
+        "#".repeat(done),
+        " ".repeat(width - done),
+        share * 100.0,
+        duration_ms as f64 / 1000.0
+    );
 }
 
 /// `FROM..TO`, end excluded.

@@ -364,11 +364,11 @@ fn a_disrupted_taint_no_disruption_stands_behind_is_taken_off_once_and_asked_aga
 {
     let mut h = CoreHarness::new();
     h.nodepool(pool(MIN));
-    h.existing_node("left-tainted", "m5.large", "us-east-1a");
-    let mut node = h.core.state().nodes["left-tainted"].node.clone();
+    let (_, _, name) = running_machine(&mut h, "a");
+    let mut node = h.core.state().nodes[&name].node.clone();
     node.taints.push(disrupted_taint());
     let commands = h.send(EventKind::NodeApplied(Box::new(node.clone())));
-    assert_eq!(uncordons(&commands), vec!["left-tainted".to_string()]);
+    assert_eq!(uncordons(&commands), vec![name.clone()]);
     let why = commands
         .iter()
         .find_map(|c| match c {
@@ -382,14 +382,22 @@ fn a_disrupted_taint_no_disruption_stands_behind_is_taken_off_once_and_asked_aga
     let commands = h.send(EventKind::NodeApplied(Box::new(node.clone())));
     assert!(uncordons(&commands).is_empty(), "{commands:?}");
     // ... but a restart asks again, since nothing says it was done.
-    assert_eq!(
-        uncordons(&h.core.outstanding()),
-        vec!["left-tainted".to_string()]
-    );
+    assert_eq!(uncordons(&h.core.outstanding()), vec![name.clone()]);
     // Once the node is seen without it, nothing is outstanding.
     node.taints.clear();
     h.send(EventKind::NodeApplied(Box::new(node)));
     assert!(uncordons(&h.core.outstanding()).is_empty());
+}
+
+#[test]
+fn a_disrupted_taint_on_a_node_of_another_controller_is_left_alone() {
+    let mut h = CoreHarness::new();
+    h.nodepool(pool(MIN));
+    h.existing_node("theirs", "m5.large", "us-east-1a");
+    let mut node = h.core.state().nodes["theirs"].node.clone();
+    node.taints.push(disrupted_taint());
+    let commands = h.send(EventKind::NodeApplied(Box::new(node)));
+    assert!(uncordons(&commands).is_empty(), "{commands:?}");
 }
 
 #[test]

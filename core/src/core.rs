@@ -814,6 +814,12 @@ impl Core {
         if acted {
             self.last_disruption_pass_ms = Some(now);
         }
+        if !pass_allowed && let Some(last) = self.last_disruption_pass_ms {
+            // Drift and consolidation wait for the next pass: it has a timer of its own, so no
+            // unrelated event is needed to wake them.
+            let at = last + poll;
+            next = Some(next.map_or(at, |n: u64| n.min(at)));
+        }
         next
     }
 
@@ -1092,6 +1098,10 @@ impl Core {
                 continue;
             }
             let detail = format!("drifted: {why}; {} pods move; {budget_text}", pods.len());
+            // Every machine the simulation needs is launched, those it planned for pending pods
+            // too: the solver may have given a machine on its way to the drifted node's pods
+            // and a new one to the pending pods, and launching only the "own" ones would leave
+            // a pod short. The provisioner sees them all as machines on their way.
             self.replace(
                 &name,
                 &result.new_claims,
@@ -1186,9 +1196,9 @@ impl Core {
         });
     }
 
-    /// A `karpenter.sh/disrupted` taint no disruption of ours stands behind (left by a
-    /// controller that stopped before it took it off, or by another one) is taken off, as
-    /// Karpenter does at startup: otherwise the node takes no pod again.
+    /// A `karpenter.sh/disrupted` taint on a machine of this core that no disruption of ours
+    /// stands behind (left by a controller that stopped before it took it off) is taken off,
+    /// as Karpenter does at startup: otherwise the node takes no pod again.
     fn untaint_if_stale(&mut self, node: &crate::model::node::Node, commands: &mut Vec<Command>) {
         let tainted = node.taints.iter().any(|t| t.key == labels::DISRUPTED_TAINT);
         if !tainted {
@@ -1198,12 +1208,17 @@ impl Core {
         if self.cordoned.contains_key(&node.name) || self.uncordoning.contains_key(&node.name) {
             return;
         }
-        let nodeclaim = self
+        // Only machines of this core: another controller's node may carry the same taint
+        // for a disruption of its own.
+        let Some(nodeclaim) = self
             .state
             .nodes
             .get(&node.name)
             .and_then(|n| n.nodeclaim.clone())
-            .unwrap_or_default();
+            .filter(|c| self.state.nodeclaims.contains_key(c))
+        else {
+            return;
+        };
         let leaving = self
             .state
             .nodeclaims

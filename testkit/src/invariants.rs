@@ -135,9 +135,6 @@ pub fn check_world<'a>(
         .collect()
 }
 
-/// Checks at the end of a run. Every instance that still runs has joined as a node (an instance
-/// that never became a node and was never terminated is a leak). Every pod still pending after
-/// `patience_ms` was told why (reported unschedulable): none is stranded in silence.
 /// A machine that joined is being removed as empty while pods it was launched for are still
 /// pending: they did not fit on it (the core's view of its room, or of what else runs there, was
 /// wrong), and the next launch would go the same way.
@@ -206,6 +203,9 @@ fn describe_gap(kind: &EventKind) -> String {
     }
 }
 
+/// Checks at the end of a run. Every instance that still runs has joined as a node (an instance
+/// that never became a node and was never terminated is a leak). Every pod still pending after
+/// `patience_ms` was told why (reported unschedulable): none is stranded in silence.
 pub fn check_end<'a>(
     running: impl Iterator<Item = &'a SimInstance>,
     joined: impl Fn(&str) -> bool,

@@ -75,6 +75,7 @@ pub fn alibaba_openb(
     let mut scenario = base;
     let mut timeline: Vec<TimelineAction> = Vec::new();
     let mut last_ms = 0u64;
+    let mut seen: std::collections::BTreeSet<String> = std::collections::BTreeSet::new();
     let scale = |seconds: u64| -> u64 { (seconds as f64 * 1000.0 / time_scale).round() as u64 };
     for (index, line) in lines {
         let line_no = index + 1;
@@ -114,12 +115,32 @@ pub fn alibaba_openb(
                 format!("deletion_time {deleted} is before creation_time {created}"),
             ));
         }
-        let mut pod = Pod::new("openb", name, cpu as i64, memory_mib as i64 * 1024 * 1024);
+        let too_large = |what: &str| {
+            trace_error(
+                source,
+                line_no,
+                format!("{what} is too large to be a pod's request"),
+            )
+        };
+        let cpu = i64::try_from(cpu).map_err(|_| too_large("cpu_milli"))?;
+        let memory = i64::try_from(memory_mib)
+            .ok()
+            .and_then(|m| m.checked_mul(1024 * 1024))
+            .ok_or_else(|| too_large("memory_mib"))?;
+        let gpus = i64::try_from(gpus).map_err(|_| too_large("num_gpu"))?;
+        if !seen.insert(name.to_string()) {
+            return Err(trace_error(
+                source,
+                line_no,
+                format!("the pod {name} appears twice; every row must name another pod"),
+            ));
+        }
+        let mut pod = Pod::new("openb", name, cpu, memory);
         // A fraction of a GPU still takes a whole one: Kubernetes counts GPUs in units.
         let whole = if gpus == 0 && gpu_milli > 0 { 1 } else { gpus };
         if whole > 0 {
             summary.gpu_pods += 1;
-            pod.requests.set_extended(NVIDIA_GPU, whole as i64);
+            pod.requests.set_extended(NVIDIA_GPU, whole);
         }
         let spec = field(c.gpu_spec);
         if whole > 0 && !spec.is_empty() {

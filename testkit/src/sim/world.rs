@@ -1039,7 +1039,7 @@ pub enum PlantedBug {
 }
 
 /// How a run is driven.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy)]
 pub struct RunOptions {
     pub crash: Crash,
     /// The driver snapshots the core every this many events (0: never).
@@ -1047,6 +1047,8 @@ pub struct RunOptions {
     /// The run stops at the first broken invariant (the report holds what was seen so far).
     pub stop_at_violation: bool,
     pub planted: Option<PlantedBug>,
+    /// Called now and then with the simulated time and the scenario's duration (ms).
+    pub progress: Option<fn(u64, u64)>,
 }
 
 impl Default for RunOptions {
@@ -1056,6 +1058,7 @@ impl Default for RunOptions {
             snapshot_every: DEFAULT_SNAPSHOT_EVERY,
             stop_at_violation: false,
             planted: None,
+            progress: None,
         }
     }
 }
@@ -1127,6 +1130,7 @@ pub fn run_with<S: EventStore<LogHeader, LogRecord>>(
     world.schedule(GC_PERIOD_MS, WorldEvent::ListInstances);
 
     let mut stopped = false;
+    let mut progress_at = 0u64;
     'run: loop {
         // Feed every observation of this instant through the driver.
         while !world.outbox.is_empty() {
@@ -1194,6 +1198,12 @@ pub fn run_with<S: EventStore<LogHeader, LogRecord>>(
         };
         if next > scenario.duration_ms {
             break;
+        }
+        if let Some(progress) = options.progress
+            && driver.events() >= progress_at
+        {
+            progress_at = driver.events() + 4096;
+            progress(next, scenario.duration_ms);
         }
         world.advance_to(next);
         if next_world == Some(next) {
@@ -1289,10 +1299,12 @@ fn lower_bound(scenario: &Scenario, world: &World, core: &nodewright_core::Core)
     let end = world.now_ms;
     let spans = world.pod_specs.iter().filter_map(|(key, pod)| {
         let record = world.pods.get(key)?;
-        record.bound_at_ms?;
+        let bound_at = record.bound_at_ms?;
         Some(crate::lower_bound::PodSpan {
             pod,
-            from_ms: record.created_at_ms + input.min_latency_ms,
+            // Not before this run placed it either: a pod that waited (limits, a capacity
+            // shortage) costs this run nothing meanwhile, and stays on its node once placed.
+            from_ms: (record.created_at_ms + input.min_latency_ms).max(bound_at),
             until_ms: record.deleted_at_ms.unwrap_or(end).min(end),
         })
     });
