@@ -53,19 +53,34 @@ fn by_hand(catalog: &PreparedCatalog, cpu_milli: i64, memory: i64, hours: f64) -
     per_cpu.max(per_memory) * hours
 }
 
-#[test]
-fn one_type_one_pod_one_hour() {
-    let catalog = PreparedCatalog::new(nodewright_testkit::us_east_1_catalog());
-    let pools = [pool(&["m5.large"])];
-    let classes = [NodeClass::new("default")];
-    let input = BoundInput {
-        catalog: &catalog,
+/// The built-in catalog, one NodePool of m5.large on-demand, the default EC2NodeClass.
+fn world() -> (PreparedCatalog, [NodePool; 1], [NodeClass; 1]) {
+    (
+        PreparedCatalog::new(nodewright_testkit::us_east_1_catalog()),
+        [pool(&["m5.large"])],
+        [NodeClass::new("default")],
+    )
+}
+
+fn input<'a>(
+    catalog: &'a PreparedCatalog,
+    pools: &'a [NodePool],
+    classes: &'a [NodeClass],
+) -> BoundInput<'a> {
+    BoundInput {
+        catalog,
         settings: Config::default().capacity_settings(),
-        nodepools: &pools,
-        nodeclasses: &classes,
+        nodepools: pools,
+        nodeclasses: classes,
         existing: Resources::default(),
         min_latency_ms: 0,
-    };
+    }
+}
+
+#[test]
+fn one_type_one_pod_one_hour() {
+    let (catalog, pools, classes) = world();
+    let input = input(&catalog, &pools, &classes);
     let pod = Pod::new("default", "a", 1000, GIB);
     let span = || PodSpan {
         pod: &pod,
@@ -95,17 +110,8 @@ fn one_type_one_pod_one_hour() {
 
 #[test]
 fn a_pod_no_pool_allows_counts_nothing_and_free_capacity_is_taken_off() {
-    let catalog = PreparedCatalog::new(nodewright_testkit::us_east_1_catalog());
-    let pools = [pool(&["m5.large"])];
-    let classes = [NodeClass::new("default")];
-    let mut input = BoundInput {
-        catalog: &catalog,
-        settings: Config::default().capacity_settings(),
-        nodepools: &pools,
-        nodeclasses: &classes,
-        existing: Resources::default(),
-        min_latency_ms: 0,
-    };
+    let (catalog, pools, classes) = world();
+    let mut input = input(&catalog, &pools, &classes);
     // Larger than any m5.large: no type may host it.
     let huge = Pod::new("default", "huge", 64_000, 4 * GIB);
     let spans = || {
