@@ -110,30 +110,70 @@ fn is_catalog(event: &Event) -> bool {
 
 /// The newest snapshot this build can restore, with its record index, and the newer ones it
 /// passed over.
-type FoundSnapshot = (Option<(u64, Snapshot, Core)>, Vec<(u64, SnapshotError)>);
+/// The records the scan read: `records` are those of `from..len()`, in order, so that replay
+/// does not read them again.
+struct Scanned {
+    from: u64,
+    records: Vec<LogRecord>,
+}
+
+impl Scanned {
+    /// The records of `start..len()`, read again only where the scan did not reach.
+    fn records_after<S: EventStore<LogHeader, LogRecord>>(
+        &self,
+        store: &S,
+        start: u64,
+    ) -> Result<std::borrow::Cow<'_, [LogRecord]>, LogError> {
+        if start >= self.from {
+            let skip = usize::try_from(start - self.from).unwrap_or(usize::MAX);
+            return Ok(std::borrow::Cow::Borrowed(
+                self.records.get(skip..).unwrap_or(&[]),
+            ));
+        }
+        let mut records = store.read_range(start, self.from)?;
+        records.extend(self.records.iter().cloned());
+        Ok(std::borrow::Cow::Owned(records))
+    }
+}
+
+type FoundSnapshot = (
+    Option<(u64, Snapshot, Core)>,
+    Vec<(u64, SnapshotError)>,
+    Scanned,
+);
 
 fn newest_snapshot<S: EventStore<LogHeader, LogRecord>>(
     store: &S,
     config: &Config,
 ) -> Result<FoundSnapshot, LogError> {
     let mut passed_over = Vec::new();
+    // Chunks read, newest first.
+    let mut chunks: Vec<Vec<LogRecord>> = Vec::new();
     let mut to = store.len();
-    while to > 0 {
+    let mut found = None;
+    'scan: while to > 0 {
         let from = to.saturating_sub(SNAPSHOT_SCAN_CHUNK);
         let records = store.read_range(from, to)?;
-        for (offset, record) in records.into_iter().enumerate().rev() {
+        for (offset, record) in records.iter().enumerate().rev() {
             if let LogRecord::Snapshot(snapshot) = record {
                 let index = from + offset as u64;
-                let record = |i: u64| store.read_range(i, i + 1).ok().and_then(|mut r| r.pop());
-                match snapshot.restore(config, record) {
-                    Ok(core) => return Ok((Some((index, snapshot, core)), passed_over)),
+                let read = |i: u64| store.read_range(i, i + 1).ok().and_then(|mut r| r.pop());
+                match snapshot.restore(config, read) {
+                    Ok(core) => {
+                        found = Some((index, snapshot.clone(), core));
+                        chunks.push(records);
+                        to = from;
+                        break 'scan;
+                    }
                     Err(why) => passed_over.push((index, why)),
                 }
             }
         }
+        chunks.push(records);
         to = from;
     }
-    Ok((None, passed_over))
+    let records = chunks.into_iter().rev().flatten().collect();
+    Ok((found, passed_over, Scanned { from: to, records }))
 }
 
 /// A core caught up with the log, and where the log left it.
@@ -150,6 +190,7 @@ struct Replayed {
 /// checking that the commands come out as logged.
 fn replay<S: EventStore<LogHeader, LogRecord>>(
     store: &S,
+    scanned: &Scanned,
     snapshot: Option<(u64, Snapshot, Core)>,
 ) -> Result<Replayed, DriverError> {
     let (mut core, start, mut events, mut commands, mut catalog_record) = match snapshot {
@@ -162,7 +203,7 @@ fn replay<S: EventStore<LogHeader, LogRecord>>(
         ),
         None => (Core::new(store.header().config.clone()), 0, 0, 0, None),
     };
-    let records = store.read_range(start, store.len())?;
+    let records = scanned.records_after(store, start)?;
     let mut last: Option<(u64, Vec<Command>, bool)> = None;
     for (offset, record) in records.iter().enumerate() {
         let index = start + offset as u64;
@@ -259,15 +300,15 @@ impl<S: EventStore<LogHeader, LogRecord>> Driver<S> {
     /// carried out again.
     pub fn recover(mut store: S) -> Result<(Self, Recovery), DriverError> {
         let config: Config = store.header().config.clone();
-        let (found, mut passed_over) = newest_snapshot(&store, &config)?;
+        let (found, mut passed_over, scanned) = newest_snapshot(&store, &config)?;
         let from_snapshot = found.as_ref().map(|(index, _, _)| *index);
-        let replayed = match replay(&store, found) {
+        let replayed = match replay(&store, &scanned, found) {
             // The snapshot led the replay astray: the events, which are the truth, are
             // replayed from the start instead.
             Err(DriverError::Diverged { .. }) if from_snapshot.is_some() => {
                 let index = from_snapshot.unwrap_or_default();
                 passed_over.push((index, SnapshotError::LedAstray));
-                replay(&store, None).map(|r| (r, None))
+                replay(&store, &scanned, None).map(|r| (r, None))
             }
             other => other.map(|r| (r, from_snapshot)),
         };
