@@ -34,7 +34,7 @@ enum Commands {
         seed: Option<u64>,
         /// Run the scenario once per seed of a range (`1..200`, end excluded), on every core,
         /// each run stopped at its first broken invariant; print the failing seeds.
-        #[arg(long, value_name = "FROM..TO", conflicts_with_all = ["log", "report"])]
+        #[arg(long, value_name = "FROM..TO", conflicts_with_all = ["log", "report", "html"])]
         seeds: Option<String>,
         /// Replay a real workload trace instead of a scenario: `alibaba-openb:FILE.csv` (the
         /// pod list of Alibaba's GPU cluster trace; mapping in docs/traces.md).
@@ -52,6 +52,14 @@ enum Commands {
         /// Write the JSON report to this file.
         #[arg(long)]
         report: Option<PathBuf>,
+        /// Write the report as one self-contained HTML page (plots over time, the decisions).
+        #[arg(long, value_name = "F.html")]
+        html: Option<PathBuf>,
+        /// Run through the controller's own loop on madsim, under the seed's fault plan (late
+        /// and failing API calls, late watches, lost and repeated interruption messages,
+        /// controller crashes). Only in the simulated build: RUSTFLAGS="--cfg madsim".
+        #[arg(long)]
+        madsim: bool,
     },
     /// Re-run the core over a log.
     Replay {
@@ -122,23 +130,34 @@ fn main() -> ExitCode {
         Commands::Simulate {
             scenario,
             seeds: Some(range),
+            madsim,
             ..
-        } => simulate_seeds(scenario.as_deref(), &range),
+        } => simulate_seeds(scenario.as_deref(), &range, madsim),
         Commands::Simulate {
             scenario,
             seed,
             log,
             report,
+            html,
             seeds: None,
             trace,
             time_scale,
             nodepool,
+            madsim,
         } => {
             let loaded = match &trace {
                 Some(trace) => load_trace(trace, time_scale, nodepool.as_deref()),
                 None => load_scenario(scenario.as_deref()),
             };
-            loaded.and_then(|scenario| simulate(scenario, seed, log.as_deref(), report.as_deref()))
+            let outputs = Outputs {
+                log: log.as_deref(),
+                report: report.as_deref(),
+                html: html.as_deref(),
+            };
+            loaded.and_then(|scenario| match madsim {
+                true => simulate_madsim(scenario, seed, outputs),
+                false => simulate(scenario, seed, outputs),
+            })
         }
         Commands::Replay { log, verify } => replay(&log, verify),
         Commands::Log {
@@ -226,12 +245,47 @@ fn load_trace(trace: &str, time_scale: f64, nodepool: Option<&Path>) -> Result<S
     Ok(scenario)
 }
 
-fn simulate(
-    mut scenario: Scenario,
-    seed: Option<u64>,
-    log: Option<&Path>,
-    report_path: Option<&Path>,
-) -> Result<u8> {
+/// Where a run's log and report go.
+#[derive(Clone, Copy)]
+struct Outputs<'a> {
+    log: Option<&'a Path>,
+    report: Option<&'a Path>,
+    html: Option<&'a Path>,
+}
+
+impl Outputs<'_> {
+    /// Writes the log and the report asked for, prints the summary; the exit code.
+    fn write(
+        self,
+        report: &nodewright_testkit::Report,
+        store: &MemoryStore<LogHeader, LogRecord>,
+    ) -> Result<u8> {
+        if let Some(path) = self.log {
+            let file =
+                File::create(path).with_context(|| format!("cannot create {}", path.display()))?;
+            store
+                .write_nwlog(BufWriter::new(file))
+                .with_context(|| format!("cannot write the event log {}", path.display()))?;
+        }
+        if let Some(path) = self.report {
+            let json = serde_json::to_string_pretty(report)?;
+            std::fs::write(path, json + "\n")
+                .with_context(|| format!("cannot write {}", path.display()))?;
+        }
+        if let Some(path) = self.html {
+            std::fs::write(path, nodewright_testkit::html::render(report))
+                .with_context(|| format!("cannot write {}", path.display()))?;
+        }
+        print!("{}", report.summary());
+        Ok(if report.passed() {
+            0
+        } else {
+            EXIT_FAILED_CHECK
+        })
+    }
+}
+
+fn simulate(mut scenario: Scenario, seed: Option<u64>, outputs: Outputs) -> Result<u8> {
     if let Some(seed) = seed {
         scenario = scenario.with_seed(seed);
     }
@@ -246,24 +300,65 @@ fn simulate(
     if tty {
         eprint!("\r{:60}\r", "");
     }
-    if let Some(path) = log {
-        let file =
-            File::create(path).with_context(|| format!("cannot create {}", path.display()))?;
-        store
-            .write_nwlog(BufWriter::new(file))
-            .with_context(|| format!("cannot write the event log {}", path.display()))?;
+    outputs.write(&report, &store)
+}
+
+/// One run in the madsim harness under the seed's fault plan.
+#[cfg(madsim)]
+fn simulate_madsim(mut scenario: Scenario, seed: Option<u64>, outputs: Outputs) -> Result<u8> {
+    use nodewright_testkit::sim::faults::FaultPlan;
+    use nodewright_testkit::sim::madsim_world::{self, MadsimOptions};
+    if let Some(seed) = seed {
+        scenario = scenario.with_seed(seed);
     }
-    if let Some(path) = report_path {
-        let json = serde_json::to_string_pretty(&report)?;
-        std::fs::write(path, json + "\n")
-            .with_context(|| format!("cannot write {}", path.display()))?;
-    }
-    print!("{}", report.summary());
-    Ok(if report.passed() {
-        0
-    } else {
-        EXIT_FAILED_CHECK
-    })
+    let plan = FaultPlan::draw(scenario.seed, scenario.duration_ms);
+    println!("faults: {plan}");
+    let run = madsim_world::run(&scenario, plan, MadsimOptions::default())?;
+    let (sent, received, deleted) = run.queue;
+    println!(
+        "controller restarts: {}; interruption messages: {sent} sent, {received} received, {deleted} deleted",
+        run.restarts
+    );
+    outputs.write(&run.report, &run.log)
+}
+
+#[cfg(not(madsim))]
+fn simulate_madsim(_: Scenario, _: Option<u64>, _: Outputs) -> Result<u8> {
+    Err(not_the_simulated_build())
+}
+
+#[cfg(not(madsim))]
+fn not_the_simulated_build() -> anyhow::Error {
+    anyhow::anyhow!(
+        "--madsim: this nodewright is not the simulated build; build it with RUSTFLAGS=\"--cfg madsim\" (for example RUSTFLAGS=\"--cfg madsim\" CARGO_TARGET_DIR=target/madsim cargo run --release -- simulate --madsim)"
+    )
+}
+
+#[cfg(madsim)]
+fn madsim_seeds(
+    scenario: &Scenario,
+    seeds: std::ops::Range<u64>,
+    threads: usize,
+    progress: &(dyn Fn(u64) + Sync),
+) -> Result<nodewright_testkit::seeds::SeedsOutcome> {
+    use nodewright_testkit::seeds;
+    Ok(seeds::run_seeds_with(
+        scenario,
+        seeds,
+        threads,
+        &seeds::run_one_madsim,
+        progress,
+    ))
+}
+
+#[cfg(not(madsim))]
+fn madsim_seeds(
+    _: &Scenario,
+    _: std::ops::Range<u64>,
+    _: usize,
+    _: &(dyn Fn(u64) + Sync),
+) -> Result<nodewright_testkit::seeds::SeedsOutcome> {
+    Err(not_the_simulated_build())
 }
 
 /// A progress line on the terminal, rewritten in place.
@@ -295,7 +390,7 @@ fn parse_seed_range(text: &str) -> Result<std::ops::Range<u64>> {
     }
 }
 
-fn simulate_seeds(name: Option<&str>, range: &str) -> Result<u8> {
+fn simulate_seeds(name: Option<&str>, range: &str, madsim: bool) -> Result<u8> {
     let seeds = parse_seed_range(range)?;
     let scenario = load_scenario(name)?;
     let total = seeds.end - seeds.start;
@@ -306,8 +401,11 @@ fn simulate_seeds(name: Option<&str>, range: &str) -> Result<u8> {
             eprint!("\r{done}/{total} seeds");
         }
     };
-    let outcome =
-        nodewright_testkit::seeds::run_seeds(&scenario, seeds.clone(), threads, None, &progress);
+    let outcome = if madsim {
+        madsim_seeds(&scenario, seeds.clone(), threads, &progress)?
+    } else {
+        nodewright_testkit::seeds::run_seeds(&scenario, seeds.clone(), threads, None, &progress)
+    };
     if tty {
         eprintln!();
     }
@@ -335,10 +433,17 @@ fn simulate_seeds(name: Option<&str>, range: &str) -> Result<u8> {
         {
             println!("  {line}");
         }
-        println!(
-            "  reproduce: nodewright simulate {shown} --seed {} --report seed-{}.json",
-            failure.seed, failure.seed
-        );
+        if madsim {
+            println!(
+                "  reproduce: RUSTFLAGS=\"--cfg madsim\" CARGO_TARGET_DIR=target/madsim cargo run --release -- simulate {shown} --madsim --seed {} --report seed-{}.json",
+                failure.seed, failure.seed
+            );
+        } else {
+            println!(
+                "  reproduce: nodewright simulate {shown} --seed {} --report seed-{}.json",
+                failure.seed, failure.seed
+            );
+        }
     }
     Ok(if outcome.failures.is_empty() {
         0

@@ -204,3 +204,50 @@ fn simulate_a_trace_and_refuse_bad_traces_and_seed_ranges() {
     assert_eq!(out.status.code(), Some(0), "{}", text(&out));
     assert!(text(&out).contains("3 passed, 0 failed"), "{}", text(&out));
 }
+
+#[test]
+fn simulate_html_is_one_page_with_the_plots_and_the_decisions() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let html = tmp(&dir, "a.html");
+    let json = tmp(&dir, "a.json");
+    let out = nodewright(&["simulate", "--html", s(&html), "--report", s(&json)]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    let page = std::fs::read_to_string(&html).expect("page written");
+    let report: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&json).expect("report")).expect("json");
+    assert!(page.starts_with("<!DOCTYPE html>"));
+    for title in [
+        "Machines running",
+        "Cost per hour",
+        "Pending pods",
+        "Utilisation",
+    ] {
+        assert!(page.contains(title), "{title}");
+    }
+    assert_eq!(page.matches("<svg").count(), 4);
+    // Every machine of the report is in the table of decisions, with its reasons.
+    for m in report["machines"].as_array().expect("machines") {
+        let name = m["name"].as_str().expect("name");
+        assert!(page.contains(&format!("<td>{name}</td>")), "{name}");
+        assert!(page.contains("Empty: node"), "the termination reason");
+    }
+    // Offline: nothing is fetched.
+    for fetch in ["<script", "src=", "href=", "@import", "url("] {
+        assert!(!page.contains(fetch), "{fetch}");
+    }
+    // The series the plots draw are in the report, one point per step.
+    let series = &report["series"];
+    let machines = series["machines"].as_array().expect("series");
+    let step = series["step_seconds"].as_f64().expect("step");
+    let duration = report["duration_seconds"].as_f64().expect("duration");
+    assert_eq!(machines.len() as f64, (duration / step).ceil());
+    assert!(
+        machines.iter().any(|v| v.as_f64() > Some(0.5)),
+        "a machine ran"
+    );
+    assert_eq!(
+        machines.last().and_then(|v| v.as_f64()),
+        Some(0.0),
+        "none at the end"
+    );
+}

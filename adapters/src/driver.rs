@@ -21,6 +21,10 @@ const SNAPSHOT_SCAN_CHUNK: u64 = 4_096;
 /// Something that carries out the core's commands.
 pub trait CommandExecutor {
     fn execute(&mut self, command: &Command);
+
+    /// Called once a step's commands are dispatched, with the core as the step left it: the
+    /// controller counts the step in its metrics, the simulator checks its invariants.
+    fn stepped(&mut self, _core: &Core, _event: &Event, _commands: &[Command]) {}
 }
 
 #[derive(Debug, Error)]
@@ -405,6 +409,7 @@ impl<S: EventStore<LogHeader, LogRecord>> Driver<S> {
         for command in &commands {
             executor.execute(command);
         }
+        executor.stepped(&self.core, &event, &commands);
         if self.snapshot_every > 0 && self.events.is_multiple_of(self.snapshot_every) {
             self.snapshot_error = self.snapshot().err();
         }

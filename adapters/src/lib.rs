@@ -10,12 +10,14 @@
 //!   may be deleted;
 //! - [`relist`]: after a restart, the listing of the world → the events the recovered core
 //!   missed;
-//! - [`driver`]: the loop that appends each event to the log, then asks the core, then
-//!   dispatches the commands to executors.
+//! - [`driver`]: each event appended to the log, then the core asked, then the commands
+//!   dispatched to executors; [`control_loop`]: the controller's loop around it, waiting for
+//!   the next input or timer on any runtime's clock.
 //!
 //! The driver and the event store build without kube and the AWS SDK, so the simulated world
 //! runs the very same driver as the controller.
 
+pub mod control_loop;
 pub mod driver;
 pub mod eventbridge;
 pub mod eventlog;

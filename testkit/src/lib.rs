@@ -10,6 +10,7 @@
 pub mod bench;
 pub mod expect;
 pub mod harness;
+pub mod html;
 pub mod invariants;
 pub mod lower_bound;
 pub mod report;

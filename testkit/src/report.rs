@@ -22,6 +22,56 @@ pub struct Report {
     pub machines: Vec<MachineReport>,
     pub pod_placements: Vec<PodPlacement>,
     pub unschedulable: Vec<Unschedulable>,
+    /// The run over time, for plots.
+    pub series: Series,
+}
+
+/// The run over time: each list holds one time-weighted mean per step of `step_seconds`, from
+/// the start of the run.
+#[derive(Debug, Clone, Serialize, PartialEq, Default)]
+pub struct Series {
+    pub step_seconds: f64,
+    /// Machines nodewright launched, running.
+    pub machines: Vec<f64>,
+    /// What they cost, per hour.
+    pub usd_per_hour: Vec<f64>,
+    /// Workload pods waiting for a node.
+    pub pending_pods: Vec<f64>,
+    /// Requests over allocatable on nodewright's nodes.
+    pub cpu_utilization: Vec<f64>,
+    pub memory_utilization: Vec<f64>,
+}
+
+/// How many points each series has.
+pub const SERIES_POINTS: u64 = 240;
+
+impl Series {
+    /// The step for a run of `duration_ms`: at least a second.
+    pub fn step_ms(duration_ms: u64) -> u64 {
+        duration_ms.div_ceil(SERIES_POINTS).max(1_000)
+    }
+
+    /// Time-weighted means per step of `weight` over the intervals `[from_ms, to_ms)`.
+    pub fn weighted(
+        step_ms: u64,
+        points: usize,
+        intervals: impl Iterator<Item = (u64, u64, f64)>,
+    ) -> Vec<f64> {
+        let mut out = vec![0.0; points];
+        for (from, to, weight) in intervals {
+            let mut at = from;
+            while at < to {
+                let bucket = (at / step_ms) as usize;
+                let Some(slot) = out.get_mut(bucket) else {
+                    break;
+                };
+                let end = ((bucket as u64 + 1) * step_ms).min(to);
+                *slot += weight * (end - at) as f64 / step_ms as f64;
+                at = end;
+            }
+        }
+        out
+    }
 }
 
 #[derive(Debug, Clone, Serialize, PartialEq)]

@@ -40,6 +40,25 @@ pub fn run_seeds(
     planted: Option<PlantedBug>,
     progress: &(dyn Fn(u64) + Sync),
 ) -> SeedsOutcome {
+    let runner = |scenario: &Scenario, seed: u64| {
+        run_one(scenario, seed, planted).map_err(|err| format!("the run stopped: {err}"))
+    };
+    run_seeds_with(scenario, seeds, threads, &runner, progress)
+}
+
+/// One run of a scenario under a seed, stopped at its first broken invariant: its report, or
+/// why it could not finish.
+pub type SeedRunner<'a> = dyn Fn(&Scenario, u64) -> Result<Report, String> + Sync + 'a;
+
+/// [`run_seeds`] with another way of running one seed (the madsim harness, in the simulated
+/// build).
+pub fn run_seeds_with(
+    scenario: &Scenario,
+    seeds: Range<u64>,
+    threads: usize,
+    runner: &SeedRunner<'_>,
+    progress: &(dyn Fn(u64) + Sync),
+) -> SeedsOutcome {
     let started = Instant::now();
     let next = AtomicU64::new(seeds.start);
     let done = AtomicU64::new(0);
@@ -53,14 +72,14 @@ pub fn run_seeds(
                     if seed >= seeds.end {
                         break;
                     }
-                    match run_one(scenario, seed, planted) {
+                    match runner(scenario, seed) {
                         Ok(report) => {
                             events.fetch_add(report.events, Ordering::Relaxed);
                             if !report.passed() {
                                 push(&failures, seed, report.summary());
                             }
                         }
-                        Err(err) => push(&failures, seed, format!("the run stopped: {err}")),
+                        Err(why) => push(&failures, seed, why),
                     }
                     progress(done.fetch_add(1, Ordering::Relaxed) + 1);
                 }
@@ -98,4 +117,23 @@ pub fn run_one(
         ..RunOptions::default()
     };
     sim::run_with(&scenario, store, options).map(|(report, _)| report)
+}
+
+/// One run of the scenario under `seed` in the madsim harness, under the seed's fault plan,
+/// stopped at its first broken invariant. A failed run's summary starts with its fault plan.
+#[cfg(madsim)]
+pub fn run_one_madsim(scenario: &Scenario, seed: u64) -> Result<Report, String> {
+    use crate::sim::faults::FaultPlan;
+    use crate::sim::madsim_world::{self, MadsimOptions};
+    let scenario = scenario.clone().with_seed(seed);
+    let plan = FaultPlan::draw(seed, scenario.duration_ms);
+    let shown = plan.to_string();
+    let options = MadsimOptions {
+        stop_at_violation: true,
+        ..MadsimOptions::default()
+    };
+    match madsim_world::run(&scenario, plan, options) {
+        Ok(run) => Ok(run.report),
+        Err(err) => Err(format!("faults: {shown}\nthe run stopped: {err}")),
+    }
 }

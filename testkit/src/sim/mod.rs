@@ -2,6 +2,11 @@
 
 pub mod cloud;
 pub mod cluster;
+pub mod eventbridge;
+pub mod faults;
+#[cfg(madsim)]
+pub mod madsim_world;
+pub mod queue;
 pub mod rng;
 pub mod world;
 

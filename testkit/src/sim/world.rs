@@ -144,6 +144,10 @@ pub struct World {
     cpu_alloc_ms: i128,
     mem_used_ms: i128,
     mem_alloc_ms: i128,
+    /// CPU used, CPU allocatable, memory used, memory allocatable, each × ms, per step of the
+    /// report's series.
+    usage_series: Vec<[i128; 4]>,
+    series_step_ms: u64,
 }
 
 impl World {
@@ -186,7 +190,56 @@ impl World {
             cpu_alloc_ms: 0,
             mem_used_ms: 0,
             mem_alloc_ms: 0,
+            usage_series: vec![
+                [0; 4];
+                scenario
+                    .duration_ms
+                    .div_ceil(Series::step_ms(scenario.duration_ms))
+                    as usize
+            ],
+            series_step_ms: Series::step_ms(scenario.duration_ms),
         }
+    }
+
+    /// The world at t = 0: the catalog, the capacity that already exists, then the manifests;
+    /// the timeline and the garbage collector's listings scheduled. What it emitted waits in
+    /// the outbox.
+    pub(crate) fn start(scenario: &Scenario, planted: Option<PlantedBug>) -> Self {
+        let mut world = World::new(scenario);
+        world.planted = planted;
+        world.begin(scenario);
+        world
+    }
+
+    fn begin(&mut self, scenario: &Scenario) {
+        // t = 0: the catalog, the capacity that already exists, then the manifests.
+        self.emit(EventKind::CatalogUpdated(scenario.catalog.clone()));
+        for group in &scenario.existing_nodes {
+            for _ in 0..group.count {
+                if let Some(mut node) = self.node_for(
+                    &group.instance_type,
+                    &group.zone,
+                    CapacityType::OnDemand,
+                    None,
+                ) {
+                    node.labels
+                        .insert("eks.amazonaws.com/nodegroup".into(), group.name.clone());
+                    node.labels.extend(group.labels.clone());
+                    self.existing.add(&node.allocatable);
+                    node.provider_id = Some(format!(
+                        "aws:///{}/i-{:017x}",
+                        group.zone,
+                        self.rng.next_u64() >> 4
+                    ));
+                    self.cluster.add_node(node, None, 0, &mut self.outbox);
+                }
+            }
+        }
+        self.apply(&scenario.manifests);
+        for (i, t) in scenario.timeline.iter().enumerate() {
+            self.schedule(t.at_ms, WorldEvent::Timeline(i));
+        }
+        self.schedule(GC_PERIOD_MS, WorldEvent::ListInstances);
     }
 
     fn schedule(&mut self, at_ms: u64, event: WorldEvent) {
@@ -599,7 +652,7 @@ impl World {
 
     /// What a restarted controller lists: the Kubernetes objects as they are, the catalog, and
     /// the cloud's instances.
-    fn listing(&self) -> Listing {
+    pub(crate) fn listing(&self) -> Listing {
         Listing {
             catalog: Some(self.catalog.clone()),
             instances: Some(self.listed_instances()),
@@ -779,27 +832,47 @@ impl World {
     }
 
     /// Moves the clock, integrating cost and utilization over the interval.
-    fn advance_to(&mut self, t_ms: u64) {
+    pub(crate) fn advance_to(&mut self, t_ms: u64) {
         if t_ms <= self.now_ms {
             return;
         }
         let dt = (t_ms - self.now_ms) as i128;
         self.cost_micro_usd_ms += self.cloud.price_now().0 as u128 * dt as u128;
+        // CPU and memory requested and allocatable on nodewright's nodes.
+        let mut sums = [0i128; 4];
         for n in self
             .cluster
             .nodes
             .values()
             .filter(|n| n.nodeclaim.is_some())
         {
-            self.cpu_used_ms += n.used.cpu_milli as i128 * dt;
-            self.cpu_alloc_ms += n.node.allocatable.cpu_milli as i128 * dt;
-            self.mem_used_ms += n.used.memory_bytes as i128 * dt;
-            self.mem_alloc_ms += n.node.allocatable.memory_bytes as i128 * dt;
+            sums[0] += n.used.cpu_milli as i128;
+            sums[1] += n.node.allocatable.cpu_milli as i128;
+            sums[2] += n.used.memory_bytes as i128;
+            sums[3] += n.node.allocatable.memory_bytes as i128;
+        }
+        self.cpu_used_ms += sums[0] * dt;
+        self.cpu_alloc_ms += sums[1] * dt;
+        self.mem_used_ms += sums[2] * dt;
+        self.mem_alloc_ms += sums[3] * dt;
+        // The same, per step of the report's series.
+        let mut at = self.now_ms;
+        while at < t_ms {
+            let bucket = (at / self.series_step_ms) as usize;
+            let Some(slot) = self.usage_series.get_mut(bucket) else {
+                break;
+            };
+            let end = ((bucket as u64 + 1) * self.series_step_ms).min(t_ms);
+            let d = (end - at) as i128;
+            for (total, sum) in slot.iter_mut().zip(sums) {
+                *total += sum * d;
+            }
+            at = end;
         }
         self.now_ms = t_ms;
     }
 
-    fn record_changes(&mut self) {
+    pub(crate) fn record_changes(&mut self) {
         for change in std::mem::take(&mut self.changes) {
             match change {
                 PodChange::Created { pod, at_ms } => {
@@ -847,15 +920,65 @@ impl World {
 
 impl CommandExecutor for World {
     fn execute(&mut self, command: &Command) {
-        let planted;
-        let command = match self.plant(command) {
-            Some(changed) => {
-                planted = changed;
-                &planted
-            }
-            None => command,
-        };
+        let command = self.dispatched(command);
+        self.perform(&command);
+    }
+}
+
+impl World {
+    /// A command as it leaves the driver: changed by the planted bug, if any, and kept for this
+    /// step's invariant checks.
+    pub(crate) fn dispatched(&mut self, command: &Command) -> Command {
+        let command = self.planted(command);
         self.step_commands.push(command.clone());
+        command
+    }
+
+    /// A command as the planted bug changes it, if there is one.
+    pub(crate) fn planted(&self, command: &Command) -> Command {
+        self.plant(command).unwrap_or_else(|| command.clone())
+    }
+}
+
+/// What the madsim harness drives the world with.
+#[cfg(madsim)]
+impl World {
+    /// When the world's next own event is due (a timeline entry, an API answer, a node joining).
+    pub(crate) fn next_event_at(&self) -> Option<u64> {
+        self.queue.keys().next().map(|(t, _)| *t)
+    }
+
+    /// Runs the world's next own event, the clock moved to it first.
+    pub(crate) fn run_next(&mut self, scenario: &Scenario) {
+        if let Some(((at, _), event)) = self.queue.pop_first() {
+            self.advance_to(at);
+            self.run_world_event(event, scenario);
+        }
+    }
+
+    /// What the world emitted since the last call, in order.
+    pub(crate) fn take_outbox(&mut self) -> Vec<Event> {
+        std::mem::take(&mut self.outbox)
+    }
+
+    /// The checks after one step of the driver: on its commands (as dispatched), what the world
+    /// saw break while carrying out commands, and the world against the core.
+    pub(crate) fn step_checks(&mut self, core: &nodewright_core::Core) -> Vec<Violation> {
+        let mut found = invariants::check_step(core, &self.step_commands, self.now_ms);
+        self.step_commands.clear();
+        found.append(&mut self.violations);
+        found.extend(invariants::check_world(
+            core,
+            self.cloud.running(),
+            self.now_ms,
+        ));
+        found
+    }
+}
+
+impl World {
+    /// The world carries out a command (the API call reaches EC2 or Kubernetes).
+    pub(crate) fn perform(&mut self, command: &Command) {
         let now = self.now_ms;
         match command {
             Command::LaunchNodeClaim { nodeclaim, reason } => {
@@ -1098,8 +1221,7 @@ pub fn run_with<S: EventStore<LogHeader, LogRecord>>(
     let mut driver = Driver::new(store).with_snapshot_every(options.snapshot_every);
     let mut crashed = false;
     let mut relist_due = false;
-    let mut world = World::new(scenario);
-    world.planted = options.planted;
+    let mut world = World::start(scenario, options.planted);
     let mut digest = DecisionDigest::new();
     let mut violations: Vec<Violation> = Vec::new();
     // Stamps what a check found with the driver's event count; true when the run must stop.
@@ -1110,35 +1232,6 @@ pub fn run_with<S: EventStore<LogHeader, LogRecord>>(
         }
         options.stop_at_violation && !violations.is_empty()
     };
-
-    // t = 0: the catalog, the capacity that already exists, then the manifests.
-    world.emit(EventKind::CatalogUpdated(scenario.catalog.clone()));
-    for group in &scenario.existing_nodes {
-        for _ in 0..group.count {
-            if let Some(mut node) = world.node_for(
-                &group.instance_type,
-                &group.zone,
-                CapacityType::OnDemand,
-                None,
-            ) {
-                node.labels
-                    .insert("eks.amazonaws.com/nodegroup".into(), group.name.clone());
-                node.labels.extend(group.labels.clone());
-                world.existing.add(&node.allocatable);
-                node.provider_id = Some(format!(
-                    "aws:///{}/i-{:017x}",
-                    group.zone,
-                    world.rng.next_u64() >> 4
-                ));
-                world.cluster.add_node(node, None, 0, &mut world.outbox);
-            }
-        }
-    }
-    world.apply(&scenario.manifests);
-    for (i, t) in scenario.timeline.iter().enumerate() {
-        world.schedule(t.at_ms, WorldEvent::Timeline(i));
-    }
-    world.schedule(GC_PERIOD_MS, WorldEvent::ListInstances);
 
     let mut stopped = false;
     let mut progress_at = 0u64;
@@ -1227,19 +1320,41 @@ pub fn run_with<S: EventStore<LogHeader, LogRecord>>(
         }
     }
     if !stopped {
-        world.advance_to(scenario.duration_ms);
-        world.record_changes();
+        let found = world.end_checks(scenario, driver.core());
+        note(&mut violations, found, driver.events());
+    }
+
+    let report = build_report(
+        scenario,
+        &world,
+        driver.core(),
+        (driver.events(), driver.commands()),
+        &digest,
+        violations,
+    );
+    Ok((report, driver.into_store()))
+}
+
+impl World {
+    /// The checks at the end of a run: every machine joined in time, every pod placed or told
+    /// why, and the core's view equal to the cluster's, whatever was lost on the way.
+    pub(crate) fn end_checks(
+        &mut self,
+        scenario: &Scenario,
+        core: &nodewright_core::Core,
+    ) -> Vec<Violation> {
+        self.advance_to(scenario.duration_ms);
+        self.record_changes();
         // A machine has the launch and registration timeouts to join; a pod as long to be
         // placed or told why not.
-        let config = driver.core().config();
+        let config = core.config();
         let patience = config.launch_timeout_ms + config.registration_timeout_ms;
         let joined = |id: &str| {
-            world
-                .machines
+            self.machines
                 .values()
                 .any(|m| m.instance_id.as_deref() == Some(id) && m.node.is_some())
         };
-        let pending = world
+        let pending = self
             .cluster
             .pods
             .values()
@@ -1248,26 +1363,22 @@ pub fn run_with<S: EventStore<LogHeader, LogRecord>>(
                 (
                     &p.key,
                     p.created_at_ms,
-                    world.unschedulable.contains_key(&p.key),
+                    self.unschedulable.contains_key(&p.key),
                 )
             });
-        // Whatever was lost on the way, the core ends up seeing the cluster as it is.
         let mut found = invariants::check_view(
-            &relist_events(driver.core().state(), world.kubernetes_listing()),
-            world.now_ms,
+            &relist_events(core.state(), self.kubernetes_listing()),
+            self.now_ms,
         );
         found.extend(invariants::check_end(
-            world.cloud.running(),
+            self.cloud.running(),
             joined,
             pending,
             patience,
-            world.now_ms,
+            self.now_ms,
         ));
-        note(&mut violations, found, driver.events());
+        found
     }
-
-    let report = build_report(scenario, &world, &driver, &digest, violations);
-    Ok((report, driver.into_store()))
 }
 
 /// The controller starts again over its log: the core is recovered, what may not have been
@@ -1322,10 +1433,12 @@ fn lower_bound(scenario: &Scenario, world: &World, core: &nodewright_core::Core)
     crate::lower_bound::lower_bound_usd(&input, spans)
 }
 
-fn build_report<S: EventStore<LogHeader, LogRecord>>(
+/// The run's report; `counts` are the driver's events and commands.
+pub(crate) fn build_report(
     scenario: &Scenario,
     world: &World,
-    driver: &Driver<S>,
+    core: &nodewright_core::Core,
+    counts: (u64, u64),
     digest: &DecisionDigest,
     invariant_violations: Vec<Violation>,
 ) -> Report {
@@ -1406,8 +1519,8 @@ fn build_report<S: EventStore<LogHeader, LogRecord>>(
     let mut report = Report {
         scenario: scenario.name.clone(),
         seed: scenario.seed,
-        events: driver.events(),
-        commands: driver.commands(),
+        events: counts.0,
+        commands: counts.1,
         decision_digest: digest.hex(),
         duration_seconds: secs(end),
         pods: PodsReport {
@@ -1427,7 +1540,7 @@ fn build_report<S: EventStore<LogHeader, LogRecord>>(
             total_usd: world.cost_micro_usd_ms as f64 / 1e6 / 3.6e6,
             final_usd_per_hour: world.cloud.price_now().usd_per_hour(),
             peak_usd_per_hour: world.peak_price as f64 / 1e6,
-            lower_bound_usd: lower_bound(scenario, world, driver.core()),
+            lower_bound_usd: lower_bound(scenario, world, core),
         },
         utilization: UtilizationReport {
             cpu_mean: ratio(world.cpu_used_ms, world.cpu_alloc_ms),
@@ -1442,7 +1555,9 @@ fn build_report<S: EventStore<LogHeader, LogRecord>>(
         machines,
         pod_placements: placements,
         unschedulable,
+        series: Series::default(),
     };
+    report.series = series(world, end);
     let pod_times: Vec<(String, u64, Option<u64>, Option<u64>)> = world
         .pods
         .iter()
@@ -1457,4 +1572,53 @@ fn build_report<S: EventStore<LogHeader, LogRecord>>(
         .collect();
     report.expectations = crate::expect::evaluate(&scenario.expectations, &report, &pod_times, end);
     report
+}
+
+/// The report's series: machines and their cost from the cloud's instances, pending pods from
+/// the pod records, utilisation from what the clock integrated.
+fn series(world: &World, end_ms: u64) -> Series {
+    let step = world.series_step_ms;
+    let points = world.usage_series.len();
+    let instances = || {
+        world.cloud.instances.values().map(|i| {
+            (
+                i.launched_at_ms,
+                i.terminated_at_ms.unwrap_or(end_ms).min(end_ms),
+                i.instance.price.usd_per_hour(),
+            )
+        })
+    };
+    let pending = world.pods.iter().filter_map(|(key, r)| {
+        if !world.pod_specs.contains_key(key) {
+            // A DaemonSet pod: it waits for its own node, not for a machine.
+            return None;
+        }
+        let until = r
+            .bound_at_ms
+            .or(r.deleted_at_ms)
+            .unwrap_or(end_ms)
+            .min(end_ms);
+        Some((r.created_at_ms, until, 1.0))
+    });
+    let ratio = |used: usize, alloc: usize| -> Vec<f64> {
+        world
+            .usage_series
+            .iter()
+            .map(|s| {
+                if s[alloc] > 0 {
+                    s[used] as f64 / s[alloc] as f64
+                } else {
+                    0.0
+                }
+            })
+            .collect()
+    };
+    Series {
+        step_seconds: secs(step),
+        machines: Series::weighted(step, points, instances().map(|(a, b, _)| (a, b, 1.0))),
+        usd_per_hour: Series::weighted(step, points, instances()),
+        pending_pods: Series::weighted(step, points, pending),
+        cpu_utilization: ratio(0, 1),
+        memory_utilization: ratio(2, 3),
+    }
 }
