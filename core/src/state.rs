@@ -173,6 +173,10 @@ impl ClusterState {
     /// selects keeps its node out of voluntary disruption. One pass over the pods per budget,
     /// for a whole disruption pass.
     pub fn exhausted_pdbs(&self) -> Vec<&crate::model::pdb::PodDisruptionBudget> {
+        if self.pdbs.is_empty() {
+            // No budget: no pass over the pods.
+            return Vec::new();
+        }
         let pdbs: Vec<&crate::model::pdb::PodDisruptionBudget> = self.pdbs.values().collect();
         // Each budget is filed under one label its selector requires (namespace, key, value),
         // so a pod is only matched against the budgets one of its labels may satisfy.
