@@ -59,18 +59,28 @@ impl Series {
     ) -> Vec<f64> {
         let mut out = vec![0.0; points];
         for (from, to, weight) in intervals {
-            let mut at = from;
-            while at < to {
-                let bucket = (at / step_ms) as usize;
-                let Some(slot) = out.get_mut(bucket) else {
-                    break;
-                };
-                let end = ((bucket as u64 + 1) * step_ms).min(to);
-                *slot += weight * (end - at) as f64 / step_ms as f64;
-                at = end;
-            }
+            Self::split(step_ms, from, to, |bucket, ms| match out.get_mut(bucket) {
+                Some(slot) => {
+                    *slot += weight * ms as f64 / step_ms as f64;
+                    true
+                }
+                None => false,
+            });
         }
         out
+    }
+
+    /// Cuts `[from_ms, to_ms)` at the steps: `each(step index, ms in it)`, until it says false.
+    pub fn split(step_ms: u64, from_ms: u64, to_ms: u64, mut each: impl FnMut(usize, u64) -> bool) {
+        let mut at = from_ms;
+        while at < to_ms {
+            let bucket = at / step_ms;
+            let end = ((bucket + 1) * step_ms).min(to_ms);
+            if !each(bucket as usize, end - at) {
+                return;
+            }
+            at = end;
+        }
     }
 }
 

@@ -856,19 +856,16 @@ impl World {
         self.mem_used_ms += sums[2] * dt;
         self.mem_alloc_ms += sums[3] * dt;
         // The same, per step of the report's series.
-        let mut at = self.now_ms;
-        while at < t_ms {
-            let bucket = (at / self.series_step_ms) as usize;
-            let Some(slot) = self.usage_series.get_mut(bucket) else {
-                break;
+        let series = &mut self.usage_series;
+        Series::split(self.series_step_ms, self.now_ms, t_ms, |bucket, ms| {
+            let Some(slot) = series.get_mut(bucket) else {
+                return false;
             };
-            let end = ((bucket as u64 + 1) * self.series_step_ms).min(t_ms);
-            let d = (end - at) as i128;
             for (total, sum) in slot.iter_mut().zip(sums) {
-                *total += sum * d;
+                *total += sum * ms as i128;
             }
-            at = end;
-        }
+            true
+        });
         self.now_ms = t_ms;
     }
 
