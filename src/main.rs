@@ -154,9 +154,13 @@ fn main() -> ExitCode {
                 report: report.as_deref(),
                 html: html.as_deref(),
             };
-            loaded.and_then(|scenario| match madsim {
-                true => simulate_madsim(scenario, seed, outputs),
-                false => simulate(scenario, seed, outputs),
+            let seeded = loaded.map(|s| match seed {
+                Some(seed) => s.with_seed(seed),
+                None => s,
+            });
+            seeded.and_then(|scenario| match madsim {
+                true => simulate_madsim(scenario, outputs),
+                false => simulate(scenario, outputs),
             })
         }
         Commands::Replay { log, verify } => replay(&log, verify),
@@ -285,10 +289,7 @@ impl Outputs<'_> {
     }
 }
 
-fn simulate(mut scenario: Scenario, seed: Option<u64>, outputs: Outputs) -> Result<u8> {
-    if let Some(seed) = seed {
-        scenario = scenario.with_seed(seed);
-    }
+fn simulate(scenario: Scenario, outputs: Outputs) -> Result<u8> {
     let header = LogHeader::new(scenario.config.clone(), &scenario.name);
     let store: MemoryStore<LogHeader, LogRecord> = MemoryStore::new(header);
     let tty = std::io::IsTerminal::is_terminal(&std::io::stderr());
@@ -305,12 +306,9 @@ fn simulate(mut scenario: Scenario, seed: Option<u64>, outputs: Outputs) -> Resu
 
 /// One run in the madsim harness under the seed's fault plan.
 #[cfg(madsim)]
-fn simulate_madsim(mut scenario: Scenario, seed: Option<u64>, outputs: Outputs) -> Result<u8> {
+fn simulate_madsim(scenario: Scenario, outputs: Outputs) -> Result<u8> {
     use nodewright_testkit::sim::faults::FaultPlan;
     use nodewright_testkit::sim::madsim_world::{self, MadsimOptions};
-    if let Some(seed) = seed {
-        scenario = scenario.with_seed(seed);
-    }
     let plan = FaultPlan::draw(scenario.seed, scenario.duration_ms);
     println!("faults: {plan}");
     let run = madsim_world::run(&scenario, plan, MadsimOptions::default())?;
@@ -323,7 +321,7 @@ fn simulate_madsim(mut scenario: Scenario, seed: Option<u64>, outputs: Outputs) 
 }
 
 #[cfg(not(madsim))]
-fn simulate_madsim(_: Scenario, _: Option<u64>, _: Outputs) -> Result<u8> {
+fn simulate_madsim(_: Scenario, _: Outputs) -> Result<u8> {
     Err(not_the_simulated_build())
 }
 

@@ -61,14 +61,14 @@ pub enum Stopped {
     InboxClosed,
 }
 
-/// What woke the loop.
-enum Wake {
-    Input(Option<Input>),
-    Timer,
-}
-
-/// Waits for the next input or for the timer at `timer_ms`, inputs first when both are ready.
-async fn next_wake<C: Clock>(inbox: &mut Inbox, timer_ms: Option<u64>, clock: &C) -> Wake {
+/// Runs `future` until it completes or the clock reaches `timer_ms` (never, if none),
+/// whichever comes first; `future` is polled first when both are ready. `None`: the timer.
+pub async fn until_timer<C: Clock, F: Future>(
+    clock: &C,
+    timer_ms: Option<u64>,
+    future: F,
+) -> Option<F::Output> {
+    let mut future = pin!(future);
     let mut sleep = pin!(async {
         match timer_ms {
             Some(at) => clock.sleep_until(at).await,
@@ -76,11 +76,11 @@ async fn next_wake<C: Clock>(inbox: &mut Inbox, timer_ms: Option<u64>, clock: &C
         }
     });
     std::future::poll_fn(|cx| {
-        if let Poll::Ready(input) = inbox.poll_recv(cx) {
-            return Poll::Ready(Wake::Input(input));
+        if let Poll::Ready(out) = future.as_mut().poll(cx) {
+            return Poll::Ready(Some(out));
         }
         if sleep.as_mut().poll(cx).is_ready() {
-            return Poll::Ready(Wake::Timer);
+            return Poll::Ready(None);
         }
         Poll::Pending
     })
@@ -101,13 +101,14 @@ where
     C: Clock,
 {
     loop {
-        match next_wake(inbox, driver.next_timer_ms(), clock).await {
-            Wake::Input(None) => return Ok(Stopped::InboxClosed),
-            Wake::Input(Some(Input::Stop)) => return Ok(Stopped::Asked),
-            Wake::Input(Some(Input::Observed(kind))) => {
+        // An input, or the core's timer (None).
+        match until_timer(clock, driver.next_timer_ms(), inbox.recv()).await {
+            Some(None) => return Ok(Stopped::InboxClosed),
+            Some(Some(Input::Stop)) => return Ok(Stopped::Asked),
+            Some(Some(Input::Observed(kind))) => {
                 driver.step(Event::new(clock.now_ms(), kind), executor)?;
             }
-            Wake::Input(Some(Input::Interruptions { messages, reply })) => {
+            Some(Some(Input::Interruptions { messages, reply })) => {
                 let mut batch = handle_batch(driver, executor, clock.now_ms(), &messages);
                 let error = batch.error.take();
                 // The consumer may be gone (stopping): its messages then come back.
@@ -116,7 +117,7 @@ where
                     return Err(error);
                 }
             }
-            Wake::Timer => {
+            None => {
                 driver.step(Event::new(clock.now_ms(), EventKind::Tick), executor)?;
             }
         }

@@ -17,12 +17,11 @@
 
 use std::collections::VecDeque;
 use std::future::Future;
-use std::pin::pin;
 use std::sync::{Arc, Mutex, MutexGuard};
-use std::task::Poll;
 use std::time::Duration;
 
-use madsim::runtime::{Handle, NodeHandle, Runtime};
+use madsim::runtime::{Handle, Runtime};
+use madsim::task::NodeId;
 use madsim::time::{Instant, sleep_until};
 use nodewright_adapters::control_loop::{self, Clock, InboxSender, Input};
 use nodewright_adapters::driver::{CommandExecutor, DEFAULT_SNAPSHOT_EVERY, Driver, DriverError};
@@ -273,21 +272,7 @@ impl Sim {
 
 /// Waits until `at_ms` (never, if none) or until `bell` rings, whichever comes first.
 async fn sleep_or_ring(clock: &SimClock, at_ms: Option<u64>, bell: &Notify) {
-    let mut sleep = pin!(async {
-        match at_ms {
-            Some(at) => clock.sleep_until(at).await,
-            None => std::future::pending::<()>().await,
-        }
-    });
-    let mut rung = pin!(bell.notified());
-    std::future::poll_fn(|cx| {
-        if rung.as_mut().poll(cx).is_ready() || sleep.as_mut().poll(cx).is_ready() {
-            Poll::Ready(())
-        } else {
-            Poll::Pending
-        }
-    })
-    .await
+    control_loop::until_timer(clock, at_ms, bell.notified()).await;
 }
 
 /// The world's own events (timeline, API answers, nodes joining), each at its time.
@@ -507,7 +492,7 @@ async fn controller(sim: Sim) {
 }
 
 /// Kills the controller and starts it again as the plan says.
-async fn crash_task(sim: Sim, node: NodeHandle) {
+async fn crash_task(sim: Sim, node: NodeId) {
     let handle = Handle::current();
     for crash in sim.plan.crashes.iter() {
         sim.clock.sleep_until(crash.at_ms).await;
@@ -520,9 +505,9 @@ async fn crash_task(sim: Sim, node: NodeHandle) {
             shared.watches.clear();
             shared.api_calls.clear();
         }
-        handle.kill(node.id());
+        handle.kill(node);
         sim.clock.sleep_until(crash.at_ms + crash.down_ms).await;
-        handle.restart(node.id());
+        handle.restart(node);
     }
 }
 
@@ -544,11 +529,26 @@ async fn harness(sim: Sim) -> Result<(Report, u64, (u64, u64, u64)), MadsimError
         let mut shared = sim.lock();
         sim.flush(&mut shared);
     }
-    madsim::task::spawn(world_task(sim.clone()));
-    madsim::task::spawn(watch_task(sim.clone()));
-    madsim::task::spawn(api_task(sim.clone()));
-    madsim::task::spawn(crash_task(sim.clone(), node));
+    let tasks = [
+        madsim::task::spawn(world_task(sim.clone())),
+        madsim::task::spawn(watch_task(sim.clone())),
+        madsim::task::spawn(api_task(sim.clone())),
+        madsim::task::spawn(crash_task(sim.clone(), node.id())),
+    ];
+    let outcome = conclude(&sim).await;
+    // madsim keeps a runtime's tasks after it ends: they are ended here, or every run would
+    // keep its world.
+    handle.kill(node.id());
+    for task in tasks {
+        task.abort();
+        let _ = task.await;
+    }
+    outcome
+}
 
+/// Runs to the scenario's end (or the first broken invariant), stops the controller, runs the
+/// end-of-run checks and builds the report.
+async fn conclude(sim: &Sim) -> Result<(Report, u64, (u64, u64, u64)), MadsimError> {
     let duration = sim.scenario.duration_ms;
     sleep_or_ring(&sim.clock, Some(duration), &sim.bells.end).await;
     // Ask the controller to stop after what it has; wait for its driver.
@@ -604,6 +604,7 @@ pub fn run(
     options: MadsimOptions,
 ) -> Result<MadsimRun, MadsimError> {
     let header = LogHeader::new(scenario.config.clone(), &scenario.name);
+    let log_header = header.clone();
     let disk = Disk {
         header: header.clone(),
         log: Arc::new(Mutex::new(MemoryStore::new(header))),
@@ -650,10 +651,10 @@ pub fn run(
         }
     });
     let (report, restarts, queue) = outcome?;
-    let log = std::mem::replace(
-        &mut *log.lock().unwrap_or_else(|e| e.into_inner()),
-        MemoryStore::new(LogHeader::new(Default::default(), "")),
-    );
+    // The controller node's start-up closure keeps a handle on the disk as long as the runtime
+    // lives: the log is taken out of the disk, which is left empty.
+    let empty = MemoryStore::new(log_header);
+    let log = std::mem::replace(&mut *log.lock().unwrap_or_else(|e| e.into_inner()), empty);
     Ok(MadsimRun {
         report,
         plan: Arc::unwrap_or_clone(plan),
