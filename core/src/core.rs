@@ -757,7 +757,13 @@ impl Core {
         let pass_allowed = self
             .last_disruption_pass_ms
             .is_none_or(|last| now >= last + poll);
-        let nominated: BTreeSet<String> = self.nominations.values().cloned().collect();
+        // Many pods are nominated to the same few machines: each name is copied once.
+        let mut nominated: BTreeSet<String> = BTreeSet::new();
+        for target in self.nominations.values() {
+            if !nominated.contains(target) {
+                nominated.insert(target.clone());
+            }
+        }
         let mut next: Option<u64> = None;
         let mut pools: Vec<_> = self.state.nodepools.values().cloned().collect();
         pools.sort_by(|a, b| a.name.cmp(&b.name));

@@ -236,6 +236,16 @@ impl ClusterState {
     /// node or on one of its workload pods. Returns why, and when the last protection in force
     /// runs out (`None` when one of them never does).
     pub fn do_not_disrupt_on_node(&self, node: &str, now_ms: u64) -> Option<(String, Option<u64>)> {
+        self.do_not_disrupt_among(node, &self.workload_pods_on_node(node), now_ms)
+    }
+
+    /// [`Self::do_not_disrupt_on_node`], given the node's workload pods.
+    pub fn do_not_disrupt_among(
+        &self,
+        node: &str,
+        workload: &[&Pod],
+        now_ms: u64,
+    ) -> Option<(String, Option<u64>)> {
         let state = self.nodes.get(node)?;
         let started = state
             .nodeclaim
@@ -259,7 +269,7 @@ impl ClusterState {
             &format_args!("node {node}"),
             state.node.do_not_disrupt(started),
         );
-        for pod in self.workload_pods_on_node(node) {
+        for pod in workload {
             note(&format_args!("pod {}", pod.key), pod.do_not_disrupt());
         }
         ends.map(|end| (reasons.join(", "), end))

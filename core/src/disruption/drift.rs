@@ -8,6 +8,8 @@
 //! - its EC2NodeClass's AMIs, subnets or security groups changed (`karpenter.k8s.aws/ec2nodeclass-hash`);
 //! - its instance type is no longer in the catalog.
 
+use std::collections::BTreeMap;
+
 use serde::Serialize;
 
 use crate::model::nodeclass::NodeClass;
@@ -58,6 +60,17 @@ pub fn nodeclass_hash(class: &NodeClass) -> String {
 
 /// Drifted machines (initialized, not already leaving), by name, with why.
 pub fn drifted(state: &ClusterState) -> Vec<(String, String)> {
+    // Each NodePool's and EC2NodeClass's hash, once per search rather than once per machine.
+    let pool_hashes: BTreeMap<&str, String> = state
+        .nodepools
+        .iter()
+        .map(|(name, pool)| (name.as_str(), nodepool_hash(pool)))
+        .collect();
+    let class_hashes: BTreeMap<&str, String> = state
+        .nodeclasses
+        .iter()
+        .map(|(name, class)| (name.as_str(), nodeclass_hash(class)))
+        .collect();
     let mut out = Vec::new();
     for (name, claim) in &state.nodeclaims {
         if claim.terminating.is_some() || !claim.is_initialized() {
@@ -70,7 +83,7 @@ pub fn drifted(state: &ClusterState) -> Vec<(String, String)> {
             .spec
             .annotations
             .get(NODEPOOL_HASH)
-            .is_some_and(|h| *h != nodepool_hash(pool))
+            .is_some_and(|h| Some(h) != pool_hashes.get(claim.spec.nodepool.as_str()))
         {
             Some(format!("NodePool {} changed its template", pool.name))
         } else if let Some(class) = state.nodeclasses.get(&claim.spec.nodeclass)
@@ -78,7 +91,7 @@ pub fn drifted(state: &ClusterState) -> Vec<(String, String)> {
                 .spec
                 .annotations
                 .get(NODECLASS_HASH)
-                .is_some_and(|h| *h != nodeclass_hash(class))
+                .is_some_and(|h| Some(h) != class_hashes.get(claim.spec.nodeclass.as_str()))
         {
             Some(format!(
                 "EC2NodeClass {} changed its AMIs, subnets, security groups or kubelet settings",

@@ -42,16 +42,14 @@ pub fn candidates(
         let Some(node) = state.nodes.get(node_name) else {
             continue;
         };
-        if let Some((_, ends)) = state.do_not_disrupt_on_node(node_name, now_ms) {
+        let workload = state.workload_pods_on_node(node_name);
+        if let Some((_, ends)) = state.do_not_disrupt_among(node_name, &workload, now_ms) {
             if let Some(at) = ends {
                 next = Some(next.map_or(at, |n: u64| n.min(at)));
             }
             continue;
         }
-        if nominated.contains(node_name)
-            || nominated.contains(name)
-            || !state.workload_pods_on_node(node_name).is_empty()
-        {
+        if nominated.contains(node_name) || nominated.contains(name) || !workload.is_empty() {
             continue;
         }
         let eligible_at = node.last_pod_event_ms + after_ms;

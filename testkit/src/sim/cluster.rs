@@ -41,6 +41,11 @@ pub struct SimCluster {
     pub terminating: BTreeMap<PodKey, Terminating>,
     /// Exits the world has yet to schedule: (time, pod).
     pub exits_to_schedule: Vec<(u64, PodKey)>,
+    /// The pods no node runs, oldest first: what the binder looks at.
+    pending: BTreeSet<(u64, PodKey)>,
+    /// Something changed since the binder last found no node for any pending pod that may let
+    /// it find one now (a node came or went, a pod left or was bound, a taint came off).
+    placement_changed: bool,
 }
 
 /// A pod that was asked to stop and has not exited yet.
@@ -90,6 +95,7 @@ impl SimCluster {
                 used: Resources::default(),
             },
         );
+        self.placement_changed = true;
     }
 
     /// Creates a pod; bound at once if the scheduler finds a node, else reported pending.
@@ -101,11 +107,14 @@ impl SimCluster {
         changes: &mut Vec<PodChange>,
     ) {
         // Re-applying a pod replaces it: its old requests leave its node.
-        if let Some(old) = self.pods.remove(&pod.key)
-            && let Some(node) = &old.node_name
-            && let Some(n) = self.nodes.get_mut(node)
-        {
-            n.used.sub(&old.requests);
+        if let Some(old) = self.pods.remove(&pod.key) {
+            self.placement_changed = true;
+            self.pending.remove(&(old.created_at_ms, old.key.clone()));
+            if let Some(node) = &old.node_name
+                && let Some(n) = self.nodes.get_mut(node)
+            {
+                n.used.sub(&old.requests);
+            }
         }
         pod.created_at_ms = now_ms;
         changes.push(PodChange::Created {
@@ -139,6 +148,15 @@ impl SimCluster {
             now_ms,
             EventKind::PodApplied(Box::new(pod.clone())),
         ));
+        match pod.node_name {
+            // A pod the scheduler could not place just now: it is tried again once something
+            // changes.
+            None => {
+                self.pending.insert((pod.created_at_ms, pod.key.clone()));
+            }
+            // A pod running somewhere may be what another's pod affinity waits for.
+            Some(_) => self.placement_changed = true,
+        }
         self.pods.insert(pod.key.clone(), pod);
     }
 
@@ -202,6 +220,8 @@ impl SimCluster {
         self.terminating.remove(key);
         self.grace_ms.remove(key);
         if let Some(pod) = self.pods.remove(key) {
+            self.placement_changed = true;
+            self.pending.remove(&(pod.created_at_ms, pod.key.clone()));
             if let Some(node) = &pod.node_name
                 && let Some(n) = self.nodes.get_mut(node)
             {
@@ -409,23 +429,36 @@ impl SimCluster {
         out: &mut Vec<Event>,
         changes: &mut Vec<PodChange>,
     ) {
-        let mut pending: Vec<(u64, PodKey)> = self
-            .pods
-            .values()
-            .filter(|p| p.node_name.is_none())
-            .map(|p| (p.created_at_ms, p.key.clone()))
-            .collect();
-        pending.sort();
-        for (_, key) in pending {
+        if !self.placement_changed {
+            // Every pending pod found no node, and nothing that could change that has changed.
+            return;
+        }
+        self.placement_changed = false;
+        let pending: Vec<PodKey> = self.pending.iter().map(|(_, key)| key.clone()).collect();
+        // Pods that found no node, as far as finding one goes: a pod placed like one of them
+        // finds none either, since binding others only takes room and adds anti-affinity. (Not
+        // so for pod affinity and topology spread, which binding others can satisfy: such pods
+        // are always tried.)
+        let mut unplaced: Vec<Pod> = Vec::new();
+        for key in pending {
             let Some(pod) = self.pods.get(&key) else {
                 continue;
             };
+            if unplaced.iter().any(|u| same_placement(u, pod)) {
+                continue;
+            }
             let Some(node) = self.pick_node(pod) else {
+                if pod.pod_affinity.is_empty() && pod.topology_spread.is_empty() {
+                    unplaced.push(pod.clone());
+                }
                 continue;
             };
             let requests = pod.requests.clone();
             if let Some(p) = self.pods.get_mut(&key) {
                 p.node_name = Some(node.clone());
+                self.pending.remove(&(p.created_at_ms, key.clone()));
+                // It may be what a pod passed over earlier in this round waits for.
+                self.placement_changed = true;
             }
             if let Some(n) = self.nodes.get_mut(&node) {
                 n.used.add(&requests);
@@ -674,6 +707,7 @@ impl SimCluster {
         let before = n.node.taints.len();
         n.node.taints.retain(|t| t.key != labels::DISRUPTED_TAINT);
         if n.node.taints.len() != before {
+            self.placement_changed = true;
             out.push(Event::new(
                 now_ms,
                 EventKind::NodeApplied(Box::new(n.node.clone())),
@@ -748,6 +782,8 @@ impl SimCluster {
             self.delete_pod(pod, false, now_ms, out, changes);
         }
         if self.nodes.remove(node).is_some() {
+            // One topology domain fewer can lower a spread constraint's skew.
+            self.placement_changed = true;
             out.push(Event::new(
                 now_ms,
                 EventKind::NodeDeleted {
@@ -757,6 +793,21 @@ impl SimCluster {
         }
         self.reconcile_all(now_ms, rng, out, changes);
     }
+}
+
+/// Whether the binder places `a` and `b` alike: the same namespace, labels, requests and
+/// constraints (names and times aside).
+fn same_placement(a: &Pod, b: &Pod) -> bool {
+    a.key.namespace == b.key.namespace
+        && a.requests == b.requests
+        && a.labels == b.labels
+        && a.node_selector == b.node_selector
+        && a.required_node_affinity == b.required_node_affinity
+        && a.pod_affinity == b.pod_affinity
+        && a.pod_anti_affinity == b.pod_anti_affinity
+        && a.topology_spread == b.topology_spread
+        && a.host_ports == b.host_ports
+        && a.tolerations == b.tolerations
 }
 
 /// A stable stand-in for the pod-template hash of a ReplicaSet name.
