@@ -117,14 +117,14 @@ fn an_instance_type_no_longer_offered_drifts_the_machine() {
     let (old, _) = running(&mut h);
     let gone = old.options[0].instance_type.clone();
     let catalog = h.catalog().clone();
-    h.send(EventKind::CatalogUpdated(Catalog {
+    h.send(EventKind::CatalogUpdated(std::sync::Arc::new(Catalog {
         region: catalog.region,
         instance_types: catalog
             .instance_types
             .into_iter()
             .filter(|it| it.name != gone)
             .collect(),
-    }));
+    })));
     h.advance(15_000);
     let t = finish_replacement(&mut h);
     assert_eq!(t.len(), 1);

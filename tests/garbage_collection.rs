@@ -172,13 +172,16 @@ fn a_repeated_launch_with_the_same_token_makes_no_second_machine() {
         min_ms: 1_000,
         max_ms: 1_000,
     };
-    let mut cloud = SimCloud::new(CloudSpec {
-        launch_latency: fixed,
-        registration_latency: fixed,
-        insufficient_capacity: vec![],
-        api_error_rate: 0.0,
-        launch_latency_spikes: vec![],
-    });
+    let mut cloud = SimCloud::new(
+        CloudSpec {
+            launch_latency: fixed,
+            registration_latency: fixed,
+            insufficient_capacity: vec![],
+            api_error_rate: 0.0,
+            launch_latency_spikes: vec![],
+        },
+        String::new(),
+    );
     let mut rng = SimRng::new(1);
     let first = cloud.create_fleet(&claim, 0, &mut rng).expect("launches");
     let again = cloud

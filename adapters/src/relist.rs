@@ -10,6 +10,7 @@
 //! restart after a clean stop adds nothing but the instance listing.
 
 use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
 
 use nodewright_core::EventKind;
 use nodewright_core::catalog::Catalog;
@@ -22,15 +23,42 @@ use nodewright_core::model::pdb::PodDisruptionBudget;
 use nodewright_core::model::pod::{Pod, PodKey};
 use nodewright_core::state::ClusterState;
 
+/// The pod events that bring `known` up to date with `listed`, every pod there is: pods new
+/// or changed are applied in key order (the last of two with one key wins), then the pods the
+/// core knows that are not listed are deleted. Only what differs is copied.
+pub fn pod_gap<'a>(
+    known: &ClusterState,
+    listed: impl IntoIterator<Item = &'a Pod>,
+) -> Vec<EventKind> {
+    let mut by_key: BTreeMap<&PodKey, &Pod> = BTreeMap::new();
+    for pod in listed {
+        by_key.insert(&pod.key, pod);
+    }
+    let mut events: Vec<EventKind> = by_key
+        .values()
+        .filter(|pod| known.pods.get(&pod.key) != Some(**pod))
+        .map(|pod| EventKind::PodApplied(Box::new((*pod).clone())))
+        .collect();
+    events.extend(
+        known
+            .pods
+            .keys()
+            .filter(|k| !by_key.contains_key(k))
+            .map(|key| EventKind::PodDeleted { pod: key.clone() }),
+    );
+    events
+}
+
 /// Everything a restarted controller lists, as it is now.
 #[derive(Debug, Clone, Default)]
 pub struct Listing {
     /// The instance-type catalog the controller starts with.
-    pub catalog: Option<Catalog>,
+    pub catalog: Option<Arc<Catalog>>,
     pub nodeclasses: Vec<NodeClass>,
     pub nodepools: Vec<NodePool>,
     pub nodes: Vec<Node>,
-    pub pods: Vec<Pod>,
+    /// The pods (none: they were not listed, and what the core knows of them stays).
+    pub pods: Option<Vec<Pod>>,
     pub pdbs: Vec<PodDisruptionBudget>,
     /// The DaemonSets (none: they were not listed, and what the core knows of them stays).
     pub daemonsets: Option<Vec<DaemonSet>>,
@@ -44,10 +72,13 @@ pub struct Listing {
 pub fn relist_events(known: &ClusterState, listing: Listing) -> Vec<EventKind> {
     let mut events = Vec::new();
     if let Some(catalog) = listing.catalog {
-        let same = known
-            .catalog
-            .as_ref()
-            .is_some_and(|c| c.catalog == catalog.clone().normalized());
+        let same = known.catalog.as_ref().is_some_and(|c| {
+            if catalog.is_normalized() {
+                *c.catalog == *catalog
+            } else {
+                *c.catalog == Catalog::clone(&catalog).normalized()
+            }
+        });
         if !same {
             events.push(EventKind::CatalogUpdated(catalog));
         }
@@ -92,18 +123,8 @@ pub fn relist_events(known: &ClusterState, listing: Listing) -> Vec<EventKind> {
             events.push(EventKind::NodeApplied(Box::new(node)));
         }
     }
-    let mut pods: BTreeMap<PodKey, Pod> = BTreeMap::new();
-    for pod in listing.pods {
-        pods.insert(pod.key.clone(), pod);
-    }
-    for (key, pod) in &pods {
-        if known.pods.get(key) != Some(pod) {
-            events.push(EventKind::PodApplied(Box::new(pod.clone())));
-        }
-    }
-
-    for key in known.pods.keys().filter(|k| !pods.contains_key(*k)) {
-        events.push(EventKind::PodDeleted { pod: key.clone() });
+    if let Some(pods) = &listing.pods {
+        events.extend(pod_gap(known, pods));
     }
     for name in known.nodes.keys().filter(|n| !nodes.contains(*n)) {
         events.push(EventKind::NodeDeleted { name: name.clone() });

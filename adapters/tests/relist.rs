@@ -33,7 +33,11 @@ fn known() -> (Core, Listing) {
     let listing = Listing {
         nodepools: vec![NodePool::new("default", "default")],
         nodes: vec![node("n1"), node("n2")],
-        pods: vec![pod("a", Some("n1")), pod("b", Some("n2")), pod("c", None)],
+        pods: Some(vec![
+            pod("a", Some("n1")),
+            pod("b", Some("n2")),
+            pod("c", None),
+        ]),
         ..Listing::default()
     };
     for kind in relist_events(core.state(), listing.clone()) {
@@ -72,7 +76,11 @@ fn changes_and_deletions_missed_while_stopped_are_told_in_order() {
     let (core, mut listing) = known();
     // While the controller was down: pod c was bound, pod b and node n2 went away, a new pod
     // d came, and the NodePool was deleted.
-    listing.pods = vec![pod("a", Some("n1")), pod("c", Some("n1")), pod("d", None)];
+    listing.pods = Some(vec![
+        pod("a", Some("n1")),
+        pod("c", Some("n1")),
+        pod("d", None),
+    ]);
     listing.nodes = vec![node("n1")];
     listing.nodepools = Vec::new();
     assert_eq!(

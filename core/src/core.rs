@@ -138,7 +138,7 @@ impl Core {
 
     /// Puts in place the catalog a [`EventKind::CatalogUpdated`] carried, and nothing else:
     /// what a snapshot's restore does with the catalog event the snapshot names.
-    pub fn install_catalog(&mut self, catalog: crate::catalog::Catalog) {
+    pub fn install_catalog(&mut self, catalog: std::sync::Arc<crate::catalog::Catalog>) {
         self.state.catalog = Some(std::sync::Arc::new(PreparedCatalog::new(catalog)));
         self.refresh_pool_shapes();
     }

@@ -1,6 +1,8 @@
 //! Events: everything the core learns about the world. Time arrives inside each event; the core
 //! never reads a clock.
 
+use std::sync::Arc;
+
 use serde::{Deserialize, Serialize};
 
 use crate::catalog::Catalog;
@@ -26,7 +28,7 @@ impl Event {
 #[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub enum EventKind {
     /// The instance types, offerings and prices the cloud offers now.
-    CatalogUpdated(Catalog),
+    CatalogUpdated(Arc<Catalog>),
     NodePoolApplied(Box<NodePool>),
     NodePoolDeleted {
         name: String,

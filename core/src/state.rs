@@ -1,6 +1,7 @@
 //! The cluster as the core knows it, built only from events.
 
 use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 
@@ -22,14 +23,20 @@ pub const UNAVAILABLE_OFFERING_TTL_MS: u64 = 3 * 60_000;
 /// The catalog with what the solver needs precomputed.
 #[derive(Debug, Clone)]
 pub struct PreparedCatalog {
-    pub catalog: Catalog,
+    /// Shared with the event that carried it when it came in name order.
+    pub catalog: Arc<Catalog>,
     /// `requirements[i]` belongs to `catalog.instance_types[i]`.
     pub requirements: Vec<Requirements>,
 }
 
 impl PreparedCatalog {
-    pub fn new(catalog: Catalog) -> Self {
-        let catalog = catalog.normalized();
+    pub fn new(catalog: impl Into<Arc<Catalog>>) -> Self {
+        let catalog: Arc<Catalog> = catalog.into();
+        let catalog = if catalog.is_normalized() {
+            catalog
+        } else {
+            Arc::new(Catalog::clone(&catalog).normalized())
+        };
         let requirements = catalog
             .instance_types
             .iter()

@@ -24,7 +24,7 @@ pub struct CoreHarness {
     pub core: Core,
     pub now_ms: u64,
     pub commands: Vec<(u64, Command)>,
-    catalog: Catalog,
+    catalog: std::sync::Arc<Catalog>,
     next_instance: u64,
 }
 

@@ -23,10 +23,13 @@ pub use report::Report;
 pub use scenario::Scenario;
 
 /// The built-in us-east-1 catalog, parsed once per process (tests build many cores).
-pub fn us_east_1_catalog() -> nodewright_core::catalog::Catalog {
-    static CATALOG: std::sync::OnceLock<nodewright_core::catalog::Catalog> =
+/// Shared: every scenario, world and core of the process holds this one copy (a copy is 4 MB).
+pub fn us_east_1_catalog() -> std::sync::Arc<nodewright_core::catalog::Catalog> {
+    static CATALOG: std::sync::OnceLock<std::sync::Arc<nodewright_core::catalog::Catalog>> =
         std::sync::OnceLock::new();
     CATALOG
-        .get_or_init(nodewright_core::catalog::builtin::us_east_1)
+        .get_or_init(|| {
+            std::sync::Arc::new(nodewright_core::catalog::builtin::us_east_1().normalized())
+        })
         .clone()
 }

@@ -46,6 +46,44 @@ pub struct BoundInput<'a> {
     pub min_latency_ms: u64,
 }
 
+/// The distinct pod shapes of a run, for [`PodSpan::pod`]: pods alike in what the bound reads
+/// (requirements, tolerations, requests) share one copy, so a run of many thousands of pods
+/// keeps a handful.
+#[derive(Debug, Clone, Default)]
+pub struct PodShapes {
+    pods: Vec<Pod>,
+    index: BTreeMap<String, usize>,
+}
+
+impl PodShapes {
+    /// The index of `pod`'s shape, added when new.
+    pub fn intern(&mut self, pod: &Pod) -> usize {
+        let next = self.pods.len();
+        let at = *self.index.entry(shape_key(pod)).or_insert(next);
+        if at == next {
+            self.pods.push(pod.clone());
+        }
+        at
+    }
+
+    /// The pod that stands for shape `index`.
+    ///
+    /// Panics when `index` did not come from [`PodShapes::intern`] on this set.
+    pub fn get(&self, index: usize) -> &Pod {
+        &self.pods[index]
+    }
+}
+
+/// What the bound reads of a pod, as one comparable string.
+fn shape_key(pod: &Pod) -> String {
+    format!(
+        "{:?}|{:?}|{:?}",
+        pod.requirement_alternatives(),
+        pod.tolerations,
+        pod.requests
+    )
+}
+
 /// One pod's stretch of the timeline: it counts over `from_ms..until_ms`.
 pub struct PodSpan<'a> {
     pub pod: &'a Pod,
@@ -87,14 +125,8 @@ pub fn lower_bound_usd<'a>(input: &BoundInput, spans: impl Iterator<Item = PodSp
             continue;
         }
         let pod = span.pod;
-        let key = format!(
-            "{:?}|{:?}|{:?}",
-            pod.requirement_alternatives(),
-            pod.tolerations,
-            pod.requests
-        );
         let unit = *cache
-            .entry(key)
+            .entry(shape_key(pod))
             .or_insert_with(|| best_unit_price(input, &resources, pod));
         let Some(unit) = unit else {
             continue;

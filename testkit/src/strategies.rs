@@ -1,5 +1,7 @@
 //! proptest strategies for the core's inputs: pods, NodePools, and whole event sequences.
 
+use std::sync::Arc;
+
 use nodewright_core::catalog::{CapacityType, Catalog, Price};
 use nodewright_core::model::labels;
 use nodewright_core::model::node::Node;
@@ -14,15 +16,15 @@ use nodewright_core::{Event, EventKind};
 use proptest::prelude::*;
 
 /// A small slice of the real catalog (every 40th type), cheap to clone in every case.
-pub fn small_catalog() -> Catalog {
-    static SMALL: std::sync::OnceLock<Catalog> = std::sync::OnceLock::new();
+pub fn small_catalog() -> Arc<Catalog> {
+    static SMALL: std::sync::OnceLock<Arc<Catalog>> = std::sync::OnceLock::new();
     SMALL
         .get_or_init(|| {
             let full = crate::us_east_1_catalog();
-            Catalog {
-                region: full.region,
-                instance_types: full.instance_types.into_iter().step_by(40).collect(),
-            }
+            Arc::new(Catalog {
+                region: full.region.clone(),
+                instance_types: full.instance_types.iter().step_by(40).cloned().collect(),
+            })
         })
         .clone()
 }

@@ -14,17 +14,20 @@ use super::frame::{self, MAX_FRAME_PAYLOAD};
 use super::nwlog::{DurableWrite, NwlogWriter};
 
 /// An [`EventStore`] in memory. Records are kept postcard-encoded, so reading them back
-/// exercises the same round trip as the redb store and the `.nwlog` file.
+/// exercises the same round trip as the redb store and the `.nwlog` file. They lie end to end
+/// in one buffer (a simulation of many thousands of pods keeps millions of small records).
 pub struct MemoryStore<H, R> {
     header: H,
-    records: Vec<Vec<u8>>,
+    bytes: Vec<u8>,
+    /// `ends[i]` is where record `i` ends in `bytes` (it starts where the one before ends).
+    ends: Vec<usize>,
     types: PhantomData<fn() -> R>,
 }
 
 impl<H, R> fmt::Debug for MemoryStore<H, R> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("MemoryStore")
-            .field("len", &self.records.len())
+            .field("len", &self.ends.len())
             .finish_non_exhaustive()
     }
 }
@@ -38,7 +41,8 @@ where
     pub fn new(header: H) -> Self {
         Self {
             header,
-            records: Vec::new(),
+            bytes: Vec::new(),
+            ends: Vec::new(),
             types: PhantomData,
         }
     }
@@ -62,27 +66,18 @@ where
     }
 
     fn append(&mut self, records: &[R]) -> Result<(), LogError> {
-        let mut encoded = Vec::with_capacity(records.len());
-        for (index_in_batch, record) in records.iter().enumerate() {
-            let bytes = postcard::to_stdvec(record).map_err(|source| LogError::Encode {
-                what: "record",
-                source,
-            })?;
-            if bytes.len() > MAX_FRAME_PAYLOAD as usize {
-                return Err(LogError::RecordTooLarge {
-                    index_in_batch,
-                    length: bytes.len(),
-                    max: MAX_FRAME_PAYLOAD,
-                });
-            }
-            encoded.push(bytes);
+        // A batch is all or nothing: what a failed batch wrote is taken back.
+        let (bytes_before, records_before) = (self.bytes.len(), self.ends.len());
+        let appended = self.append_each(records);
+        if appended.is_err() {
+            self.bytes.truncate(bytes_before);
+            self.ends.truncate(records_before);
         }
-        self.records.extend(encoded);
-        Ok(())
+        appended
     }
 
     fn len(&self) -> u64 {
-        self.records.len() as u64
+        self.ends.len() as u64
     }
 
     fn read_range(&self, from: u64, to: u64) -> Result<Vec<R>, LogError> {
@@ -93,11 +88,13 @@ where
         };
         let start = usize::try_from(from).map_err(|_| out_of_bounds())?;
         let end = usize::try_from(to).map_err(|_| out_of_bounds())?;
-        let slice = self.records.get(start..end).ok_or_else(out_of_bounds)?;
-        slice
-            .iter()
+        if start > end || end > self.ends.len() {
+            return Err(out_of_bounds());
+        }
+        (start..end)
             .zip(from..)
-            .map(|(bytes, index)| {
+            .map(|(at, index)| {
+                let bytes = &self.bytes[self.record_start(at)..self.ends[at]];
                 // Only a type whose Serialize and Deserialize disagree gets here. There is no
                 // file, so the position is given as the frame the record would have in a
                 // `.nwlog` log, at byte offset 0.
@@ -110,5 +107,44 @@ where
                 })
             })
             .collect()
+    }
+}
+
+impl<H, R: Serialize> MemoryStore<H, R> {
+    fn append_each(&mut self, records: &[R]) -> Result<(), LogError> {
+        for (index_in_batch, record) in records.iter().enumerate() {
+            // Encoded in place, at the end of the buffer (a snapshot is megabytes: no copy).
+            let start = self.bytes.len();
+            postcard::to_extend(record, Tail(&mut self.bytes)).map_err(|source| {
+                LogError::Encode {
+                    what: "record",
+                    source,
+                }
+            })?;
+            let length = self.bytes.len() - start;
+            if length > MAX_FRAME_PAYLOAD as usize {
+                return Err(LogError::RecordTooLarge {
+                    index_in_batch,
+                    length,
+                    max: MAX_FRAME_PAYLOAD,
+                });
+            }
+            self.ends.push(self.bytes.len());
+        }
+        Ok(())
+    }
+
+    /// Where record `at` starts in `bytes`.
+    fn record_start(&self, at: usize) -> usize {
+        at.checked_sub(1).map_or(0, |before| self.ends[before])
+    }
+}
+
+/// The end of a buffer, as postcard's `Extend` output: what is encoded is appended to it.
+struct Tail<'a>(&'a mut Vec<u8>);
+
+impl Extend<u8> for Tail<'_> {
+    fn extend<I: IntoIterator<Item = u8>>(&mut self, bytes: I) {
+        self.0.extend(bytes);
     }
 }

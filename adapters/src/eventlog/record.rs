@@ -98,7 +98,7 @@ impl Snapshot {
             events,
             commands,
             catalog_record,
-            core: postcard::to_stdvec(core)?,
+            core: encode_exactly(core)?,
         })
     }
 
@@ -140,4 +140,11 @@ impl Snapshot {
         }
         Ok(core)
     }
+}
+
+/// `value` postcard-encoded into a buffer of exactly its size: a snapshot of a large cluster is
+/// megabytes, and a buffer grown by doubling would hold up to twice that while it is written.
+fn encode_exactly<T: Serialize>(value: &T) -> Result<Vec<u8>, postcard::Error> {
+    let size = postcard::serialize_with_flavor(value, postcard::ser_flavors::Size::default())?;
+    postcard::to_extend(value, Vec::with_capacity(size))
 }

@@ -144,6 +144,8 @@ impl InstanceType {
                 .iter()
                 .map(|o| o.capacity_type.as_str().to_string()),
         ));
+        // Kept for the process's life, once per type: no spare capacity.
+        reqs.shrink_to_fit();
         reqs
     }
 
@@ -169,6 +171,11 @@ impl Catalog {
     }
 
     /// Sorts types by name (lookups rely on it).
+    /// Whether the types are in name order already (as [`Catalog::normalized`] leaves them).
+    pub fn is_normalized(&self) -> bool {
+        self.instance_types.is_sorted_by(|a, b| a.name <= b.name)
+    }
+
     pub fn normalized(mut self) -> Catalog {
         self.instance_types.sort_by(|a, b| a.name.cmp(&b.name));
         self

@@ -14,3 +14,4 @@ pub mod quantity;
 pub mod requirements;
 pub mod resources;
 pub mod taints;
+pub mod value_set;

@@ -5,13 +5,14 @@
 //! bounded by integer bounds (`Gt`, `Lt`). [`Requirements`] holds one requirement per key; two
 //! requirement sets intersect key by key.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
 use std::fmt;
 
 use serde::{Deserialize, Serialize};
 use thiserror::Error;
 
 use super::labels;
+use super::value_set::ValueSet;
 
 /// A node selector operator as users write it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
@@ -159,7 +160,7 @@ pub struct Requirement {
     pub key: String,
     /// When true the set is "every value except `values`"; when false it is exactly `values`.
     pub complement: bool,
-    pub values: BTreeSet<String>,
+    pub values: ValueSet,
     /// Only integer values strictly greater than this are allowed.
     pub greater_than: Option<i64>,
     /// Only integer values strictly less than this are allowed.
@@ -304,29 +305,19 @@ impl Requirement {
         };
         let mut out = match (self.complement, other.complement) {
             (true, true) => Requirement {
-                values: self.values.union(&other.values).cloned().collect(),
+                values: self.values.union(&other.values),
                 ..self.clone()
             },
             (true, false) => Requirement {
-                values: other
-                    .values
-                    .iter()
-                    .filter(|v| !self.values.contains(*v))
-                    .cloned()
-                    .collect(),
+                values: other.values.difference(&self.values),
                 ..other.clone()
             },
             (false, true) => Requirement {
-                values: self
-                    .values
-                    .iter()
-                    .filter(|v| !other.values.contains(*v))
-                    .cloned()
-                    .collect(),
+                values: self.values.difference(&other.values),
                 ..self.clone()
             },
             (false, false) => Requirement {
-                values: self.values.intersection(&other.values).cloned().collect(),
+                values: self.values.intersection(&other.values),
                 ..self.clone()
             },
         };
@@ -394,9 +385,44 @@ impl fmt::Display for Conflict {
 }
 
 /// One requirement per label key.
+///
+/// Stored as a `Vec` sorted by key (one allocation per set, binary search on lookup); it is
+/// encoded as the map from key to requirement it stands for, so logs and drift hashes read the
+/// same as when it was a `BTreeMap`.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub struct Requirements {
-    by_key: BTreeMap<String, Requirement>,
+    #[serde(with = "by_key_map")]
+    by_key: Vec<Requirement>,
+}
+
+/// `Requirements::by_key` on the wire: a map from each key to its requirement.
+mod by_key_map {
+    use std::collections::BTreeMap;
+
+    use serde::ser::SerializeMap;
+    use serde::{Deserialize, Deserializer, Serializer};
+
+    use super::Requirement;
+
+    pub fn serialize<S: Serializer>(by_key: &[Requirement], s: S) -> Result<S::Ok, S::Error> {
+        let mut map = s.serialize_map(Some(by_key.len()))?;
+        for r in by_key {
+            map.serialize_entry(&r.key, r)?;
+        }
+        map.end()
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<Requirement>, D::Error> {
+        let map = BTreeMap::<String, Requirement>::deserialize(d)?;
+        Ok(map
+            .into_iter()
+            .map(|(key, mut r)| {
+                // The map's key names the requirement, as it did when the map was the storage.
+                r.key = key;
+                r
+            })
+            .collect())
+    }
 }
 
 impl Requirements {
@@ -423,28 +449,35 @@ impl Requirements {
 
     /// Adds a requirement, intersecting with any existing one on the same key.
     pub fn add(&mut self, requirement: Requirement) {
-        match self.by_key.get_mut(&requirement.key) {
-            Some(existing) => *existing = existing.intersect(&requirement),
-            None => {
-                self.by_key.insert(requirement.key.clone(), requirement);
-            }
+        match self.position(&requirement.key) {
+            Ok(at) => self.by_key[at] = self.by_key[at].intersect(&requirement),
+            Err(at) => self.by_key.insert(at, requirement),
         }
     }
 
+    fn position(&self, key: &str) -> Result<usize, usize> {
+        self.by_key.binary_search_by(|r| r.key.as_str().cmp(key))
+    }
+
     pub fn get(&self, key: &str) -> Option<&Requirement> {
-        self.by_key.get(key)
+        self.position(key).ok().map(|at| &self.by_key[at])
     }
 
     pub fn has_key(&self, key: &str) -> bool {
-        self.by_key.contains_key(key)
+        self.position(key).is_ok()
     }
 
     pub fn iter(&self) -> impl Iterator<Item = &Requirement> {
-        self.by_key.values()
+        self.by_key.iter()
     }
 
     pub fn len(&self) -> usize {
         self.by_key.len()
+    }
+
+    /// Gives back the spare room of the storage (for sets kept long).
+    pub fn shrink_to_fit(&mut self) {
+        self.by_key.shrink_to_fit();
     }
 
     pub fn is_empty(&self) -> bool {
@@ -464,7 +497,7 @@ impl Requirements {
     /// unless both allow the label to be absent.
     pub fn intersects(&self, incoming: &Requirements) -> Result<(), Conflict> {
         for theirs in incoming.iter() {
-            if let Some(ours) = self.by_key.get(&theirs.key) {
+            if let Some(ours) = self.get(&theirs.key) {
                 let both = ours.intersect(theirs);
                 if both.is_empty_set() && !(theirs.allows_absence() && ours.allows_absence()) {
                     return Err(Conflict {
@@ -483,7 +516,7 @@ impl Requirements {
     /// define it) or it only asks for absence.
     pub fn compatible(&self, incoming: &Requirements) -> Result<(), Conflict> {
         for theirs in incoming.iter() {
-            if !self.by_key.contains_key(&theirs.key)
+            if !self.has_key(&theirs.key)
                 && !theirs.allows_absence()
                 && !labels::is_well_known(&theirs.key)
             {
@@ -499,18 +532,18 @@ impl Requirements {
 
     /// Whether a node with exactly these labels satisfies every requirement.
     pub fn matches_labels(&self, labels: &BTreeMap<String, String>) -> bool {
-        self.by_key.values().all(|r| r.matches_labels(labels))
+        self.by_key.iter().all(|r| r.matches_labels(labels))
     }
 
     /// The first requirement a node with these labels fails.
     pub fn first_unmet(&self, labels: &BTreeMap<String, String>) -> Option<&Requirement> {
-        self.by_key.values().find(|r| !r.matches_labels(labels))
+        self.by_key.iter().find(|r| !r.matches_labels(labels))
     }
 
     /// Labels implied by single-valued `In` requirements (what a launched node will carry).
     pub fn single_value_labels(&self) -> BTreeMap<String, String> {
         self.by_key
-            .values()
+            .iter()
             .filter(|r| !r.complement && r.values.len() == 1)
             .filter_map(|r| r.values.iter().next().map(|v| (r.key.clone(), v.clone())))
             .collect()
@@ -519,7 +552,7 @@ impl Requirements {
 
 impl fmt::Display for Requirements {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let parts: Vec<String> = self.by_key.values().map(|r| r.to_string()).collect();
+        let parts: Vec<String> = self.by_key.iter().map(|r| r.to_string()).collect();
         write!(f, "{}", parts.join(" AND "))
     }
 }

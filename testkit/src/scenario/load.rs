@@ -189,7 +189,7 @@ pub struct Scenario {
     pub seed: u64,
     pub duration_ms: u64,
     pub config: Config,
-    pub catalog: Catalog,
+    pub catalog: std::sync::Arc<Catalog>,
     pub cloud: CloudSpec,
     pub existing_nodes: Vec<ExistingNodeGroup>,
     pub manifests: Vec<Manifest>,
@@ -269,7 +269,7 @@ pub fn load_str(
         .unwrap_or_else(|| "us-east-1".to_string());
     let catalog = match region.as_str() {
         "us-east-1" => Some(crate::us_east_1_catalog()),
-        other => catalogs::for_region(other),
+        other => catalogs::for_region(other).map(|c| std::sync::Arc::new(c.normalized())),
     }
     .ok_or_else(|| {
         invalid(

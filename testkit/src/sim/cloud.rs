@@ -1,7 +1,7 @@
 //! The simulated EC2: CreateFleet over a NodeClaim's options with insufficient-capacity windows,
 //! instances with prices, launch and registration latency, termination.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 use nodewright_core::catalog::{CapacityType, Price};
 use nodewright_core::model::nodeclaim::{Instance, NodeClaimSpec, OfferingKey};
@@ -30,7 +30,12 @@ pub struct FleetError {
 #[derive(Debug, Clone)]
 pub struct SimCloud {
     pub spec: CloudSpec,
-    pub instances: BTreeMap<String, SimInstance>,
+    /// Every instance launched, terminated ones included (they are billed up to then).
+    instances: BTreeMap<String, SimInstance>,
+    /// The ids of the instances not terminated, and what they cost per hour together: asked
+    /// after every event, so kept rather than counted over every instance ever launched.
+    running: BTreeSet<String>,
+    price_now: Price,
     /// Launches by client token: a repeated CreateFleet returns the instance it made.
     pub tokens: BTreeMap<String, String>,
     /// What makes this world's tokens its own (the scenario and its seed).
@@ -38,12 +43,16 @@ pub struct SimCloud {
 }
 
 impl SimCloud {
-    pub fn new(spec: CloudSpec) -> Self {
+    /// A cloud with no instance; `scope` makes its client tokens its own (the scenario and
+    /// its seed).
+    pub fn new(spec: CloudSpec, scope: String) -> Self {
         SimCloud {
             spec,
             instances: BTreeMap::new(),
+            running: BTreeSet::new(),
+            price_now: Price(0),
             tokens: BTreeMap::new(),
-            scope: String::new(),
+            scope,
         }
     }
 
@@ -117,6 +126,8 @@ impl SimCloud {
                 claim.client_token(&self.scope),
                 instance.instance_id.clone(),
             );
+            self.running.insert(instance.instance_id.clone());
+            self.price_now = Price(self.price_now.0 + instance.price.0);
             self.instances.insert(
                 instance.instance_id.clone(),
                 SimInstance {
@@ -141,19 +152,31 @@ impl SimCloud {
 
     /// TerminateInstances; idempotent.
     pub fn terminate(&mut self, instance_id: &str, now_ms: u64) {
-        if let Some(i) = self.instances.get_mut(instance_id) {
-            i.terminated_at_ms.get_or_insert(now_ms);
+        if let Some(i) = self.instances.get_mut(instance_id)
+            && i.terminated_at_ms.is_none()
+        {
+            i.terminated_at_ms = Some(now_ms);
+            self.running.remove(instance_id);
+            self.price_now = Price(self.price_now.0 - i.instance.price.0);
         }
     }
 
+    /// Every instance launched, in id order.
+    pub fn instances(&self) -> impl Iterator<Item = &SimInstance> {
+        self.instances.values()
+    }
+
+    pub fn instance(&self, instance_id: &str) -> Option<&SimInstance> {
+        self.instances.get(instance_id)
+    }
+
+    /// The instances not terminated, in id order.
     pub fn running(&self) -> impl Iterator<Item = &SimInstance> {
-        self.instances
-            .values()
-            .filter(|i| i.terminated_at_ms.is_none())
+        self.running.iter().filter_map(|id| self.instances.get(id))
     }
 
     /// USD per hour of the running instances.
     pub fn price_now(&self) -> Price {
-        Price(self.running().map(|i| i.instance.price.0).sum())
+        self.price_now
     }
 }

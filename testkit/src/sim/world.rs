@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 use nodewright_adapters::driver::{CommandExecutor, DEFAULT_SNAPSHOT_EVERY, Driver, DriverError};
 use nodewright_adapters::eventlog::{DecisionDigest, EventStore, LogHeader, LogRecord};
 use nodewright_adapters::manifest::Manifest;
-use nodewright_adapters::relist::{Listing, relist_events};
+use nodewright_adapters::relist::{Listing, pod_gap, relist_events};
 use nodewright_core::catalog::{self, CapacityType, Catalog};
 use nodewright_core::interruption::{Interruption, LEAVING_STATES, SPOT_INTERRUPTION_NOTICE_MS};
 use nodewright_core::model::labels;
@@ -97,6 +97,8 @@ struct PodRecord {
     node: Option<String>,
     deleted_at_ms: Option<u64>,
     evictions: u64,
+    /// A workload pod's shape in `World::pod_shapes` (none for a DaemonSet pod).
+    shape: Option<usize>,
 }
 
 /// The world: simulated EC2, simulated cluster, and what the report needs.
@@ -104,16 +106,16 @@ pub struct World {
     now_ms: u64,
     capacity_settings: nodewright_core::catalog::CapacitySettings,
     rng: SimRng,
-    catalog: Catalog,
+    catalog: std::sync::Arc<Catalog>,
     cloud: SimCloud,
     cluster: SimCluster,
     nodeclasses: BTreeMap<String, NodeClass>,
     nodepools: BTreeMap<String, NodePool>,
-    /// Every NodePool and EC2NodeClass version applied, and every workload pod as created,
-    /// for the lower bound.
+    /// Every NodePool and EC2NodeClass version applied, and the shape of every workload pod as
+    /// created, for the lower bound.
     seen_nodepools: Vec<NodePool>,
     seen_nodeclasses: Vec<NodeClass>,
-    pod_specs: BTreeMap<PodKey, nodewright_core::model::pod::Pod>,
+    pod_shapes: crate::lower_bound::PodShapes,
     /// Allocatable of the nodes that existed before nodewright.
     existing: nodewright_core::model::resources::Resources,
     queue: BTreeMap<(u64, u64), WorldEvent>,
@@ -157,16 +159,16 @@ impl World {
             capacity_settings: scenario.config.capacity_settings(),
             rng: SimRng::new(scenario.seed),
             catalog: scenario.catalog.clone(),
-            cloud: SimCloud {
-                scope: format!("{}/{}", scenario.name, scenario.seed),
-                ..SimCloud::new(scenario.cloud.clone())
-            },
+            cloud: SimCloud::new(
+                scenario.cloud.clone(),
+                format!("{}/{}", scenario.name, scenario.seed),
+            ),
             cluster: SimCluster::default(),
             nodeclasses: BTreeMap::new(),
             nodepools: BTreeMap::new(),
             seen_nodepools: Vec::new(),
             seen_nodeclasses: Vec::new(),
-            pod_specs: BTreeMap::new(),
+            pod_shapes: crate::lower_bound::PodShapes::default(),
             existing: Default::default(),
             queue: BTreeMap::new(),
             seq: 0,
@@ -486,7 +488,7 @@ impl World {
                 }
             }
             WorldEvent::NodeJoin { instance_id } => {
-                let Some(instance) = self.cloud.instances.get(&instance_id).cloned() else {
+                let Some(instance) = self.cloud.instance(&instance_id).cloned() else {
                     return;
                 };
                 if instance.terminated_at_ms.is_some() {
@@ -635,8 +637,7 @@ impl World {
     fn listed_instances(&self) -> Vec<ListedInstance> {
         let now = self.now_ms;
         self.cloud
-            .instances
-            .values()
+            .instances()
             .filter(|i| {
                 i.terminated_at_ms
                     .is_none_or(|t| now < t + TERMINATED_LISTED_MS)
@@ -655,13 +656,15 @@ impl World {
     pub(crate) fn listing(&self) -> Listing {
         Listing {
             catalog: Some(self.catalog.clone()),
+            pods: Some(self.cluster.pods.values().cloned().collect()),
             instances: Some(self.listed_instances()),
             ..self.kubernetes_listing()
         }
     }
 
-    /// The Kubernetes objects as they are (what the end-of-run view check compares; the
-    /// catalog, 1.1 MB to copy and compare, and the instances play no part there).
+    /// The Kubernetes objects as they are but the pods (what the end-of-run view check compares
+    /// besides the pods, which it compares in place; the catalog, 1.1 MB to copy and compare,
+    /// and the instances play no part there).
     fn kubernetes_listing(&self) -> Listing {
         Listing {
             catalog: None,
@@ -673,7 +676,7 @@ impl World {
                 .values()
                 .map(|n| n.node.clone())
                 .collect(),
-            pods: self.cluster.pods.values().cloned().collect(),
+            pods: None,
             pdbs: self.cluster.pdbs.values().cloned().collect(),
             daemonsets: Some(
                 self.cluster
@@ -725,8 +728,7 @@ impl World {
                 let id = m.instance_id.as_ref()?;
                 let instance = self
                     .cloud
-                    .instances
-                    .get(id)
+                    .instance(id)
                     .filter(|i| i.terminated_at_ms.is_none())?;
                 let wanted = match target {
                     InterruptTarget::Any => true,
@@ -807,7 +809,7 @@ impl World {
             interruption,
         });
         if matches!(kind, InterruptKind::SpotInterruption)
-            && let Some(i) = self.cloud.instances.get(&instance_id)
+            && let Some(i) = self.cloud.instance(&instance_id)
         {
             // The core marks a reclaimed spot offering unavailable, as for lack of capacity.
             self.capacity_failures.push((
@@ -873,15 +875,17 @@ impl World {
         for change in std::mem::take(&mut self.changes) {
             match change {
                 PodChange::Created { pod, at_ms } => {
-                    if let Some(spec) = self.cluster.pods.get(&pod)
-                        && !spec.is_daemonset_pod()
-                    {
-                        self.pod_specs.insert(pod.clone(), spec.clone());
-                    }
+                    let shape = self
+                        .cluster
+                        .pods
+                        .get(&pod)
+                        .filter(|spec| !spec.is_daemonset_pod())
+                        .map(|spec| self.pod_shapes.intern(spec));
                     self.pods.insert(
                         pod,
                         PodRecord {
                             created_at_ms: at_ms,
+                            shape,
                             ..PodRecord::default()
                         },
                     );
@@ -1363,10 +1367,9 @@ impl World {
                     self.unschedulable.contains_key(&p.key),
                 )
             });
-        let mut found = invariants::check_view(
-            &relist_events(core.state(), self.kubernetes_listing()),
-            self.now_ms,
-        );
+        let mut gap = relist_events(core.state(), self.kubernetes_listing());
+        gap.extend(pod_gap(core.state(), self.cluster.pods.values()));
+        let mut found = invariants::check_view(&gap, self.now_ms);
         found.extend(invariants::check_end(
             self.cloud.running(),
             joined,
@@ -1416,8 +1419,8 @@ fn lower_bound(scenario: &Scenario, world: &World, core: &nodewright_core::Core)
             + scenario.cloud.registration_latency.min_ms,
     };
     let end = world.now_ms;
-    let spans = world.pod_specs.iter().filter_map(|(key, pod)| {
-        let record = world.pods.get(key)?;
+    let spans = world.pods.values().filter_map(|record| {
+        let pod = world.pod_shapes.get(record.shape?);
         let bound_at = record.bound_at_ms?;
         Some(crate::lower_bound::PodSpan {
             pod,
@@ -1483,7 +1486,7 @@ pub(crate) fn build_report(
         .iter()
         .filter_map(|(name, m)| {
             let id = m.instance_id.as_ref()?;
-            let instance = world.cloud.instances.get(id)?;
+            let instance = world.cloud.instance(id)?;
             Some(MachineReport {
                 name: name.clone(),
                 nodepool: m.spec.nodepool.clone(),
@@ -1577,7 +1580,7 @@ fn series(world: &World, end_ms: u64) -> Series {
     let step = world.series_step_ms;
     let points = world.usage_series.len();
     let instances = || {
-        world.cloud.instances.values().map(|i| {
+        world.cloud.instances().map(|i| {
             (
                 i.launched_at_ms,
                 i.terminated_at_ms.unwrap_or(end_ms).min(end_ms),
@@ -1585,11 +1588,9 @@ fn series(world: &World, end_ms: u64) -> Series {
             )
         })
     };
-    let pending = world.pods.iter().filter_map(|(key, r)| {
-        if !world.pod_specs.contains_key(key) {
-            // A DaemonSet pod: it waits for its own node, not for a machine.
-            return None;
-        }
+    let pending = world.pods.values().filter_map(|r| {
+        // A DaemonSet pod (no shape) waits for its own node, not for a machine.
+        r.shape?;
         let until = r
             .bound_at_ms
             .or(r.deleted_at_ms)
