@@ -69,6 +69,24 @@ enum Commands {
         #[arg(long)]
         verify: bool,
     },
+    /// Tell the story of a pod, a node or a command from a log: why it happened, with what the
+    /// core knew then.
+    #[command(group(clap::ArgGroup::new("subject").required(true).args(["pod", "node", "command"])))]
+    Explain {
+        /// The .nwlog file.
+        log: PathBuf,
+        /// A pod, `namespace/name` (or `name` in `default`): when it went pending, what was
+        /// considered and what ruled each candidate out, where it landed.
+        #[arg(long)]
+        pod: Option<String>,
+        /// A node or NodeClaim name: why it was launched, what ran on it, why it was removed.
+        #[arg(long)]
+        node: Option<String>,
+        /// A command's index (from 0, in log order): the event that gave it and the events
+        /// before it about what it names.
+        #[arg(long, value_name = "INDEX")]
+        command: Option<u64>,
+    },
     /// Read event logs.
     Log {
         #[command(subcommand)]
@@ -164,6 +182,21 @@ fn main() -> ExitCode {
             })
         }
         Commands::Replay { log, verify } => replay(&log, verify),
+        Commands::Explain {
+            log,
+            pod,
+            node,
+            command,
+        } => {
+            let subject = match (pod, node, command) {
+                (Some(pod), _, _) => nodewright_replay::Subject::pod(&pod),
+                (_, Some(node), _) => nodewright_replay::Subject::Node(node),
+                (_, _, Some(index)) => nodewright_replay::Subject::Command(index),
+                // clap's group requires one of them.
+                (None, None, None) => unreachable!("clap requires --pod, --node or --command"),
+            };
+            explain(&log, &subject)
+        }
         Commands::Log {
             command: LogCommands::Inspect { log },
         } => inspect(&log),
@@ -518,6 +551,19 @@ fn replay(log: &Path, verify: bool) -> Result<u8> {
             println!("recorded:\n{}", describe(&d.recorded));
             println!("replayed:\n{}", describe(&d.replayed));
             Ok(EXIT_FAILED_CHECK)
+        }
+    }
+}
+
+fn explain(log: &Path, subject: &nodewright_replay::Subject) -> Result<u8> {
+    match nodewright_replay::explain_file(log, subject) {
+        Ok(story) => {
+            print!("{}", story.render());
+            Ok(0)
+        }
+        Err(err) => {
+            eprintln!("error: {err}");
+            Ok(EXIT_BAD_INPUT)
         }
     }
 }

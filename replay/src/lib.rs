@@ -7,8 +7,10 @@
 //! It depends on the core and on the log format of the adapters crate, never on a runtime or a
 //! cloud SDK, so an incident log replays on any laptop.
 
+pub mod explain;
 pub mod inspect;
 pub mod verify;
 
+pub use explain::{Story, Subject, explain_file};
 pub use inspect::{LogSummary, inspect_file};
 pub use verify::{Divergence, VerifyOutcome, verify, verify_file};

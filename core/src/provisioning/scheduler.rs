@@ -49,6 +49,16 @@ pub struct SolveResult {
     pub unschedulable: Vec<(PodKey, String)>,
 }
 
+/// A node or a machine on its way, as one pending pod sees it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CandidateVerdict {
+    /// The node's name, or the NodeClaim's while the machine is on its way.
+    pub name: String,
+    pub on_its_way: bool,
+    /// What rules it out; none when the pod fits.
+    pub ruled_out: Option<String>,
+}
+
 /// Capacity that exists or is on its way.
 #[derive(Clone)]
 struct Target<'a> {
@@ -966,6 +976,50 @@ impl<'a> ClusterView<'a> {
             anti_affinity_pods,
             any_prefer_no_schedule,
         }
+    }
+
+    /// Each node and machine on its way, with what rules it out for `pod` alone (none: the pod
+    /// fits there), checked in the solver's order: room, taints, host ports, node labels. Topology
+    /// is not weighed: it depends on the other pods of a batch. For `nodewright explain`.
+    pub fn existing_verdicts(&self, pod: &Pod) -> Vec<CandidateVerdict> {
+        let profile = PodProfile::new(pod, self.config.preference_policy);
+        self.targets
+            .iter()
+            .map(|target| {
+                let node = self.state.nodes.get(&target.name);
+                let unusable = node.is_some_and(|n| {
+                    n.node.unschedulable
+                        || n.node
+                            .taints
+                            .iter()
+                            .any(|t| t.key == labels::DISRUPTED_TAINT)
+                });
+                let ruled_out = if unusable {
+                    Some("it is cordoned or being disrupted: no new pod lands on it".to_string())
+                } else if let Some(resource) = pod.requests.first_excess(&target.available) {
+                    Some(format!(
+                        "not enough {resource}: the pod asks {}, {} is free",
+                        pod.requests, target.available
+                    ))
+                } else if let Some(taint) = untolerated(&profile, pod, &target.taints) {
+                    Some(format!("the pod does not tolerate taint {taint}"))
+                } else if let Some(port) = port_conflict(pod, &target.host_ports) {
+                    Some(format!("host port {port} is taken"))
+                } else {
+                    target.label_sets.iter().find_map(|labels| {
+                        profile
+                            .requirements
+                            .first_unmet(labels)
+                            .map(|r| format!("its labels do not meet {r}"))
+                    })
+                };
+                CandidateVerdict {
+                    name: target.name.clone(),
+                    on_its_way: node.is_none(),
+                    ruled_out,
+                }
+            })
+            .collect()
     }
 
     /// Places `pods` as if the NodeClaims in `removed` (their nodes and pods) were gone.
