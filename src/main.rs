@@ -66,8 +66,15 @@ enum Commands {
         /// The .nwlog file.
         log: PathBuf,
         /// Check that every event gives exactly the recorded commands.
-        #[arg(long)]
+        #[arg(long, conflicts_with = "policy")]
         verify: bool,
+        /// What-if: the recorded world under these NodePools / EC2NodeClasses / settings;
+        /// prints the decision diff and the change in cost, pending time and disruptions.
+        #[arg(long, value_name = "F.yaml")]
+        policy: Option<PathBuf>,
+        /// With --policy: write the comparison as JSON to this file.
+        #[arg(long, value_name = "F.json", requires = "policy")]
+        report: Option<PathBuf>,
     },
     /// Tell the story of a pod, a node or a command from a log: why it happened, with what the
     /// core knew then.
@@ -181,7 +188,13 @@ fn main() -> ExitCode {
                 false => simulate(scenario, outputs),
             })
         }
-        Commands::Replay { log, verify } => replay(&log, verify),
+        Commands::Replay {
+            log,
+            policy: Some(policy),
+            report,
+            ..
+        } => what_if(&log, &policy, report.as_deref()),
+        Commands::Replay { log, verify, .. } => replay(&log, verify),
         Commands::Explain {
             log,
             pod,
@@ -502,7 +515,7 @@ fn describe(commands: &[Command]) -> String {
 fn replay(log: &Path, verify: bool) -> Result<u8> {
     if !verify {
         anyhow::bail!(
-            "say what to do with the log: `nodewright replay {} --verify`",
+            "say what to do with the log: `nodewright replay {0} --verify`, or `nodewright replay {0} --policy NEW.yaml` for a what-if",
             log.display()
         );
     }
@@ -553,6 +566,31 @@ fn replay(log: &Path, verify: bool) -> Result<u8> {
             Ok(EXIT_FAILED_CHECK)
         }
     }
+}
+
+fn what_if(log: &Path, policy: &Path, report: Option<&Path>) -> Result<u8> {
+    use nodewright_testkit::whatif;
+    // Everything that can be refused is refused before anything runs.
+    let prepared = whatif::Policy::load(policy).and_then(|policy| {
+        let recording = whatif::Recording::read(log)?;
+        policy.check_against(&recording)?;
+        Ok((policy, recording))
+    });
+    let (policy, recording) = match prepared {
+        Ok(p) => p,
+        Err(err) => {
+            eprintln!("error: {err}");
+            return Ok(EXIT_BAD_INPUT);
+        }
+    };
+    let outcome = whatif::what_if(&recording, &policy)?;
+    print!("{}", outcome.render());
+    if let Some(path) = report {
+        let json = serde_json::to_string_pretty(&outcome)?;
+        std::fs::write(path, json + "\n")
+            .with_context(|| format!("writing the what-if report {}", path.display()))?;
+    }
+    Ok(0)
 }
 
 fn explain(log: &Path, subject: &nodewright_replay::Subject) -> Result<u8> {

@@ -18,6 +18,7 @@ pub mod scenario;
 pub mod seeds;
 pub mod sim;
 pub mod strategies;
+pub mod whatif;
 
 pub use report::Report;
 pub use scenario::Scenario;

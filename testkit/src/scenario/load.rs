@@ -293,62 +293,7 @@ pub fn load_str(
         ..Config::default()
     };
     if let Some(settings) = &raw.settings {
-        if let Some(d) = &settings.batch_idle_duration {
-            config.batch_idle_ms = duration("settings.batchIdleDuration", d)?;
-        }
-        if let Some(d) = &settings.batch_max_duration {
-            config.batch_max_ms = duration("settings.batchMaxDuration", d)?;
-        }
-        if let Some(name) = &settings.cluster_name {
-            config.cluster_name = name.clone();
-        }
-        if let Some(n) = settings.reserved_enis {
-            config.reserved_enis = n;
-        }
-        if let Some(p) = settings.vm_memory_overhead_percent {
-            if !(0.0..100.0).contains(&p) {
-                return Err(invalid(
-                    "settings.vmMemoryOverheadPercent",
-                    format!("{p} is not a fraction"),
-                    "use a value between 0 and 1 (Karpenter's default is 0.075)",
-                ));
-            }
-            // Karpenter's setting is a fraction (0.075 = 7.5 %).
-            config.vm_memory_overhead_per_mille = (p * 1000.0).round() as u32;
-        }
-        if let Some(p) = &settings.preference_policy {
-            config.preference_policy = match p.as_str() {
-                "Respect" => nodewright_core::config::PreferencePolicy::Respect,
-                "Ignore" => nodewright_core::config::PreferencePolicy::Ignore,
-                other => {
-                    return Err(invalid(
-                        "settings.preferencePolicy",
-                        format!("unknown policy {other:?}"),
-                        "use Respect or Ignore",
-                    ));
-                }
-            };
-        }
-        if let Some(p) = &settings.min_values_policy {
-            config.min_values_policy = match p.as_str() {
-                "Strict" => nodewright_core::config::MinValuesPolicy::Strict,
-                "BestEffort" => nodewright_core::config::MinValuesPolicy::BestEffort,
-                other => {
-                    return Err(invalid(
-                        "settings.minValuesPolicy",
-                        format!("unknown policy {other:?}"),
-                        "use Strict or BestEffort",
-                    ));
-                }
-            };
-        }
-        if config.batch_idle_ms > config.batch_max_ms {
-            return Err(invalid(
-                "settings.batchIdleDuration",
-                "is longer than batchMaxDuration".into(),
-                "keep batchIdleDuration at most batchMaxDuration (defaults 1s and 10s)",
-            ));
-        }
+        apply_settings(&mut config, settings, file_name)?;
     }
 
     let zones: Vec<String> = {
@@ -735,4 +680,85 @@ impl ManifestFiles for Embedded {
                 source: std::io::Error::new(std::io::ErrorKind::NotFound, "not a built-in file"),
             })
     }
+}
+
+/// Puts a `settings` block (Karpenter's settings, as a scenario or a `--policy` file writes
+/// them) into `config`; `file_name` names the file in errors.
+pub fn apply_settings(
+    config: &mut Config,
+    settings: &SettingsFile,
+    file_name: &str,
+) -> Result<(), ScenarioError> {
+    let invalid = |field: &str, problem: String, fix: &str| ScenarioError::Invalid {
+        file: file_name.to_string(),
+        field: field.to_string(),
+        problem,
+        fix: fix.to_string(),
+    };
+    let duration = |field: &str, text: &str| {
+        parse_duration_ms(text).map_err(|e| {
+            invalid(
+                field,
+                e.to_string(),
+                "write a Go duration such as 90s, 5m or 1h30m",
+            )
+        })
+    };
+    if let Some(d) = &settings.batch_idle_duration {
+        config.batch_idle_ms = duration("settings.batchIdleDuration", d)?;
+    }
+    if let Some(d) = &settings.batch_max_duration {
+        config.batch_max_ms = duration("settings.batchMaxDuration", d)?;
+    }
+    if let Some(name) = &settings.cluster_name {
+        config.cluster_name = name.clone();
+    }
+    if let Some(n) = settings.reserved_enis {
+        config.reserved_enis = n;
+    }
+    if let Some(p) = settings.vm_memory_overhead_percent {
+        if !(0.0..100.0).contains(&p) {
+            return Err(invalid(
+                "settings.vmMemoryOverheadPercent",
+                format!("{p} is not a fraction"),
+                "use a value between 0 and 1 (Karpenter's default is 0.075)",
+            ));
+        }
+        // Karpenter's setting is a fraction (0.075 = 7.5 %).
+        config.vm_memory_overhead_per_mille = (p * 1000.0).round() as u32;
+    }
+    if let Some(p) = &settings.preference_policy {
+        config.preference_policy = match p.as_str() {
+            "Respect" => nodewright_core::config::PreferencePolicy::Respect,
+            "Ignore" => nodewright_core::config::PreferencePolicy::Ignore,
+            other => {
+                return Err(invalid(
+                    "settings.preferencePolicy",
+                    format!("unknown policy {other:?}"),
+                    "use Respect or Ignore",
+                ));
+            }
+        };
+    }
+    if let Some(p) = &settings.min_values_policy {
+        config.min_values_policy = match p.as_str() {
+            "Strict" => nodewright_core::config::MinValuesPolicy::Strict,
+            "BestEffort" => nodewright_core::config::MinValuesPolicy::BestEffort,
+            other => {
+                return Err(invalid(
+                    "settings.minValuesPolicy",
+                    format!("unknown policy {other:?}"),
+                    "use Strict or BestEffort",
+                ));
+            }
+        };
+    }
+    if config.batch_idle_ms > config.batch_max_ms {
+        return Err(invalid(
+            "settings.batchIdleDuration",
+            "is longer than batchMaxDuration".into(),
+            "keep batchIdleDuration at most batchMaxDuration (defaults 1s and 10s)",
+        ));
+    }
+    Ok(())
 }

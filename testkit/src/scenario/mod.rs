@@ -6,7 +6,8 @@ mod load;
 pub mod trace;
 
 pub use builtin::{BUILTIN_NAMES, builtin};
+pub use format::SettingsFile;
 pub use load::{
     Action, CloudSpec, ExistingNodeGroup, Expectation, IceWindow, InterruptKind, InterruptTarget,
-    Latency, Scenario, ScenarioError, Storm, TimelineAction, load_file, load_str,
+    Latency, Scenario, ScenarioError, Storm, TimelineAction, apply_settings, load_file, load_str,
 };

@@ -1,0 +1,357 @@
+//! What-if: a recorded world under another policy (`nodewright replay LOG --policy F.yaml`).
+//!
+//! The recording becomes a scenario of the simulated world ([`recording`]): the world's own
+//! inputs are kept and nodewright's decisions, with what followed from them, are simulated again.
+//! It is run twice with the same seed, under the recorded policy (the baseline) and under the new
+//! one, and the two runs are compared: what is left is the policy's effect, not the simulation's
+//! error. `docs/what-if.md` says what this can and cannot predict.
+
+pub mod policy;
+pub mod recording;
+
+use std::collections::BTreeMap;
+
+use nodewright_adapters::eventlog::{LogError, LogHeader, LogRecord, MemoryStore};
+use nodewright_adapters::manifest::ManifestError;
+use nodewright_core::model::nodeclaim::TerminationReason;
+use nodewright_core::{Command, EventKind};
+use serde::Serialize;
+use thiserror::Error;
+
+use crate::report::{Percentiles, Report};
+use crate::scenario::ScenarioError;
+use crate::sim::RunError;
+pub use policy::Policy;
+pub use recording::{Recording, scenario_of};
+
+#[derive(Debug, Error)]
+pub enum WhatIfError {
+    #[error(transparent)]
+    Log(#[from] LogError),
+    #[error("{file}: {problem}")]
+    Policy { file: String, problem: String },
+    #[error(transparent)]
+    Manifest(#[from] ManifestError),
+    #[error(transparent)]
+    Settings(#[from] ScenarioError),
+    #[error(
+        "{file}: {kind} {name:?} is not in the recording (it has {}); a policy changes recorded objects only: check the name",
+        if known.is_empty() { "none".to_string() } else { known.join(", ") }
+    )]
+    UnknownObject {
+        file: String,
+        kind: &'static str,
+        name: String,
+        known: Vec<String>,
+    },
+    #[error("the log holds no CatalogUpdated event: nothing to launch from")]
+    NoCatalog,
+    #[error("the simulation failed: {0}")]
+    Run(#[from] RunError),
+}
+
+/// What the recording itself shows (for how close the re-simulated baseline comes).
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct Recorded {
+    pub machines_launched: u64,
+    pub total_usd: f64,
+    pub voluntary_disruptions: u64,
+    pub evictions: u64,
+}
+
+/// One run's figures, as compared.
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct Figures {
+    pub decision_digest: String,
+    pub machines_launched: u64,
+    pub total_usd: f64,
+    pub pending_seconds: Percentiles,
+    pub never_scheduled: u64,
+    /// Machines removed by a voluntary disruption (empty, underutilized, drifted).
+    pub voluntary_disruptions: u64,
+    pub evictions: u64,
+}
+
+impl Figures {
+    fn of(report: &Report) -> Figures {
+        let d = &report.disruptions;
+        Figures {
+            decision_digest: report.decision_digest.clone(),
+            machines_launched: report.nodes.launched,
+            total_usd: round(report.cost.total_usd),
+            pending_seconds: report.pods.pending_seconds.clone(),
+            never_scheduled: report.pods.never_scheduled,
+            voluntary_disruptions: d.empty + d.underutilized + d.drifted,
+            evictions: d.evictions,
+        }
+    }
+}
+
+/// How many machines of one kind each run launched or removed.
+#[derive(Debug, Clone, Serialize, PartialEq, Eq)]
+pub struct DecisionCount {
+    /// `nodepool/instance-type capacity-type` for launches; the rule for removals.
+    pub what: String,
+    pub baseline: u64,
+    pub what_if: u64,
+}
+
+/// The outcome of a what-if.
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct WhatIf {
+    pub log_source: String,
+    pub policy: String,
+    pub changes: String,
+    pub recorded: Recorded,
+    pub baseline: Figures,
+    pub what_if: Figures,
+    /// Launches by NodePool, instance type and capacity type, where the runs differ.
+    pub launched: Vec<DecisionCount>,
+    /// Removals by rule, where the runs differ.
+    pub removed: Vec<DecisionCount>,
+}
+
+/// Runs the recording under its own policy and under `policy`, and compares them.
+pub fn what_if(recording: &Recording, policy: &Policy) -> Result<WhatIf, WhatIfError> {
+    policy.check_against(recording)?;
+    let baseline_scenario = scenario_of(recording, &Policy::recorded())?;
+    let changed_scenario = scenario_of(recording, policy)?;
+    let baseline = run(&baseline_scenario)?;
+    let changed = run(&changed_scenario)?;
+    Ok(WhatIf {
+        log_source: recording.header.source.clone(),
+        policy: policy.source.clone(),
+        changes: policy.describe(),
+        recorded: recorded(recording),
+        baseline: Figures::of(&baseline),
+        what_if: Figures::of(&changed),
+        launched: differing(count(&baseline, launch_kind), count(&changed, launch_kind)),
+        removed: differing(
+            count(&baseline, removal_kind),
+            count(&changed, removal_kind),
+        ),
+    })
+}
+
+fn run(scenario: &crate::Scenario) -> Result<Report, WhatIfError> {
+    let header = LogHeader::new(scenario.config.clone(), &scenario.name);
+    let store: MemoryStore<LogHeader, LogRecord> = MemoryStore::new(header);
+    let (report, _) = crate::sim::run(scenario, store)?;
+    Ok(report)
+}
+
+fn round(usd: f64) -> f64 {
+    (usd * 10_000.0).round() / 10_000.0
+}
+
+fn recorded(recording: &Recording) -> Recorded {
+    let end = recording.end_ms();
+    let mut running: BTreeMap<&str, (u64, f64)> = BTreeMap::new();
+    let mut usd = 0.0;
+    let mut launched = 0;
+    for event in &recording.events {
+        match &event.kind {
+            EventKind::LaunchSucceeded {
+                nodeclaim,
+                instance,
+            } => {
+                launched += 1;
+                running.insert(nodeclaim, (event.at_ms, instance.price.usd_per_hour()));
+            }
+            EventKind::NodeClaimTerminated { nodeclaim } => {
+                if let Some((from, price)) = running.remove(nodeclaim.as_str()) {
+                    usd += price * (event.at_ms.saturating_sub(from)) as f64 / 3_600_000.0;
+                }
+            }
+            _ => {}
+        }
+    }
+    for (from, price) in running.values() {
+        usd += price * end.saturating_sub(*from) as f64 / 3_600_000.0;
+    }
+    let (mut voluntary, mut evictions) = (0, 0);
+    for (_, command) in &recording.commands {
+        match command {
+            Command::TerminateNodeClaim { reason, .. }
+                if reason.is_voluntary() || *reason == TerminationReason::Drifted =>
+            {
+                voluntary += 1
+            }
+            Command::EvictPod { forced: false, .. } => evictions += 1,
+            _ => {}
+        }
+    }
+    Recorded {
+        machines_launched: launched,
+        total_usd: round(usd),
+        voluntary_disruptions: voluntary,
+        evictions,
+    }
+}
+
+fn launch_kind(m: &crate::report::MachineReport) -> Option<String> {
+    Some(format!(
+        "{}/{} {}",
+        m.nodepool, m.instance_type, m.capacity_type
+    ))
+}
+
+fn removal_kind(m: &crate::report::MachineReport) -> Option<String> {
+    let reason = m.termination_reason.as_deref()?;
+    Some(reason.split(':').next().unwrap_or(reason).to_string())
+}
+
+fn count(
+    report: &Report,
+    kind: fn(&crate::report::MachineReport) -> Option<String>,
+) -> BTreeMap<String, u64> {
+    let mut out = BTreeMap::new();
+    for m in &report.machines {
+        if let Some(k) = kind(m) {
+            *out.entry(k).or_default() += 1;
+        }
+    }
+    out
+}
+
+fn differing(
+    baseline: BTreeMap<String, u64>,
+    what_if: BTreeMap<String, u64>,
+) -> Vec<DecisionCount> {
+    let mut keys: Vec<&String> = baseline.keys().chain(what_if.keys()).collect();
+    keys.sort();
+    keys.dedup();
+    keys.into_iter()
+        .map(|k| DecisionCount {
+            what: k.clone(),
+            baseline: baseline.get(k).copied().unwrap_or(0),
+            what_if: what_if.get(k).copied().unwrap_or(0),
+        })
+        .filter(|c| c.baseline != c.what_if)
+        .collect()
+}
+
+impl WhatIf {
+    /// The comparison as text.
+    pub fn render(&self) -> String {
+        use std::fmt::Write as _;
+        let mut out = String::new();
+        let b = &self.baseline;
+        let w = &self.what_if;
+        let _ = writeln!(
+            out,
+            "what-if: the recorded world of {} under {} (changes {})",
+            self.log_source, self.policy, self.changes
+        );
+        let _ = writeln!(
+            out,
+            "recording: {} machines launched, ${:.4}, {} voluntary disruptions, {} evictions",
+            self.recorded.machines_launched,
+            self.recorded.total_usd,
+            self.recorded.voluntary_disruptions,
+            self.recorded.evictions
+        );
+        let _ = writeln!(
+            out,
+            "{:<26} {:>14} {:>14} {:>14}",
+            "", "baseline", "what-if", "change"
+        );
+        let row = |out: &mut String, name: &str, a: f64, b: f64| {
+            let _ = writeln!(
+                out,
+                "{name:<26} {:>14} {:>14} {:>14}",
+                number(a),
+                number(b),
+                signed(b - a)
+            );
+        };
+        row(&mut out, "cost (USD)", b.total_usd, w.total_usd);
+        row(
+            &mut out,
+            "machines launched",
+            b.machines_launched as f64,
+            w.machines_launched as f64,
+        );
+        row(
+            &mut out,
+            "pending p50 (s)",
+            b.pending_seconds.p50,
+            w.pending_seconds.p50,
+        );
+        row(
+            &mut out,
+            "pending p99 (s)",
+            b.pending_seconds.p99,
+            w.pending_seconds.p99,
+        );
+        row(
+            &mut out,
+            "pending max (s)",
+            b.pending_seconds.max,
+            w.pending_seconds.max,
+        );
+        row(
+            &mut out,
+            "pods never scheduled",
+            b.never_scheduled as f64,
+            w.never_scheduled as f64,
+        );
+        row(
+            &mut out,
+            "voluntary disruptions",
+            b.voluntary_disruptions as f64,
+            w.voluntary_disruptions as f64,
+        );
+        row(
+            &mut out,
+            "evictions",
+            b.evictions as f64,
+            w.evictions as f64,
+        );
+        if self.launched.is_empty() && self.removed.is_empty() {
+            let _ = writeln!(out, "decisions: the same machines launched and removed");
+        }
+        if !self.launched.is_empty() {
+            let _ = writeln!(
+                out,
+                "machines launched (nodepool/type capacity: baseline -> what-if):"
+            );
+            for c in &self.launched {
+                let _ = writeln!(out, "  {}: {} -> {}", c.what, c.baseline, c.what_if);
+            }
+        }
+        if !self.removed.is_empty() {
+            let _ = writeln!(out, "machines removed (rule: baseline -> what-if):");
+            for c in &self.removed {
+                let _ = writeln!(out, "  {}: {} -> {}", c.what, c.baseline, c.what_if);
+            }
+        }
+        let _ = writeln!(
+            out,
+            "decision digests: baseline {}, what-if {}",
+            short(&b.decision_digest),
+            short(&w.decision_digest)
+        );
+        out
+    }
+}
+
+/// At most four decimals, none when whole.
+fn number(x: f64) -> String {
+    let text = format!("{x:.4}");
+    text.trim_end_matches('0').trim_end_matches('.').to_string()
+}
+
+fn signed(delta: f64) -> String {
+    if delta.abs() < 5e-5 {
+        "0".to_string()
+    } else if delta > 0.0 {
+        format!("+{}", number(delta))
+    } else {
+        number(delta)
+    }
+}
+
+fn short(digest: &str) -> &str {
+    digest.get(..12).unwrap_or(digest)
+}

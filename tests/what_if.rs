@@ -1,0 +1,209 @@
+//! `replay --policy`: the recorded world under another policy.
+
+use std::path::Path;
+use std::process::Command as Process;
+
+use nodewright_adapters::eventlog::{EventStore, LogHeader, LogRecord, MemoryStore};
+use nodewright_testkit::scenario::builtin;
+use nodewright_testkit::whatif::{Policy, Recording, WhatIfError, what_if};
+use nodewright_testkit::{Report, sim};
+
+/// A built-in scenario's run and its log, read back as a recording.
+fn recorded(name: &str) -> (Report, Recording) {
+    let scenario = builtin(name).expect("built in").expect("loads");
+    let store = MemoryStore::new(LogHeader::new(scenario.config.clone(), &scenario.name));
+    let (report, store) = sim::run(&scenario, store).expect("runs");
+    let records: Vec<LogRecord> = store.read_range(0, store.len()).expect("readable");
+    (report, Recording::of(store.header().clone(), records))
+}
+
+fn policy(path: &str) -> Policy {
+    Policy::load(Path::new(path)).expect("the policy loads")
+}
+
+#[test]
+fn the_baseline_re_simulation_reproduces_the_tutorial() {
+    let (report, recording) = recorded("seed-tutorial");
+    let outcome = what_if(
+        &recording,
+        &policy("tests/policies/seed-tutorial/longer-batches.yaml"),
+    )
+    .expect("runs");
+    // The recorded world, under its own policy, gives the recorded run again.
+    assert_eq!(outcome.baseline.machines_launched, report.nodes.launched);
+    assert!((outcome.baseline.total_usd - report.cost.total_usd).abs() < 1e-4);
+    assert_eq!(
+        outcome.baseline.pending_seconds,
+        report.pods.pending_seconds
+    );
+    assert_eq!(outcome.recorded.machines_launched, report.nodes.launched);
+    assert!((outcome.recorded.total_usd - report.cost.total_usd).abs() < 1e-4);
+}
+
+#[test]
+fn a_policy_equal_to_the_recorded_one_changes_nothing() {
+    let (_, recording) = recorded("seed-tutorial");
+    let same = Policy::parse(
+        &std::fs::read_to_string("scenarios/tutorial/nodepool.yaml").expect("the tutorial pool"),
+        "nodepool.yaml",
+    )
+    .expect("parses");
+    let outcome = what_if(&recording, &same).expect("runs");
+    assert_eq!(outcome.what_if, outcome.baseline);
+    assert!(outcome.launched.is_empty() && outcome.removed.is_empty());
+    assert!(
+        outcome
+            .render()
+            .contains("the same machines launched and removed")
+    );
+}
+
+#[test]
+fn allowing_spot_moves_the_launch_to_spot_and_costs_less() {
+    let (_, recording) = recorded("seed-tutorial");
+    let outcome = what_if(
+        &recording,
+        &policy("tests/policies/seed-tutorial/spot-allowed.yaml"),
+    )
+    .expect("runs");
+    assert!(
+        outcome.what_if.total_usd < outcome.baseline.total_usd,
+        "{}",
+        outcome.render()
+    );
+    let moved: Vec<(&str, u64, u64)> = outcome
+        .launched
+        .iter()
+        .map(|c| (c.what.as_str(), c.baseline, c.what_if))
+        .collect();
+    assert!(
+        moved
+            .iter()
+            .any(|(w, b, _)| w.ends_with(" on-demand") && *b > 0)
+    );
+    assert!(moved.iter().any(|(w, _, n)| w.ends_with(" spot") && *n > 0));
+    assert_eq!(outcome.changes, "NodePool default");
+}
+
+#[test]
+fn a_longer_batch_window_makes_pods_wait_longer() {
+    let (_, recording) = recorded("seed-tutorial");
+    let outcome = what_if(
+        &recording,
+        &policy("tests/policies/seed-tutorial/longer-batches.yaml"),
+    )
+    .expect("runs");
+    assert!(
+        outcome.what_if.pending_seconds.p50 > outcome.baseline.pending_seconds.p50,
+        "{}",
+        outcome.render()
+    );
+    assert_eq!(outcome.changes, "settings");
+}
+
+#[test]
+fn capping_the_spot_pool_leaves_web_pods_pending_in_mixed() {
+    let (_, recording) = recorded("mixed");
+    let outcome =
+        what_if(&recording, &policy("tests/policies/mixed/spot-capped.yaml")).expect("runs");
+    assert_eq!(outcome.baseline.never_scheduled, 0, "{}", outcome.render());
+    assert!(outcome.what_if.never_scheduled > 0, "{}", outcome.render());
+    assert!(outcome.what_if.machines_launched < outcome.baseline.machines_launched);
+}
+
+#[test]
+fn bad_policies_are_refused_before_anything_runs() {
+    let (_, recording) = recorded("seed-tutorial");
+    let unknown = Policy::parse(
+        "apiVersion: karpenter.sh/v1\nkind: NodePool\nmetadata: {name: defualt}\nspec:\n  template:\n    spec:\n      nodeClassRef: {group: karpenter.k8s.aws, kind: EC2NodeClass, name: default}\n",
+        "typo.yaml",
+    )
+    .expect("parses");
+    let err = what_if(&recording, &unknown).expect_err("an unknown NodePool");
+    assert!(matches!(err, WhatIfError::UnknownObject { .. }));
+    assert_eq!(
+        err.to_string(),
+        "typo.yaml: NodePool \"defualt\" is not in the recording (it has default); a policy changes recorded objects only: check the name"
+    );
+
+    let workload = Policy::parse(
+        "apiVersion: v1\nkind: Pod\nmetadata: {name: p}\nspec:\n  containers: [{name: c, image: i}]\n",
+        "pod.yaml",
+    )
+    .expect_err("a pod is not policy");
+    assert!(
+        workload.to_string().contains("it holds a Pod"),
+        "{workload}"
+    );
+
+    let yaml =
+        Policy::parse("settings:\n  batchIdleDuration: [\n", "broken.yaml").expect_err("not YAML");
+    assert!(
+        yaml.to_string()
+            .starts_with("broken.yaml: the settings document"),
+        "{yaml}"
+    );
+
+    let setting = Policy::parse("settings:\n  batchIdleDuration: soon\n", "s.yaml")
+        .expect_err("not a duration");
+    assert!(
+        setting.to_string().contains("settings.batchIdleDuration"),
+        "{setting}"
+    );
+
+    let empty = Policy::parse("# nothing\n", "empty.yaml").expect_err("changes nothing");
+    assert!(empty.to_string().contains("it changes nothing"), "{empty}");
+}
+
+#[test]
+fn the_cli_prints_the_diff_writes_json_and_exits_2_on_a_bad_policy() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let report = dir.path().join("what-if.json");
+    let nodewright = |args: &[&str]| {
+        Process::new(env!("CARGO_BIN_EXE_nodewright"))
+            .args(args)
+            .output()
+            .expect("runs")
+    };
+    let out = nodewright(&[
+        "replay",
+        "tests/logs/seed-tutorial.nwlog",
+        "--policy",
+        "tests/policies/seed-tutorial/spot-allowed.yaml",
+        "--report",
+        report.to_str().expect("utf-8"),
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        text.contains("machines launched (nodepool/type capacity"),
+        "{text}"
+    );
+    let json: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&report).expect("written")).expect("JSON");
+    for key in ["recorded", "baseline", "what_if", "launched", "removed"] {
+        assert!(json.get(key).is_some(), "no {key} in {json}");
+    }
+    assert!(json["what_if"]["total_usd"].as_f64() < json["baseline"]["total_usd"].as_f64());
+
+    let bad = dir.path().join("bad.yaml");
+    std::fs::write(&bad, "apiVersion: karpenter.sh/v1\nkind: NodePool\nmetadata: {name: nope}\nspec:\n  template:\n    spec:\n      nodeClassRef: {group: karpenter.k8s.aws, kind: EC2NodeClass, name: default}\n").expect("written");
+    let refused_report = dir.path().join("refused.json");
+    let out = nodewright(&[
+        "replay",
+        "tests/logs/seed-tutorial.nwlog",
+        "--policy",
+        bad.to_str().expect("utf-8"),
+        "--report",
+        refused_report.to_str().expect("utf-8"),
+    ]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("NodePool \"nope\" is not in the recording")
+    );
+    assert!(!refused_report.exists(), "nothing ran");
+}
