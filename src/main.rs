@@ -519,7 +519,28 @@ fn replay(log: &Path, verify: bool) -> Result<u8> {
             log.display()
         );
     }
-    let outcome = match nodewright_replay::verify_file(log) {
+    let tty = std::io::IsTerminal::is_terminal(&std::io::stderr());
+    let started = std::time::Instant::now();
+    let shown = |p: nodewright_replay::Progress| {
+        if !tty {
+            return;
+        }
+        let share = p
+            .bytes_total
+            .filter(|t| *t > 0)
+            .map(|t| format!("{:3.0}% ", 100.0 * p.bytes_read as f64 / t as f64))
+            .unwrap_or_default();
+        eprint!(
+            "\rreplaying {share}{} events, {:.0} events/s",
+            p.events,
+            p.events as f64 / started.elapsed().as_secs_f64().max(1e-9)
+        );
+    };
+    let verified = nodewright_replay::verify_file_with_progress(log, shown);
+    if tty {
+        eprint!("\r{:70}\r", "");
+    }
+    let outcome = match verified {
         Ok(o) => o,
         Err(err) => {
             eprintln!("error: {err}");
@@ -632,11 +653,23 @@ fn inspect(log: &Path) -> Result<u8> {
         ),
         _ => println!("no events"),
     }
-    println!("{} events:", summary.events);
+    println!(
+        "{} events, {:.0} bytes each on average (the catalog's aside):",
+        summary.events,
+        summary.mean_event_bytes()
+    );
     for (kind, n) in &summary.events_by_kind {
-        println!("  {kind:<22} {n}");
+        let bytes = summary.event_bytes_by_kind.get(kind).copied().unwrap_or(0);
+        println!(
+            "  {kind:<22} {n:>9} {:>12} bytes {:>8.0} each",
+            bytes,
+            bytes as f64 / (*n).max(1) as f64
+        );
     }
-    println!("{} commands:", summary.commands);
+    println!(
+        "{} commands, in {} bytes:",
+        summary.commands, summary.command_bytes
+    );
     for (kind, n) in &summary.commands_by_kind {
         println!("  {kind:<22} {n}");
     }

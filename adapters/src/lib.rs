@@ -21,6 +21,7 @@ pub mod control_loop;
 pub mod driver;
 pub mod eventbridge;
 pub mod eventlog;
+pub mod fuzzing;
 pub mod interruption_queue;
 pub mod manifest;
 pub mod relist;

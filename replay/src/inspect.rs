@@ -19,6 +19,41 @@ pub struct LogSummary {
     pub snapshots: u64,
     pub snapshot_bytes: u64,
     pub bytes: u64,
+    /// Bytes of the frames of each event kind (frame header and checksum included).
+    pub event_bytes_by_kind: BTreeMap<&'static str, u64>,
+    /// Bytes of the frames that hold commands.
+    pub command_bytes: u64,
+}
+
+impl LogSummary {
+    /// The mean size of an event's frame, the catalog's aside (it is most of a short log, and
+    /// comes once per catalog change).
+    pub fn mean_event_bytes(&self) -> f64 {
+        let catalog = self
+            .event_bytes_by_kind
+            .get("CatalogUpdated")
+            .copied()
+            .unwrap_or(0);
+        let catalogs = self
+            .events_by_kind
+            .get("CatalogUpdated")
+            .copied()
+            .unwrap_or(0);
+        let bytes: u64 = self.event_bytes_by_kind.values().sum::<u64>() - catalog;
+        let events = self.events - catalogs;
+        if events == 0 {
+            0.0
+        } else {
+            bytes as f64 / events as f64
+        }
+    }
+}
+
+/// What a frame held, for its size.
+enum Held {
+    Event(&'static str),
+    Commands,
+    Snapshot,
 }
 
 pub fn inspect_file(path: &Path) -> Result<LogSummary, LogError> {
@@ -35,9 +70,28 @@ pub fn inspect_file(path: &Path) -> Result<LogSummary, LogError> {
         snapshots: 0,
         snapshot_bytes: 0,
         bytes: 0,
+        event_bytes_by_kind: BTreeMap::new(),
+        command_bytes: 0,
+    };
+    // A frame's size is known when the next one starts.
+    let mut previous: Option<(u64, Held)> = None;
+    let account = |summary: &mut LogSummary, held: Held, bytes: u64| match held {
+        Held::Event(kind) => *summary.event_bytes_by_kind.entry(kind).or_default() += bytes,
+        Held::Commands => summary.command_bytes += bytes,
+        Held::Snapshot => {}
     };
     while let Some(entry) = reader.next_entry() {
-        match entry?.record {
+        let entry = entry?;
+        if let Some((start, held)) = previous.take() {
+            account(&mut summary, held, entry.byte_offset - start);
+        }
+        let held = match &entry.record {
+            LogRecord::Event(e) => Held::Event(e.kind.name()),
+            LogRecord::Commands(_) => Held::Commands,
+            LogRecord::Snapshot(_) => Held::Snapshot,
+        };
+        previous = Some((entry.byte_offset, held));
+        match entry.record {
             LogRecord::Event(e) => {
                 summary.events += 1;
                 summary.first_event_ms.get_or_insert(e.at_ms);
@@ -57,5 +111,9 @@ pub fn inspect_file(path: &Path) -> Result<LogSummary, LogError> {
         }
     }
     summary.bytes = reader.next_byte_offset();
+    if let Some((start, held)) = previous {
+        let bytes = summary.bytes - start;
+        account(&mut summary, held, bytes);
+    }
     Ok(summary)
 }

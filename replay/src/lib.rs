@@ -13,4 +13,6 @@ pub mod verify;
 
 pub use explain::{Story, Subject, explain_file};
 pub use inspect::{LogSummary, inspect_file};
-pub use verify::{Divergence, VerifyOutcome, verify, verify_file};
+pub use verify::{
+    Divergence, Progress, VerifyOutcome, verify, verify_file, verify_file_with_progress,
+};

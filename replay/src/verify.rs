@@ -37,13 +37,43 @@ pub struct VerifyOutcome {
 /// Replays every event of the `.nwlog` at `path` through a fresh core built from the log's
 /// header. Reading problems are errors; a divergence is an outcome.
 pub fn verify_file(path: &Path) -> Result<VerifyOutcome, LogError> {
+    verify_file_with_progress(path, |_| {})
+}
+
+/// How far a replay has come.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Progress {
+    pub events: u64,
+    pub bytes_read: u64,
+    /// The log's size, when it is a file.
+    pub bytes_total: Option<u64>,
+}
+
+/// Events between two calls of a progress callback.
+pub const PROGRESS_EVERY: u64 = 65_536;
+
+/// [`verify_file`], calling `progress` every [`PROGRESS_EVERY`] events.
+pub fn verify_file_with_progress(
+    path: &Path,
+    progress: impl FnMut(Progress),
+) -> Result<VerifyOutcome, LogError> {
+    let total = std::fs::metadata(path).ok().map(|m| m.len());
     let reader: NwlogReader<LogHeader, LogRecord, _> = NwlogReader::open(path)?;
-    verify(reader)
+    verify_with_progress(reader, total, progress)
 }
 
 /// [`verify_file`] over any reader.
 pub fn verify<S: std::io::Read>(
+    reader: NwlogReader<LogHeader, LogRecord, S>,
+) -> Result<VerifyOutcome, LogError> {
+    verify_with_progress(reader, None, |_| {})
+}
+
+/// [`verify`], calling `progress` every [`PROGRESS_EVERY`] events.
+pub fn verify_with_progress<S: std::io::Read>(
     mut reader: NwlogReader<LogHeader, LogRecord, S>,
+    bytes_total: Option<u64>,
+    mut progress: impl FnMut(Progress),
 ) -> Result<VerifyOutcome, LogError> {
     let header = reader.header().clone();
     let mut core = Core::new(header.config.clone());
@@ -94,6 +124,13 @@ pub fn verify<S: std::io::Read>(
                     before.remove(0);
                 }
                 events += 1;
+                if events.is_multiple_of(PROGRESS_EVERY) {
+                    progress(Progress {
+                        events,
+                        bytes_read: reader.next_byte_offset(),
+                        bytes_total,
+                    });
+                }
             }
             LogRecord::Commands(recorded) => {
                 digest.add_all(&recorded);

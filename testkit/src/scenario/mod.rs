@@ -2,6 +2,7 @@
 
 mod builtin;
 mod format;
+pub mod fuzzing;
 mod load;
 pub mod trace;
 
@@ -9,5 +10,6 @@ pub use builtin::{BUILTIN_NAMES, builtin};
 pub use format::SettingsFile;
 pub use load::{
     Action, CloudSpec, ExistingNodeGroup, Expectation, IceWindow, InterruptKind, InterruptTarget,
-    Latency, Scenario, ScenarioError, Storm, TimelineAction, apply_settings, load_file, load_str,
+    Latency, ManifestFiles, Scenario, ScenarioError, Storm, TimelineAction, apply_settings,
+    load_file, load_str,
 };
