@@ -143,6 +143,23 @@ enum LogCommands {
         /// The .nwlog file.
         log: PathBuf,
     },
+    /// Cut a time range of the controller's event store (a redb file) into a portable .nwlog
+    /// that replays on its own (a range that starts later than the store begins with a
+    /// snapshot of the core at its start).
+    Export {
+        /// The controller's store.
+        store: PathBuf,
+        /// The .nwlog file to write.
+        #[arg(long, short)]
+        out: PathBuf,
+        /// The first event's time: RFC 3339 (`2026-12-01T09:00:00Z`), or a duration from the
+        /// clock's origin (`90m`; a simulation's clock starts at 0).
+        #[arg(long, value_name = "TIME")]
+        from: Option<String>,
+        /// The time the range ends before, written as --from.
+        #[arg(long, value_name = "TIME")]
+        until: Option<String>,
+    },
 }
 
 /// Exit codes: 0 success, 1 a failed check (invariant, expectation, divergence), 2 bad input.
@@ -213,6 +230,15 @@ fn main() -> ExitCode {
         Commands::Log {
             command: LogCommands::Inspect { log },
         } => inspect(&log),
+        Commands::Log {
+            command:
+                LogCommands::Export {
+                    store,
+                    out,
+                    from,
+                    until,
+                },
+        } => export(&store, &out, from.as_deref(), until.as_deref()),
         Commands::Bench {
             command:
                 BenchCommands::Scheduling {
@@ -561,6 +587,9 @@ fn replay(log: &Path, verify: bool) -> Result<u8> {
                     outcome.snapshots_checked
                 );
             }
+            if let Some(first) = outcome.started_at_event {
+                println!("the log starts at event {first}, from a snapshot of the events before");
+            }
             println!(
                 "verified {}: {} events, {} commands replay identically (source {}, {})",
                 log.display(),
@@ -595,6 +624,7 @@ fn what_if(log: &Path, policy: &Path, report: Option<&Path>) -> Result<u8> {
     let prepared = whatif::Policy::load(policy).and_then(|policy| {
         let recording = whatif::Recording::read(log)?;
         policy.check_against(&recording)?;
+        whatif::scenario_of(&recording, &policy)?;
         Ok((policy, recording))
     });
     let (policy, recording) = match prepared {
@@ -612,6 +642,61 @@ fn what_if(log: &Path, policy: &Path, report: Option<&Path>) -> Result<u8> {
             .with_context(|| format!("writing the what-if report {}", path.display()))?;
     }
     Ok(0)
+}
+
+/// `--from`/`--until`: RFC 3339, or a duration from the clock's origin.
+fn log_time(flag: &str, text: &str) -> Result<u64, String> {
+    if let Ok(t) = humantime::parse_rfc3339_weak(text) {
+        return t
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_millis() as u64)
+            .map_err(|_| format!("{flag} {text:?} is before 1970"));
+    }
+    nodewright_core::model::duration::parse_duration_ms(text).map_err(|e| {
+        format!(
+            "{flag} {text:?}: neither an RFC 3339 time (2026-12-01T09:00:00Z) nor a duration from the clock's origin (90m): {e}"
+        )
+    })
+}
+
+fn export(store: &Path, out: &Path, from: Option<&str>, until: Option<&str>) -> Result<u8> {
+    let parse = |flag: &str, t: Option<&str>| t.map(|t| log_time(flag, t)).transpose();
+    let (from_ms, until_ms) = match (parse("--from", from), parse("--until", until)) {
+        (Ok(f), Ok(u)) => (f, u),
+        (Err(e), _) | (_, Err(e)) => {
+            eprintln!("error: {e}");
+            return Ok(EXIT_BAD_INPUT);
+        }
+    };
+    if let (Some(f), Some(u)) = (from_ms, until_ms)
+        && f >= u
+    {
+        eprintln!("error: --from must come before --until");
+        return Ok(EXIT_BAD_INPUT);
+    }
+    match nodewright_replay::export::export(store, out, from_ms, until_ms) {
+        Ok(e) => {
+            let start = if e.events_before > 0 {
+                format!(
+                    ", starting from a snapshot of the {} events before",
+                    e.events_before
+                )
+            } else {
+                String::new()
+            };
+            println!(
+                "wrote {}: {} events, {} commands{start}",
+                out.display(),
+                e.events,
+                e.commands
+            );
+            Ok(0)
+        }
+        Err(err) => {
+            eprintln!("error: {err}");
+            Ok(EXIT_BAD_INPUT)
+        }
+    }
 }
 
 fn explain(log: &Path, subject: &nodewright_replay::Subject) -> Result<u8> {

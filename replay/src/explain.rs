@@ -42,6 +42,8 @@ impl Subject {
 pub enum ExplainError {
     #[error(transparent)]
     Log(#[from] LogError),
+    #[error(transparent)]
+    Replay(#[from] crate::verify::ReplayError),
     #[error("the log never mentions pod {0}; `nodewright log inspect` shows what it holds")]
     UnknownPod(PodKey),
     #[error(
@@ -187,8 +189,16 @@ fn tell<S: std::io::Read>(
     let mut events = 0u64;
     let mut commands = 0u64;
     let mut last_event: Option<(u64, Event)> = None;
+    let mut opening: Option<LogRecord> = None;
     while let Some(entry) = reader.next_entry() {
-        match entry?.record {
+        let entry = entry?;
+        if entry.record_index == 0
+            && let LogRecord::Event(e) = &entry.record
+            && matches!(e.kind, EventKind::CatalogUpdated(_))
+        {
+            opening = Some(entry.record.clone());
+        }
+        match entry.record {
             LogRecord::Event(event) => {
                 teller.before_event(events, &event);
                 core.handle(&event);
@@ -202,7 +212,13 @@ fn tell<S: std::io::Read>(
                     commands += 1;
                 }
             }
-            // The story is told from the events; a snapshot only caches them.
+            // A log cut from a longer one starts from the snapshot of the events before it;
+            // any other snapshot only caches the events.
+            LogRecord::Snapshot(snapshot) if snapshot.events > events => {
+                core = crate::verify::start_from(&snapshot, &header, opening.take())?;
+                events = snapshot.events;
+                commands = snapshot.commands;
+            }
             LogRecord::Snapshot(_) => {}
         }
     }

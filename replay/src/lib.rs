@@ -8,11 +8,13 @@
 //! cloud SDK, so an incident log replays on any laptop.
 
 pub mod explain;
+pub mod export;
 pub mod inspect;
 pub mod verify;
 
 pub use explain::{Story, Subject, explain_file};
 pub use inspect::{LogSummary, inspect_file};
 pub use verify::{
-    Divergence, Progress, VerifyOutcome, verify, verify_file, verify_file_with_progress,
+    Divergence, Progress, ReplayError, VerifyOutcome, verify, verify_file,
+    verify_file_with_progress,
 };

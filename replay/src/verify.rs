@@ -7,6 +7,32 @@ use nodewright_adapters::eventlog::{
     DecisionDigest, LogError, LogHeader, LogRecord, NwlogReader, Snapshot,
 };
 use nodewright_core::{Command, Core, Event, EventKind};
+use thiserror::Error;
+
+/// Why a log could not be replayed at all.
+#[derive(Debug, Error)]
+pub enum ReplayError {
+    #[error(transparent)]
+    Log(#[from] LogError),
+    #[error(
+        "the log starts at event {events} from a snapshot that cannot be restored here ({reason}); replay it with the nodewright version that exported it, or export the range from the store's start"
+    )]
+    StartingSnapshot { events: u64, reason: String },
+}
+
+/// The core a cut log starts with: its snapshot, restored over its catalog event.
+pub(crate) fn start_from(
+    snapshot: &Snapshot,
+    header: &LogHeader,
+    opening: Option<LogRecord>,
+) -> Result<Core, ReplayError> {
+    snapshot
+        .restore(&header.config, |i| if i == 0 { opening } else { None })
+        .map_err(|e| ReplayError::StartingSnapshot {
+            events: snapshot.events,
+            reason: e.to_string(),
+        })
+}
 
 /// The first event whose commands differ from the recording.
 #[derive(Debug, Clone, PartialEq)]
@@ -23,7 +49,11 @@ pub struct Divergence {
 #[derive(Debug, Clone, PartialEq)]
 pub struct VerifyOutcome {
     pub header: LogHeader,
+    /// Events replayed.
     pub events: u64,
+    /// For a log cut from a longer one: the index of its first event there (it starts from a
+    /// snapshot of the events before).
+    pub started_at_event: Option<u64>,
     pub commands: u64,
     /// Digest of the recorded command stream (equal to the replayed one when verified).
     pub decision_digest: String,
@@ -36,7 +66,7 @@ pub struct VerifyOutcome {
 
 /// Replays every event of the `.nwlog` at `path` through a fresh core built from the log's
 /// header. Reading problems are errors; a divergence is an outcome.
-pub fn verify_file(path: &Path) -> Result<VerifyOutcome, LogError> {
+pub fn verify_file(path: &Path) -> Result<VerifyOutcome, ReplayError> {
     verify_file_with_progress(path, |_| {})
 }
 
@@ -56,7 +86,7 @@ pub const PROGRESS_EVERY: u64 = 65_536;
 pub fn verify_file_with_progress(
     path: &Path,
     progress: impl FnMut(Progress),
-) -> Result<VerifyOutcome, LogError> {
+) -> Result<VerifyOutcome, ReplayError> {
     let total = std::fs::metadata(path).ok().map(|m| m.len());
     let reader: NwlogReader<LogHeader, LogRecord, _> = NwlogReader::open(path)?;
     verify_with_progress(reader, total, progress)
@@ -65,7 +95,7 @@ pub fn verify_file_with_progress(
 /// [`verify_file`] over any reader.
 pub fn verify<S: std::io::Read>(
     reader: NwlogReader<LogHeader, LogRecord, S>,
-) -> Result<VerifyOutcome, LogError> {
+) -> Result<VerifyOutcome, ReplayError> {
     verify_with_progress(reader, None, |_| {})
 }
 
@@ -74,7 +104,7 @@ pub fn verify_with_progress<S: std::io::Read>(
     mut reader: NwlogReader<LogHeader, LogRecord, S>,
     bytes_total: Option<u64>,
     mut progress: impl FnMut(Progress),
-) -> Result<VerifyOutcome, LogError> {
+) -> Result<VerifyOutcome, ReplayError> {
     let header = reader.header().clone();
     let mut core = Core::new(header.config.clone());
     let mut digest = DecisionDigest::new();
@@ -86,6 +116,11 @@ pub fn verify_with_progress<S: std::io::Read>(
     // Record indexes, for the catalog event a snapshot names.
     let mut record_index = 0u64;
     let mut catalog_record: Option<u64> = None;
+    // For a log that starts from a snapshot: its first record (the catalog event the snapshot
+    // names), the commands before it, and the event count it starts at.
+    let mut opening: Option<LogRecord> = None;
+    let mut starting_commands = 0u64;
+    let mut started_at: Option<u64> = None;
 
     let check = |open: Option<(u64, Event, Vec<Command>)>,
                  recorded: Vec<Command>,
@@ -113,9 +148,19 @@ pub fn verify_with_progress<S: std::io::Read>(
             LogRecord::Event(event) => {
                 if matches!(event.kind, EventKind::CatalogUpdated(_)) {
                     catalog_record = Some(index);
+                    if index == 0 {
+                        opening = Some(LogRecord::Event(event.clone()));
+                    }
                 }
                 if let Some(d) = check(open.take(), Vec::new(), &before) {
-                    return Ok(outcome(header, events, &digest, Some(d), snapshots));
+                    return Ok(outcome(
+                        header,
+                        events,
+                        started_at,
+                        &digest,
+                        Some(d),
+                        snapshots,
+                    ));
                 }
                 let replayed = core.handle(&event);
                 open = Some((events, event.clone(), replayed));
@@ -140,14 +185,43 @@ pub fn verify_with_progress<S: std::io::Read>(
                     .cloned()
                     .collect();
                 if let Some(d) = check(open.take(), recorded, &context) {
-                    return Ok(outcome(header, events, &digest, Some(d), snapshots));
+                    return Ok(outcome(
+                        header,
+                        events,
+                        started_at,
+                        &digest,
+                        Some(d),
+                        snapshots,
+                    ));
                 }
             }
             LogRecord::Snapshot(recorded) => {
                 if let Some(d) = check(open.take(), Vec::new(), &before) {
-                    return Ok(outcome(header, events, &digest, Some(d), snapshots));
+                    return Ok(outcome(
+                        header,
+                        events,
+                        started_at,
+                        &digest,
+                        Some(d),
+                        snapshots,
+                    ));
                 }
-                snapshots.compare(&recorded, &core, events, digest.commands(), catalog_record);
+                if recorded.events > events {
+                    // A log cut from a longer one (`log export --from`) starts from the
+                    // snapshot of the events before it.
+                    core = start_from(&recorded, &header, opening.take())?;
+                    events = recorded.events;
+                    starting_commands = recorded.commands;
+                    started_at = Some(recorded.events);
+                    continue;
+                }
+                snapshots.compare(
+                    &recorded,
+                    &core,
+                    events,
+                    starting_commands + digest.commands(),
+                    catalog_record,
+                );
             }
         }
     }
@@ -157,7 +231,9 @@ pub fn verify_with_progress<S: std::io::Read>(
         .cloned()
         .collect();
     let divergence = check(open.take(), Vec::new(), &context);
-    Ok(outcome(header, events, &digest, divergence, snapshots))
+    Ok(outcome(
+        header, events, started_at, &digest, divergence, snapshots,
+    ))
 }
 
 /// Snapshots written by this build must hold exactly the replayed core (others are skipped:
@@ -192,13 +268,15 @@ impl SnapshotCheck {
 fn outcome(
     header: LogHeader,
     events: u64,
+    started_at: Option<u64>,
     digest: &DecisionDigest,
     divergence: Option<Divergence>,
     snapshots: SnapshotCheck,
 ) -> VerifyOutcome {
     VerifyOutcome {
         header,
-        events,
+        events: events - started_at.unwrap_or(0),
+        started_at_event: started_at,
         commands: digest.commands(),
         decision_digest: digest.hex(),
         divergence,

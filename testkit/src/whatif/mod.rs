@@ -46,6 +46,10 @@ pub enum WhatIfError {
     },
     #[error("the log holds no CatalogUpdated event: nothing to launch from")]
     NoCatalog,
+    #[error(
+        "the log was cut from a longer one and starts at its event {0}, from a snapshot: a what-if needs the workload from the start; export the range from the store's start (no --from)"
+    )]
+    CutLog(u64),
     #[error("the simulation failed: {0}")]
     Run(#[from] RunError),
 }

@@ -60,6 +60,9 @@ pub struct Recording {
     pub header: LogHeader,
     pub events: Vec<Event>,
     pub commands: Vec<(usize, Command)>,
+    /// For a log cut from a longer one (`log export --from`): the index its first event had
+    /// there. Its world before that is only in the snapshot it starts from.
+    pub cut_at_event: Option<u64>,
 }
 
 impl Recording {
@@ -77,12 +80,16 @@ impl Recording {
     pub fn of(header: LogHeader, records: impl IntoIterator<Item = LogRecord>) -> Recording {
         let mut events = Vec::new();
         let mut commands = Vec::new();
+        let mut cut_at_event = None;
         for record in records {
             match record {
                 LogRecord::Event(e) => events.push(e),
                 LogRecord::Commands(cs) => {
                     let at = events.len().saturating_sub(1);
                     commands.extend(cs.into_iter().map(|c| (at, c)));
+                }
+                LogRecord::Snapshot(s) if s.events > events.len() as u64 => {
+                    cut_at_event = Some(s.events);
                 }
                 LogRecord::Snapshot(_) => {}
             }
@@ -91,6 +98,7 @@ impl Recording {
             header,
             events,
             commands,
+            cut_at_event,
         }
     }
 
@@ -146,6 +154,9 @@ fn instance_of(node: &Node) -> Option<&str> {
 
 /// The recording as a scenario, under `policy` (none: as recorded).
 pub fn scenario_of(recording: &Recording, policy: &Policy) -> Result<Scenario, WhatIfError> {
+    if let Some(event) = recording.cut_at_event {
+        return Err(WhatIfError::CutLog(event));
+    }
     let catalog: Arc<Catalog> = recording
         .events
         .iter()
