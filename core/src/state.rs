@@ -388,6 +388,27 @@ impl ClusterState {
     }
 
     /// The labels a launched NodeClaim's node will carry.
+    /// One label of [`ClusterState::nodeclaim_labels`], without building the map.
+    pub fn nodeclaim_label<'a>(&'a self, claim: &'a NodeClaimState, key: &str) -> Option<&'a str> {
+        if let Some(instance) = &claim.instance {
+            if key == labels::ZONE {
+                return Some(&instance.zone);
+            }
+            if key == labels::CAPACITY_TYPE {
+                return Some(instance.capacity_type.as_str());
+            }
+            if let Some(value) = self
+                .catalog
+                .as_ref()
+                .and_then(|c| c.catalog.get(&instance.instance_type))
+                .and_then(|it| it.labels.get(key))
+            {
+                return Some(value);
+            }
+        }
+        claim.spec.labels.get(key).map(String::as_str)
+    }
+
     pub fn nodeclaim_labels(&self, claim: &NodeClaimState) -> BTreeMap<String, String> {
         let mut out = claim.spec.labels.clone();
         if let Some(instance) = &claim.instance {

@@ -14,6 +14,7 @@ use serde::Serialize;
 
 use crate::model::nodeclass::NodeClass;
 use crate::model::nodepool::NodePool;
+use crate::model::requirements::Requirements;
 use crate::state::ClusterState;
 
 pub const NODEPOOL_HASH: &str = "karpenter.sh/nodepool-hash";
@@ -71,6 +72,12 @@ pub fn drifted(state: &ClusterState) -> Vec<(String, String)> {
         .iter()
         .map(|(name, class)| (name.as_str(), nodeclass_hash(class)))
         .collect();
+    // Each NodePool's requirements, built once per search.
+    let pool_requirements: BTreeMap<&str, Requirements> = state
+        .nodepools
+        .iter()
+        .map(|(name, pool)| (name.as_str(), pool.template_requirements()))
+        .collect();
     let mut out = Vec::new();
     for (name, claim) in &state.nodeclaims {
         if claim.terminating.is_some() || !claim.is_initialized() {
@@ -108,9 +115,9 @@ pub fn drifted(state: &ClusterState) -> Vec<(String, String)> {
                 instance.instance_type
             ))
         } else {
-            let labels = state.nodeclaim_labels(claim);
-            pool.template_requirements()
-                .first_unmet(&labels)
+            pool_requirements
+                .get(pool.name.as_str())
+                .and_then(|reqs| reqs.first_unmet_with(|key| state.nodeclaim_label(claim, key)))
                 .map(|r| format!("its labels no longer meet the NodePool requirement {r}"))
         };
         if let Some(reason) = reason {

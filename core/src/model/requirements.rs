@@ -235,7 +235,12 @@ impl Requirement {
 
     /// Whether a node's labels satisfy this requirement.
     pub fn matches_labels(&self, labels: &BTreeMap<String, String>) -> bool {
-        match labels.get(&self.key) {
+        self.matches_value(labels.get(&self.key).map(String::as_str))
+    }
+
+    /// Whether a node whose label for this key has `value` (none: absent) satisfies it.
+    pub fn matches_value(&self, value: Option<&str>) -> bool {
+        match value {
             Some(value) => self.has(value),
             None => self.allows_absence(),
         }
@@ -538,6 +543,15 @@ impl Requirements {
     /// The first requirement a node with these labels fails.
     pub fn first_unmet(&self, labels: &BTreeMap<String, String>) -> Option<&Requirement> {
         self.by_key.iter().find(|r| !r.matches_labels(labels))
+    }
+
+    /// [`Requirements::first_unmet`] over labels read through `label` (key to value), for
+    /// labels that are not kept in one map.
+    pub fn first_unmet_with<'a>(
+        &self,
+        label: impl Fn(&str) -> Option<&'a str>,
+    ) -> Option<&Requirement> {
+        self.by_key.iter().find(|r| !r.matches_value(label(&r.key)))
     }
 
     /// Labels implied by single-valued `In` requirements (what a launched node will carry).
