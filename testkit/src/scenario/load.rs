@@ -247,21 +247,9 @@ pub fn load_str(
         file: file_name.to_string(),
         message: e.to_string(),
     })?;
-    let invalid = |field: &str, problem: String, fix: &str| ScenarioError::Invalid {
-        file: file_name.to_string(),
-        field: field.to_string(),
-        problem,
-        fix: fix.to_string(),
-    };
-    let duration = |field: &str, text: &str| {
-        parse_duration_ms(text).map_err(|e| {
-            invalid(
-                field,
-                e.to_string(),
-                "write a Go duration such as 90s, 5m or 1h30m",
-            )
-        })
-    };
+    let invalid =
+        |field: &str, problem: String, fix: &str| invalid_field(file_name, field, problem, fix);
+    let duration = |field: &str, text: &str| duration_field(file_name, field, text);
 
     let region = raw
         .region
@@ -682,6 +670,28 @@ impl ManifestFiles for Embedded {
     }
 }
 
+/// A field of `file_name` that cannot be used, with the fix.
+fn invalid_field(file_name: &str, field: &str, problem: String, fix: &str) -> ScenarioError {
+    ScenarioError::Invalid {
+        file: file_name.to_string(),
+        field: field.to_string(),
+        problem,
+        fix: fix.to_string(),
+    }
+}
+
+/// A Go duration in a field of `file_name`, in milliseconds.
+fn duration_field(file_name: &str, field: &str, text: &str) -> Result<u64, ScenarioError> {
+    parse_duration_ms(text).map_err(|e| {
+        invalid_field(
+            file_name,
+            field,
+            e.to_string(),
+            "write a Go duration such as 90s, 5m or 1h30m",
+        )
+    })
+}
+
 /// Puts a `settings` block (Karpenter's settings, as a scenario or a `--policy` file writes
 /// them) into `config`; `file_name` names the file in errors.
 pub fn apply_settings(
@@ -689,21 +699,9 @@ pub fn apply_settings(
     settings: &SettingsFile,
     file_name: &str,
 ) -> Result<(), ScenarioError> {
-    let invalid = |field: &str, problem: String, fix: &str| ScenarioError::Invalid {
-        file: file_name.to_string(),
-        field: field.to_string(),
-        problem,
-        fix: fix.to_string(),
-    };
-    let duration = |field: &str, text: &str| {
-        parse_duration_ms(text).map_err(|e| {
-            invalid(
-                field,
-                e.to_string(),
-                "write a Go duration such as 90s, 5m or 1h30m",
-            )
-        })
-    };
+    let invalid =
+        |field: &str, problem: String, fix: &str| invalid_field(file_name, field, problem, fix);
+    let duration = |field: &str, text: &str| duration_field(file_name, field, text);
     if let Some(d) = &settings.batch_idle_duration {
         config.batch_idle_ms = duration("settings.batchIdleDuration", d)?;
     }
