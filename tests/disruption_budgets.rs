@@ -63,8 +63,9 @@ fn a_zero_budget_in_business_hours_blocks_emptiness_exactly_inside_the_window() 
     h.nodepool(business_hours_pool());
     let early = running(&mut h, "early");
     let late = running(&mut h, "late");
-    // Emptied before 09:00: removed at once.
+    // Emptied before 09:00: removed at the next disruption pass (one every 10 s).
     h.delete_pod("default", "early");
+    h.advance(10_000);
     assert_eq!(terminations(&h).len(), 1);
     assert_eq!(terminations(&h)[0].1, early);
     let early_node = h.core.state().nodeclaims[&early]

@@ -198,6 +198,8 @@ fn an_empty_node_is_terminated_without_a_drain() {
     h.nodepool(p);
     machine(&mut h, vec![web("w1")]);
     h.delete_pod("default", "w1");
+    // At the next disruption pass.
+    h.advance(10_000);
     assert!(terminated(&h));
     assert!(
         !h.commands

@@ -33,8 +33,9 @@ pub struct Core {
     batcher: Batcher,
     names: NameGenerator,
     now_ms: u64,
-    /// When the last disruption pass ran.
-    last_disruption_pass_ms: Option<u64>,
+    /// When the last disruption pass ran, the epoch it saw, and when it asked to look again
+    /// though nothing changes meanwhile.
+    last_disruption_pass: Option<PassMark>,
     /// The earliest time a disruption or lifecycle rule may act again.
     next_rule_ms: Option<u64>,
     /// The last nomination told to each pending pod (so it is told once, not every batch).
@@ -47,6 +48,9 @@ pub struct Core {
     warned_annotations: BTreeMap<String, String>,
     /// Bumped by every event that changes the cluster (ticks do not).
     epoch: u64,
+    /// Pods waiting for a node (DaemonSet pods aside): [`ClusterState::pending_pods`] counted,
+    /// kept up to date by the pod events so that no event has to count them.
+    pending_pods: usize,
     /// A consolidation waiting out its validation period, and when it was decided.
     pending_consolidation: Option<(consolidation::Decision, u64)>,
     /// The epoch and time of the last search for a consolidation.
@@ -65,6 +69,53 @@ pub struct Core {
     cordoned: BTreeMap<String, String>,
     /// Nodes asked to lose that taint, until a node without it is seen.
     uncordoning: BTreeMap<String, String>,
+    /// What the event being handled changed, for the drains to know whether to look again.
+    #[serde(skip)]
+    touched: Touched,
+    /// The earliest launch, registration or expiry deadline of a NodeClaim, once computed
+    /// (`None`: unknown, computed at the next event). Only events about machines and new
+    /// launches move it, so pod events and ticks before it skip the scan.
+    #[serde(skip)]
+    claim_deadline_ms: Option<Option<u64>>,
+}
+
+/// Whether [`ClusterState::pending_pods`] yields the pod.
+fn counts_as_pending(pod: &Pod) -> bool {
+    pod.node_name.is_none() && !pod.is_daemonset_pod()
+}
+
+/// What one event changed, as far as drains care: the pods of some nodes, or anything.
+#[derive(Debug, Clone, Default)]
+enum Touched {
+    /// Only time passed.
+    #[default]
+    Nothing,
+    /// Pods bound to, changed on or removed from these nodes.
+    Nodes(BTreeSet<String>),
+    /// Anything else (nodes, budgets, refusals, policy): every drain looks again.
+    Everything,
+}
+
+impl Touched {
+    fn node(&mut self, node: &str) {
+        match self {
+            Touched::Nothing => *self = Touched::Nodes(BTreeSet::from([node.to_string()])),
+            Touched::Nodes(nodes) => {
+                if !nodes.contains(node) {
+                    nodes.insert(node.to_string());
+                }
+            }
+            Touched::Everything => {}
+        }
+    }
+
+    fn includes(&self, node: &str) -> bool {
+        match self {
+            Touched::Nothing => false,
+            Touched::Nodes(nodes) => nodes.contains(node),
+            Touched::Everything => true,
+        }
+    }
 }
 
 /// How often a drain asks again for pods a PodDisruptionBudget held back.
@@ -85,6 +136,13 @@ struct Drain {
     evicting: BTreeMap<PodKey, Eviction>,
     /// terminationGracePeriod ran out: what is left is deleted, whatever blocks it.
     forced: bool,
+    /// After its last step: a pod was held back by a PodDisruptionBudget or do-not-disrupt,
+    /// which any change in the cluster may lift, so the drain looks again after every event.
+    held_back: bool,
+    /// After its last step: when a refused eviction may be asked again, or
+    /// terminationGracePeriod runs out. Until then, and while its node's pods do not change,
+    /// a step would do nothing.
+    wake_ms: Option<u64>,
 }
 
 /// Where the eviction of one pod stands.
@@ -96,6 +154,27 @@ enum Eviction {
     Refused(u64),
 }
 
+/// What the last disruption pass saw: passes run at most once per poll interval (Karpenter's
+/// 10 s), and only when the cluster changed since or a time the pass named has come.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+struct PassMark {
+    at_ms: u64,
+    epoch: u64,
+    wake_ms: Option<u64>,
+}
+
+impl PassMark {
+    /// When the next pass may run: `None` while nothing calls for one.
+    fn next_ms(&self, epoch: u64, poll_ms: u64) -> Option<u64> {
+        let earliest = self.at_ms + poll_ms;
+        if epoch != self.epoch {
+            Some(earliest)
+        } else {
+            self.wake_ms.map(|t| t.max(earliest))
+        }
+    }
+}
+
 /// The replacements of one machine and why it is replaced.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 struct Replacement {
@@ -105,6 +184,13 @@ struct Replacement {
 }
 
 impl Core {
+    /// The shape of the serialized state. A snapshot restores only into a core of the same
+    /// shape: raise it whenever a field of the core, or of anything it holds, is added,
+    /// removed, reordered or retyped.
+    ///
+    /// 2: the disruption pass mark, the drains' look-again hints, the pending pod count.
+    pub const STATE_LAYOUT: u32 = 2;
+
     pub fn new(config: Config) -> Self {
         let names = NameGenerator::new(config.seed);
         let state = ClusterState {
@@ -117,13 +203,14 @@ impl Core {
             batcher: Batcher::default(),
             names,
             now_ms: 0,
-            last_disruption_pass_ms: None,
+            last_disruption_pass: None,
             next_rule_ms: None,
             nominations: BTreeMap::new(),
             unschedulable: BTreeMap::new(),
             warned_missing_requests: BTreeSet::new(),
             warned_annotations: BTreeMap::new(),
             epoch: 0,
+            pending_pods: 0,
             pending_consolidation: None,
             last_consolidation_search: None,
             consolidation_next_ms: None,
@@ -133,6 +220,8 @@ impl Core {
             cordoned: BTreeMap::new(),
             uncordoning: BTreeMap::new(),
             draining: BTreeMap::new(),
+            touched: Touched::Nothing,
+            claim_deadline_ms: None,
         }
     }
 
@@ -255,11 +344,19 @@ impl Core {
         // Time never goes backwards inside the core, even if an adapter's clock does.
         self.now_ms = self.now_ms.max(event.at_ms);
         let mut commands = Vec::new();
+        self.touched = match &event.kind {
+            EventKind::Tick
+            | EventKind::PodApplied(_)
+            | EventKind::PodBound { .. }
+            | EventKind::PodDeleted { .. } => Touched::Nothing,
+            _ => Touched::Everything,
+        };
         // An event that changed nothing leaves the due work to its timer: a re-list, a result
         // told twice or a listing with nothing to collect never moves when a rule runs.
         if self.apply(&event.kind, &mut commands) {
             self.run_due_work(&mut commands);
         }
+        self.touched = Touched::Nothing;
         commands
     }
 
@@ -308,6 +405,13 @@ impl Core {
             EventKind::PodApplied(pod) => self.apply_pod(pod, commands),
             EventKind::PodBound { pod, node } => {
                 if let Some(p) = self.state.pods.get_mut(pod) {
+                    if counts_as_pending(p) {
+                        self.pending_pods -= 1;
+                    }
+                    if let Some(old) = &p.node_name {
+                        self.touched.node(old);
+                    }
+                    self.touched.node(node);
                     p.node_name = Some(node.clone());
                     let key = p.key.clone();
                     self.attach_pod(&key, node);
@@ -318,12 +422,16 @@ impl Core {
                 self.trigger_if_pending();
             }
             EventKind::PodDeleted { pod } => {
-                if let Some(removed) = self.state.pods.remove(pod)
-                    && let Some(node) = removed.node_name
-                    && let Some(state) = self.state.nodes.get_mut(&node)
-                {
-                    state.pods.remove(pod);
-                    state.last_pod_event_ms = now;
+                let removed = self.state.pods.remove(pod);
+                if removed.as_ref().is_some_and(counts_as_pending) {
+                    self.pending_pods -= 1;
+                }
+                if let Some(node) = removed.and_then(|p| p.node_name) {
+                    self.touched.node(&node);
+                    if let Some(state) = self.state.nodes.get_mut(&node) {
+                        state.pods.remove(pod);
+                        state.last_pod_event_ms = now;
+                    }
                 }
                 self.nominations.remove(pod);
                 self.unschedulable.remove(pod);
@@ -638,6 +746,12 @@ impl Core {
             .pods
             .get(&pod.key)
             .and_then(|p| p.node_name.clone());
+        if let Some(old) = &previous_node {
+            self.touched.node(old);
+        }
+        if let Some(new) = &pod.node_name {
+            self.touched.node(new);
+        }
         if let Some(old) = &previous_node
             && pod.node_name.as_ref() != Some(old)
             && let Some(state) = self.state.nodes.get_mut(old)
@@ -645,7 +759,14 @@ impl Core {
             state.pods.remove(&pod.key);
             state.last_pod_event_ms = now;
         }
-        self.state.pods.insert(pod.key.clone(), pod.clone());
+        if let Some(old) = self.state.pods.insert(pod.key.clone(), pod.clone())
+            && counts_as_pending(&old)
+        {
+            self.pending_pods -= 1;
+        }
+        if counts_as_pending(pod) {
+            self.pending_pods += 1;
+        }
         if pod.missing_requests && self.warned_missing_requests.insert(pod.key.clone()) {
             commands.push(Command::WarnMissingRequests {
                 pod: pod.key.clone(),
@@ -692,8 +813,17 @@ impl Core {
         }
     }
 
+    fn has_pending_pods(&self) -> bool {
+        debug_assert_eq!(
+            self.pending_pods,
+            self.state.pending_pods().count(),
+            "the pending pod count follows the pod events"
+        );
+        self.pending_pods > 0
+    }
+
     fn trigger_if_pending(&mut self) {
-        if self.state.pending_pods().next().is_some() {
+        if self.has_pending_pods() {
             self.batcher.trigger(self.now_ms);
         }
     }
@@ -715,22 +845,27 @@ impl Core {
         }
         let mut next: Vec<Option<u64>> = Vec::new();
 
-        let (overdue, next_deadline) = lifecycle::overdue(&self.state, &self.config, now);
-        next.push(next_deadline);
-        for o in overdue {
-            self.terminate(&o.nodeclaim, o.reason, o.detail, commands);
+        let claims_may_act = matches!(self.touched, Touched::Everything)
+            || self
+                .claim_deadline_ms
+                .is_none_or(|at| at.is_some_and(|t| t <= now));
+        if claims_may_act {
+            let (overdue, next_deadline) = lifecycle::overdue(&self.state, &self.config, now);
+            for o in overdue {
+                self.terminate(&o.nodeclaim, o.reason, o.detail, commands);
+            }
+            let (expired, next_expiry) = expiration::expired(&self.state, now);
+            for (name, detail) in expired {
+                self.terminate(&name, TerminationReason::Expired, detail, commands);
+            }
+            self.claim_deadline_ms = Some([next_deadline, next_expiry].into_iter().flatten().min());
         }
-
-        let (expired, next_expiry) = expiration::expired(&self.state, now);
-        next.push(next_expiry);
-        for (name, detail) in expired {
-            self.terminate(&name, TerminationReason::Expired, detail, commands);
-        }
+        next.push(self.claim_deadline_ms.flatten());
 
         next.push(self.disruption_pass(commands));
         next.push(self.drain_all(commands));
         // An offering that becomes available again may be what a pending pod waits for.
-        if self.state.pending_pods().next().is_some() {
+        if !self.state.unavailable.is_empty() && self.has_pending_pods() {
             next.push(
                 self.state
                     .unavailable
@@ -750,13 +885,38 @@ impl Core {
         }
     }
 
-    /// One disruption pass, if the poll interval allows; returns when the next one may act.
+    /// One disruption pass, when one is due (see [`PassMark`]); returns when the next is.
     fn disruption_pass(&mut self, commands: &mut Vec<Command>) -> Option<u64> {
         let now = self.now_ms;
         let poll = self.config.disruption_poll_ms.max(1);
-        let pass_allowed = self
-            .last_disruption_pass_ms
-            .is_none_or(|last| now >= last + poll);
+        if let Some(mark) = self.last_disruption_pass {
+            match mark.next_ms(self.epoch, poll) {
+                Some(at) if at <= now => {}
+                next => return next,
+            }
+        }
+        let before = commands.len();
+        let wake_ms = self.run_disruption_pass(commands);
+        // A pass that acted looks again at the next poll: what it did may allow more. The
+        // epoch is the one after the pass: its own doings are not news to the next one.
+        let mark = PassMark {
+            at_ms: now,
+            epoch: self.epoch,
+            wake_ms: if commands.len() == before {
+                wake_ms
+            } else {
+                Some(now + poll)
+            },
+        };
+        self.last_disruption_pass = Some(mark);
+        mark.next_ms(self.epoch, poll)
+    }
+
+    /// Emptiness, then drift, then consolidation: the first that acts ends the pass. Returns
+    /// the earliest time something the pass looked at changes by itself.
+    fn run_disruption_pass(&mut self, commands: &mut Vec<Command>) -> Option<u64> {
+        let now = self.now_ms;
+        let poll = self.config.disruption_poll_ms.max(1);
         // Many pods are nominated to the same few machines: each name is copied once.
         let mut nominated: BTreeSet<String> = BTreeSet::new();
         for target in self.nominations.values() {
@@ -771,12 +931,6 @@ impl Core {
         for pool in &pools {
             let (chosen, pool_next, blocked) =
                 emptiness::select(&self.state, pool, &nominated, now);
-            if !chosen.is_empty() && !pass_allowed {
-                // Wait for the next pass.
-                let at = self.last_disruption_pass_ms.unwrap_or(now) + poll;
-                next = Some(next.map_or(at, |n: u64| n.min(at)));
-                continue;
-            }
             for (candidate, detail) in chosen {
                 acted = true;
                 self.terminate(
@@ -795,7 +949,7 @@ impl Core {
                 next = Some(next.map_or(at, |n: u64| n.min(at)));
             }
         }
-        if !acted && pass_allowed && self.pending_consolidation.is_none() {
+        if !acted && self.pending_consolidation.is_none() {
             acted = self.drift(commands);
         }
         if let Some(at) = self.drift_wake_ms {
@@ -810,21 +964,11 @@ impl Core {
                 next = Some(next.map_or(at, |n: u64| n.min(at)));
             }
         }
-        if !acted && pass_allowed {
-            let (at, executed) = self.consolidate(commands, &nominated);
+        if !acted {
+            let (at, _) = self.consolidate(commands, &nominated);
             if let Some(at) = at {
                 next = Some(next.map_or(at, |n: u64| n.min(at)));
             }
-            acted |= executed;
-        }
-        if acted {
-            self.last_disruption_pass_ms = Some(now);
-        }
-        if !pass_allowed && let Some(last) = self.last_disruption_pass_ms {
-            // Drift and consolidation wait for the next pass: it has a timer of its own, so no
-            // unrelated event is needed to wake them.
-            let at = last + poll;
-            next = Some(next.map_or(at, |n: u64| n.min(at)));
         }
         next
     }
@@ -964,6 +1108,8 @@ impl Core {
             };
             reason.summary = format!("{why}; {}", reason.summary);
             launched.push(spec.name.clone());
+            // A new machine has deadlines of its own.
+            self.claim_deadline_ms = None;
             self.state.nodeclaims.insert(
                 spec.name.clone(),
                 NodeClaimState::new(spec.clone(), self.now_ms),
@@ -1157,9 +1303,12 @@ impl Core {
                         deadline_ms: pool_grace.map(|g| self.now_ms + g),
                         evicting: BTreeMap::new(),
                         forced: false,
+                        held_back: false,
+                        wake_ms: None,
                     },
                 );
-                self.drain_step(nodeclaim, commands);
+                let mut evicting_now = self.evicting_now();
+                self.drain_step(nodeclaim, &mut evicting_now, commands);
             }
             _ => self.finish_termination(nodeclaim, reason, detail, commands),
         }
@@ -1268,40 +1417,34 @@ impl Core {
     /// (non-critical pods, non-critical DaemonSet pods, critical pods, critical DaemonSet
     /// pods: a tier starts once the one before has left); terminate the instance once no pod
     /// is left.
-    fn drain_step(&mut self, nodeclaim: &str, commands: &mut Vec<Command>) {
+    fn drain_step(
+        &mut self,
+        nodeclaim: &str,
+        evicting_now: &mut BTreeSet<PodKey>,
+        commands: &mut Vec<Command>,
+    ) {
         let now = self.now_ms;
-        let Some(drain) = self.draining.get(nodeclaim).cloned() else {
+        let Some(drain) = self.draining.get(nodeclaim) else {
             return;
         };
-        let pods: Vec<Pod> = self
-            .state
-            .drainable_pods_on_node(&drain.node)
-            .into_iter()
-            .cloned()
-            .collect();
+        let pods = self.state.drainable_pods_on_node(&drain.node);
         if pods.is_empty() {
-            self.draining.remove(nodeclaim);
-            self.finish_termination(nodeclaim, drain.reason, drain.detail, commands);
+            if let Some(drain) = self.draining.remove(nodeclaim) {
+                for (key, e) in &drain.evicting {
+                    if matches!(e, Eviction::Asked { .. }) {
+                        evicting_now.remove(key);
+                    }
+                }
+                self.finish_termination(nodeclaim, drain.reason, drain.detail, commands);
+            }
             return;
         }
         let forced = drain.forced || drain.deadline_ms.is_some_and(|d| now >= d);
         let tier =
             |p: &Pod| (p.priority >= CRITICAL_PRIORITY) as u8 * 2 + p.is_daemonset_pod() as u8;
-        let current_tier = pods.iter().map(tier).min().unwrap_or(0);
-        // Pods on their way out count as unavailable for PodDisruptionBudgets; a refused one
-        // does not (it is still running, and is what may be asked again).
-        let mut evicting_now: BTreeSet<PodKey> = self
-            .draining
-            .values()
-            .flat_map(|d| {
-                d.evicting
-                    .iter()
-                    .filter(|(_, e)| matches!(e, Eviction::Asked { .. }))
-                    .map(|(k, _)| k.clone())
-            })
-            .filter(|k| self.state.pods.contains_key(k))
-            .collect();
+        let current_tier = pods.iter().map(|p| tier(p)).min().unwrap_or(0);
         let mut asked = Vec::new();
+        let mut held_back = false;
         for pod in &pods {
             if tier(pod) != current_tier {
                 continue;
@@ -1316,13 +1459,12 @@ impl Core {
             if pending {
                 continue;
             }
-            if !forced {
-                if pod.do_not_disrupt().active_at(now) {
-                    continue;
-                }
-                if self.state.pdb_blocking(pod, &evicting_now).is_some() {
-                    continue;
-                }
+            if !forced
+                && (pod.do_not_disrupt().active_at(now)
+                    || self.state.pdb_blocking(pod, evicting_now).is_some())
+            {
+                held_back = true;
+                continue;
             }
             evicting_now.insert(pod.key.clone());
             asked.push(pod.key.clone());
@@ -1340,21 +1482,62 @@ impl Core {
                 },
             });
         }
+        let wake_ms = drain
+            .evicting
+            .values()
+            .filter_map(|e| match e {
+                Eviction::Refused(at) => Some(at + EVICTION_RETRY_MS),
+                Eviction::Asked { .. } => None,
+            })
+            .chain(drain.deadline_ms.filter(|_| !forced))
+            .filter(|t| *t > now)
+            .min();
         if let Some(d) = self.draining.get_mut(nodeclaim) {
             for key in asked {
                 d.evicting.insert(key, Eviction::Asked { forced });
             }
             d.forced = forced;
+            d.held_back = held_back;
+            d.wake_ms = wake_ms;
         }
     }
 
-    /// Advances every drain; returns when one may need to ask again.
+    /// Pods asked to leave by any drain and still there: they count as unavailable for
+    /// PodDisruptionBudgets (a refused one does not: it is still running, and is what may be
+    /// asked again).
+    fn evicting_now(&self) -> BTreeSet<PodKey> {
+        self.draining
+            .values()
+            .flat_map(|d| {
+                d.evicting
+                    .iter()
+                    .filter(|(_, e)| matches!(e, Eviction::Asked { .. }))
+                    .map(|(k, _)| k)
+            })
+            .filter(|k| self.state.pods.contains_key(*k))
+            .cloned()
+            .collect()
+    }
+
+    /// Advances the drains that may move: those whose node's pods changed, those waiting on
+    /// the rest of the cluster, those whose time has come (a step of any other would ask
+    /// nothing and change nothing). Returns when one may need to ask again.
     fn drain_all(&mut self, commands: &mut Vec<Command>) -> Option<u64> {
-        let names: Vec<String> = self.draining.keys().cloned().collect();
-        for name in names {
-            self.drain_step(&name, commands);
-        }
         let now = self.now_ms;
+        let names: Vec<String> = self
+            .draining
+            .iter()
+            .filter(|(_, d)| {
+                d.held_back || d.wake_ms.is_some_and(|t| t <= now) || self.touched.includes(&d.node)
+            })
+            .map(|(name, _)| name.clone())
+            .collect();
+        if !names.is_empty() {
+            let mut evicting_now = self.evicting_now();
+            for name in names {
+                self.drain_step(&name, &mut evicting_now, commands);
+            }
+        }
         self.draining
             .values()
             .flat_map(|d| {
@@ -1415,6 +1598,8 @@ impl Core {
                     self.unschedulable.remove(pod);
                     self.nominations.insert(pod.clone(), spec.name.clone());
                 }
+                // A new machine has deadlines of its own.
+                self.claim_deadline_ms = None;
                 self.state
                     .nodeclaims
                     .insert(spec.name.clone(), NodeClaimState::new(spec.clone(), now));

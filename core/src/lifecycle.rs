@@ -26,23 +26,25 @@ pub fn overdue(state: &ClusterState, config: &Config, now_ms: u64) -> (Vec<Overd
             (None, _) => Some((
                 claim.created_at_ms + config.launch_timeout_ms,
                 TerminationReason::LaunchTimeout,
-                format!(
-                    "no launch result {} after the NodeClaim was created",
-                    format_duration_ms(config.launch_timeout_ms)
-                ),
             )),
             (Some(launched), None) => Some((
                 launched + config.registration_timeout_ms,
                 TerminationReason::RegistrationTimeout,
-                format!(
-                    "the instance did not register as a node within {} of its launch",
-                    format_duration_ms(config.registration_timeout_ms)
-                ),
             )),
             _ => None,
         };
-        if let Some((at, reason, detail)) = deadline {
+        if let Some((at, reason)) = deadline {
             if at <= now_ms {
+                let detail = match reason {
+                    TerminationReason::LaunchTimeout => format!(
+                        "no launch result {} after the NodeClaim was created",
+                        format_duration_ms(config.launch_timeout_ms)
+                    ),
+                    _ => format!(
+                        "the instance did not register as a node within {} of its launch",
+                        format_duration_ms(config.registration_timeout_ms)
+                    ),
+                };
                 out.push(Overdue {
                     nodeclaim: name.clone(),
                     reason,

@@ -1,6 +1,7 @@
 //! `replay --verify`: re-run the core over a log and check that it returns, for every event,
 //! exactly the commands recorded.
 
+use std::collections::VecDeque;
 use std::path::Path;
 
 use nodewright_adapters::eventlog::{
@@ -33,6 +34,9 @@ pub(crate) fn start_from(
             reason: e.to_string(),
         })
 }
+
+/// Events shown before a divergent one.
+const CONTEXT: usize = 3;
 
 /// The first event whose commands differ from the recording.
 #[derive(Debug, Clone, PartialEq)]
@@ -109,9 +113,10 @@ pub fn verify_with_progress<S: std::io::Read>(
     let mut core = Core::new(header.config.clone());
     let mut digest = DecisionDigest::new();
     let mut events = 0u64;
-    let mut before: Vec<(u64, Event)> = Vec::new();
-    // The event whose recorded commands we are waiting to see, with what the core returned.
-    let mut open: Option<(u64, Event, Vec<Command>)> = None;
+    // The last events, newest last: the newest is the one whose recorded commands are awaited
+    // when `open` holds what the core returned for it.
+    let mut before: VecDeque<(u64, Event)> = VecDeque::with_capacity(CONTEXT + 1);
+    let mut open: Option<Vec<Command>> = None;
     let mut snapshots = SnapshotCheck::default();
     // Record indexes, for the catalog event a snapshot names.
     let mut record_index = 0u64;
@@ -122,22 +127,23 @@ pub fn verify_with_progress<S: std::io::Read>(
     let mut starting_commands = 0u64;
     let mut started_at: Option<u64> = None;
 
-    let check = |open: Option<(u64, Event, Vec<Command>)>,
+    // Compares the commands the core returned for the newest event with the recorded ones.
+    let check = |open: Option<Vec<Command>>,
                  recorded: Vec<Command>,
-                 before: &Vec<(u64, Event)>|
+                 before: &VecDeque<(u64, Event)>|
      -> Option<Divergence> {
-        let (index, event, replayed) = open?;
+        let replayed = open?;
         if replayed == recorded {
-            None
-        } else {
-            Some(Divergence {
-                event_index: index,
-                event,
-                recorded,
-                replayed,
-                before: before.clone(),
-            })
+            return None;
         }
+        let (event_index, event) = before.back().cloned()?;
+        Some(Divergence {
+            event_index,
+            event,
+            recorded,
+            replayed,
+            before: before.iter().take(before.len() - 1).cloned().collect(),
+        })
     };
 
     while let Some(entry) = reader.next_entry() {
@@ -162,12 +168,11 @@ pub fn verify_with_progress<S: std::io::Read>(
                         snapshots,
                     ));
                 }
-                let replayed = core.handle(&event);
-                open = Some((events, event.clone(), replayed));
-                before.push((events, event));
-                if before.len() > 4 {
-                    before.remove(0);
+                open = Some(core.handle(&event));
+                if before.len() > CONTEXT {
+                    before.pop_front();
                 }
+                before.push_back((events, event));
                 events += 1;
                 if events.is_multiple_of(PROGRESS_EVERY) {
                     progress(Progress {
@@ -179,12 +184,7 @@ pub fn verify_with_progress<S: std::io::Read>(
             }
             LogRecord::Commands(recorded) => {
                 digest.add_all(&recorded);
-                let context: Vec<(u64, Event)> = before
-                    .iter()
-                    .take(before.len().saturating_sub(1))
-                    .cloned()
-                    .collect();
-                if let Some(d) = check(open.take(), recorded, &context) {
+                if let Some(d) = check(open.take(), recorded, &before) {
                     return Ok(outcome(
                         header,
                         events,
@@ -225,12 +225,7 @@ pub fn verify_with_progress<S: std::io::Read>(
             }
         }
     }
-    let context: Vec<(u64, Event)> = before
-        .iter()
-        .take(before.len().saturating_sub(1))
-        .cloned()
-        .collect();
-    let divergence = check(open.take(), Vec::new(), &context);
+    let divergence = check(open.take(), Vec::new(), &before);
     Ok(outcome(
         header, events, started_at, &digest, divergence, snapshots,
     ))

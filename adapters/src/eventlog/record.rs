@@ -44,7 +44,8 @@ pub enum LogRecord {
 /// is passed over, and the events are replayed instead.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Snapshot {
-    /// `nodewright <version>` of the core that wrote it: only the same version restores it.
+    /// `nodewright <version> (core state <layout>)` of the core that wrote it: only the same
+    /// version and layout restore it.
     pub producer: String,
     /// Events before it.
     pub events: u64,
@@ -80,9 +81,15 @@ pub enum SnapshotError {
 }
 
 impl Snapshot {
-    /// The producer this build writes and restores.
+    /// The producer this build writes and restores: the version, and the shape of the core's
+    /// state ([`Core::STATE_LAYOUT`]), so that a build whose state has another shape passes the
+    /// snapshot over instead of reading it as its own.
     pub fn this_producer() -> String {
-        format!("nodewright {}", env!("CARGO_PKG_VERSION"))
+        format!(
+            "nodewright {} (core state {})",
+            env!("CARGO_PKG_VERSION"),
+            Core::STATE_LAYOUT
+        )
     }
 
     /// A snapshot of `core` after `events` events and `commands` commands, whose catalog came

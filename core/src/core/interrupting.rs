@@ -51,7 +51,8 @@ impl Core {
                     ));
                 }
                 commands.push(report(Some(nodeclaim.clone()), action));
-                self.drain_step(&nodeclaim, commands);
+                let mut evicting_now = self.evicting_now();
+                self.drain_step(&nodeclaim, &mut evicting_now, commands);
             }
             Action::ReplaceAndDrain {
                 nodeclaim,
