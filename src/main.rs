@@ -159,6 +159,11 @@ enum LogCommands {
         /// The time the range ends before, written as --from.
         #[arg(long, value_name = "TIME")]
         until: Option<String>,
+        /// Replace pod names, namespaces and label values by tokens (the same value, the same
+        /// token; in the same order, so that the log still replays exactly). docs/event-log.md
+        /// says what is kept.
+        #[arg(long)]
+        redact: bool,
     },
 }
 
@@ -237,8 +242,9 @@ fn main() -> ExitCode {
                     out,
                     from,
                     until,
+                    redact,
                 },
-        } => export(&store, &out, from.as_deref(), until.as_deref()),
+        } => export(&store, &out, from.as_deref(), until.as_deref(), redact),
         Commands::Bench {
             command:
                 BenchCommands::Scheduling {
@@ -659,7 +665,13 @@ fn log_time(flag: &str, text: &str) -> Result<u64, String> {
     })
 }
 
-fn export(store: &Path, out: &Path, from: Option<&str>, until: Option<&str>) -> Result<u8> {
+fn export(
+    store: &Path,
+    out: &Path,
+    from: Option<&str>,
+    until: Option<&str>,
+    redact: bool,
+) -> Result<u8> {
     let parse = |flag: &str, t: Option<&str>| t.map(|t| log_time(flag, t)).transpose();
     let (from_ms, until_ms) = match (parse("--from", from), parse("--until", until)) {
         (Ok(f), Ok(u)) => (f, u),
@@ -674,7 +686,7 @@ fn export(store: &Path, out: &Path, from: Option<&str>, until: Option<&str>) -> 
         eprintln!("error: --from must come before --until");
         return Ok(EXIT_BAD_INPUT);
     }
-    match nodewright_replay::export::export(store, out, from_ms, until_ms) {
+    match nodewright_replay::export::export(store, out, from_ms, until_ms, redact) {
         Ok(e) => {
             let start = if e.events_before > 0 {
                 format!(
@@ -684,8 +696,15 @@ fn export(store: &Path, out: &Path, from: Option<&str>, until: Option<&str>) -> 
             } else {
                 String::new()
             };
+            let redacted = match e.redacted {
+                Some(c) => format!(
+                    "; redacted: {} namespaces, {} names, {} label and annotation values replaced by tokens",
+                    c.namespaces, c.names, c.values
+                ),
+                None => String::new(),
+            };
             println!(
-                "wrote {}: {} events, {} commands{start}",
+                "wrote {}: {} events, {} commands{start}{redacted}",
                 out.display(),
                 e.events,
                 e.commands

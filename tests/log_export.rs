@@ -41,7 +41,7 @@ fn the_whole_store_exports_to_a_log_that_verifies_to_the_same_digest() {
     let dir = tempfile::tempdir().expect("temp dir");
     let (store, report) = store(&dir);
     let out = dir.path().join("all.nwlog");
-    let exported = export(&store, &out, None, None).expect("exports");
+    let exported = export(&store, &out, None, None, false).expect("exports");
     assert_eq!(exported.events_before, 0);
     assert_eq!(
         (exported.events, exported.commands),
@@ -58,12 +58,12 @@ fn a_range_that_starts_later_starts_from_a_snapshot_and_verifies() {
     let dir = tempfile::tempdir().expect("temp dir");
     let (store, report) = store(&dir);
     let all = dir.path().join("all.nwlog");
-    export(&store, &all, None, None).expect("exports");
+    export(&store, &all, None, None, false).expect("exports");
     let times = event_times(&all);
 
     let (from, until) = (20 * 60_000, 40 * 60_000);
     let cut = dir.path().join("cut.nwlog");
-    let exported = export(&store, &cut, Some(from), Some(until)).expect("exports");
+    let exported = export(&store, &cut, Some(from), Some(until), false).expect("exports");
     let before = times.iter().filter(|t| **t < from).count() as u64;
     let inside = times.iter().filter(|t| (from..until).contains(*t)).count() as u64;
     assert_eq!((exported.events_before, exported.events), (before, inside));
@@ -105,7 +105,7 @@ fn an_empty_range_and_bad_times_are_refused() {
     let dir = tempfile::tempdir().expect("temp dir");
     let (store, _) = store(&dir);
     let out = dir.path().join("none.nwlog");
-    let err = export(&store, &out, Some(10 * 3_600_000), None).expect_err("after the end");
+    let err = export(&store, &out, Some(10 * 3_600_000), None, false).expect_err("after the end");
     assert!(matches!(err, ExportError::Empty(_)), "{err}");
     assert!(!out.exists());
 
@@ -168,7 +168,7 @@ fn a_what_if_refuses_a_cut_log_and_says_why() {
     let dir = tempfile::tempdir().expect("temp dir");
     let (store, _) = store(&dir);
     let cut = dir.path().join("cut.nwlog");
-    export(&store, &cut, Some(20 * 60_000), None).expect("exports");
+    export(&store, &cut, Some(20 * 60_000), None, false).expect("exports");
     let recording = nodewright_testkit::whatif::Recording::read(&cut).expect("reads");
     let policy = nodewright_testkit::whatif::Policy::load(Path::new(
         "tests/policies/mixed/longer-batches.yaml",
@@ -179,5 +179,123 @@ fn a_what_if_refuses_a_cut_log_and_says_why() {
         err.to_string()
             .contains("needs the workload from the start"),
         "{err}"
+    );
+}
+
+/// Every string of the log's events, for looking for names that should be gone.
+fn event_strings(log: &Path) -> String {
+    let mut reader: NwlogReader<LogHeader, LogRecord, _> = NwlogReader::open(log).expect("opens");
+    let mut out = String::new();
+    while let Some(entry) = reader.next_entry() {
+        match entry.expect("readable").record {
+            LogRecord::Event(e)
+                if !matches!(e.kind, nodewright_core::EventKind::CatalogUpdated(_)) =>
+            {
+                out.push_str(&format!("{:?}\n", e.kind));
+            }
+            LogRecord::Commands(cs) => out.push_str(&format!("{cs:?}\n")),
+            _ => {}
+        }
+    }
+    out
+}
+
+#[test]
+fn a_redacted_export_names_no_pod_namespace_or_label_value_and_still_verifies() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let (store, report) = store(&dir);
+    let plain = dir.path().join("plain.nwlog");
+    export(&store, &plain, None, None, false).expect("exports");
+    let original = event_strings(&plain);
+    // The mixed scenario's names and values, there before.
+    let names = [
+        "namespace: \"default\"",
+        "namespace: \"jobs\"",
+        "name: \"web-",
+        "\"app\": \"web\"",
+        "\"app\": \"batch\"",
+        "default/",
+    ];
+    for name in names {
+        assert!(original.contains(name), "{name} in the original");
+    }
+
+    let out = dir.path().join("redacted.nwlog");
+    let exported = export(&store, &out, None, None, true).expect("exports");
+    let counts = exported.redacted.expect("redacted");
+    assert!(counts.namespaces >= 1 && counts.names > 10 && counts.values >= 1);
+    assert_eq!(
+        (exported.events, exported.commands),
+        (report.events, report.commands)
+    );
+    let redacted = event_strings(&out);
+    // (NodePool, EC2NodeClass and taint names stay: `default` and `batch` are still there.)
+    for gone in names {
+        assert!(
+            !redacted.contains(gone),
+            "{gone} is still in the redacted log"
+        );
+    }
+    // Keys, zones and instance types stay: they are what the core decides on.
+    assert!(redacted.contains("\"app\""));
+    assert!(redacted.contains("us-east-1"));
+    assert!(redacted.contains("ns-0001"));
+
+    let outcome = verify_file(&out).expect("readable");
+    assert_eq!(outcome.divergence, None);
+    assert_eq!(outcome.events, report.events);
+}
+
+#[test]
+fn a_redacted_range_that_starts_later_verifies_from_its_snapshot() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let (store, _) = store(&dir);
+    let whole = dir.path().join("whole.nwlog");
+    export(&store, &whole, None, None, true).expect("exports");
+    let cut = dir.path().join("cut.nwlog");
+    let exported = export(&store, &cut, Some(15 * 60_000), None, true).expect("exports");
+    assert!(exported.events_before > 0);
+    let outcome = verify_file(&cut).expect("readable");
+    assert_eq!(outcome.divergence, None);
+    assert_eq!(outcome.started_at_event, Some(exported.events_before));
+    // Two exports of one store give a value the same token.
+    let whole_text = event_strings(&whole);
+    let cut_text = event_strings(&cut);
+    let token = cut_text
+        .split('"')
+        .find(|s| s.starts_with("name-"))
+        .expect("a name token");
+    assert!(whole_text.contains(token));
+}
+
+#[test]
+fn the_cli_redacts_and_says_how_much() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let (store, _) = store(&dir);
+    let out = dir.path().join("redacted.nwlog");
+    let run = |args: &[&str]| {
+        Process::new(env!("CARGO_BIN_EXE_nodewright"))
+            .args(args)
+            .output()
+            .expect("runs")
+    };
+    let s = |p: &Path| p.to_str().expect("utf-8").to_string();
+    let done = run(&["log", "export", &s(&store), "--out", &s(&out), "--redact"]);
+    assert!(
+        done.status.success(),
+        "{}",
+        String::from_utf8_lossy(&done.stderr)
+    );
+    let said = String::from_utf8_lossy(&done.stdout);
+    assert!(said.contains("redacted: "), "{said}");
+    assert!(
+        said.contains("label and annotation values replaced by tokens"),
+        "{said}"
+    );
+    let verified = run(&["replay", &s(&out), "--verify"]);
+    assert!(
+        verified.status.success(),
+        "{}",
+        String::from_utf8_lossy(&verified.stdout)
     );
 }

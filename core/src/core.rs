@@ -408,12 +408,12 @@ impl Core {
                     if counts_as_pending(p) {
                         self.pending_pods -= 1;
                     }
-                    if let Some(old) = &p.node_name {
-                        self.touched.node(old);
-                    }
-                    self.touched.node(node);
-                    p.node_name = Some(node.clone());
+                    let old = p.node_name.replace(node.clone());
                     let key = p.key.clone();
+                    if let Some(old) = &old {
+                        self.touch_node(old);
+                    }
+                    self.touch_node(node);
                     self.attach_pod(&key, node);
                 }
                 self.nominations.remove(pod);
@@ -427,7 +427,7 @@ impl Core {
                     self.pending_pods -= 1;
                 }
                 if let Some(node) = removed.and_then(|p| p.node_name) {
-                    self.touched.node(&node);
+                    self.touch_node(&node);
                     if let Some(state) = self.state.nodes.get_mut(&node) {
                         state.pods.remove(pod);
                         state.last_pod_event_ms = now;
@@ -436,11 +436,13 @@ impl Core {
                 self.nominations.remove(pod);
                 self.unschedulable.remove(pod);
                 self.warned_missing_requests.remove(pod);
-                self.warned_annotations.remove(&format!("pod {pod}"));
+                if !self.warned_annotations.is_empty() {
+                    self.warned_annotations.remove(&format!("pod {pod}"));
+                }
             }
             EventKind::NodeApplied(node) => {
                 self.warn_invalid_annotation(
-                    format!("node {}", node.name),
+                    || format!("node {}", node.name),
                     &node.annotations,
                     commands,
                 );
@@ -747,10 +749,10 @@ impl Core {
             .get(&pod.key)
             .and_then(|p| p.node_name.clone());
         if let Some(old) = &previous_node {
-            self.touched.node(old);
+            self.touch_node(old);
         }
         if let Some(new) = &pod.node_name {
-            self.touched.node(new);
+            self.touch_node(new);
         }
         if let Some(old) = &previous_node
             && pod.node_name.as_ref() != Some(old)
@@ -772,7 +774,7 @@ impl Core {
                 pod: pod.key.clone(),
             });
         }
-        self.warn_invalid_annotation(format!("pod {}", pod.key), &pod.annotations, commands);
+        self.warn_invalid_annotation(|| format!("pod {}", pod.key), &pod.annotations, commands);
         match &pod.node_name {
             Some(node) => {
                 self.attach_pod(&pod.key, node);
@@ -787,14 +789,17 @@ impl Core {
     /// Reports a `karpenter.sh/do-not-disrupt` value that protects nothing, once per value.
     fn warn_invalid_annotation(
         &mut self,
-        object: String,
+        object: impl FnOnce() -> String,
         annotations: &BTreeMap<String, String>,
         commands: &mut Vec<Command>,
     ) {
         let Some(reason) = crate::model::do_not_disrupt::invalid_value(annotations) else {
-            self.warned_annotations.remove(&object);
+            if !self.warned_annotations.is_empty() {
+                self.warned_annotations.remove(&object());
+            }
             return;
         };
+        let object = object();
         let value = annotations
             .get(crate::model::labels::DO_NOT_DISRUPT)
             .cloned()
@@ -810,6 +815,13 @@ impl Core {
             && state.pods.insert(pod.clone())
         {
             state.last_pod_event_ms = self.now_ms;
+        }
+    }
+
+    /// Notes that the pods of `node` changed (only drains ask, so only while one runs).
+    fn touch_node(&mut self, node: &str) {
+        if !self.draining.is_empty() {
+            self.touched.node(node);
         }
     }
 

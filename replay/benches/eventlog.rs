@@ -72,9 +72,34 @@ impl ManifestFiles for NoFiles {
     }
 }
 
-/// The pod-churn log as `.nwlog` bytes, and its event count.
-fn pod_churn_log() -> (Vec<u8>, u64) {
-    let scenario = load_str(SCENARIO, "pod-churn.yaml", &NoFiles).expect("the scenario loads");
+/// A log dominated by pod events: the pod-churn cluster's Deployment, of 250m / 256Mi pods,
+/// scaled between 1,000 and 1,400 replicas every 2 s for ten minutes (a busy cluster's pod
+/// traffic over some twenty machines).
+fn pod_stream_scenario() -> String {
+    let head = SCENARIO
+        .split("timeline:")
+        .next()
+        .expect("the scenario has a timeline")
+        .replace("name: pod-churn", "name: pod-stream")
+        .replace("duration: 30m", "duration: 11m")
+        .replace("replicas: 2000", "replicas: 1000")
+        .replace(
+            "requests: {cpu: 1500m, memory: 2Gi}",
+            "requests: {cpu: 250m, memory: 256Mi}",
+        );
+    let mut text = format!("{head}timeline:\n");
+    for (i, at) in (60..660).step_by(2).enumerate() {
+        let replicas = if i % 2 == 0 { 1400 } else { 1000 };
+        text.push_str(&format!(
+            "  - at: {at}s\n    scale: {{deployment: web, namespace: default, replicas: {replicas}}}\n"
+        ));
+    }
+    text
+}
+
+/// The log of a scenario as `.nwlog` bytes, and its event count.
+fn scenario_log(text: &str, file: &str) -> (Vec<u8>, u64) {
+    let scenario = load_str(text, file, &NoFiles).expect("the scenario loads");
     let store: MemoryStore<LogHeader, LogRecord> =
         MemoryStore::new(LogHeader::new(scenario.config.clone(), &scenario.name));
     let (report, store) = nodewright_testkit::sim::run(&scenario, store).expect("runs");
@@ -83,19 +108,27 @@ fn pod_churn_log() -> (Vec<u8>, u64) {
 }
 
 fn replay_verify(c: &mut Criterion) {
-    let (bytes, events) = pod_churn_log();
-    let mut group = c.benchmark_group("replay-verify");
-    group.sample_size(10);
-    group.throughput(Throughput::Elements(events));
-    group.bench_function("pod-churn", |b| {
-        b.iter(|| {
-            let reader: NwlogReader<LogHeader, LogRecord, _> =
-                NwlogReader::new(Cursor::new(&bytes)).expect("a log");
-            let outcome = nodewright_replay::verify(reader).expect("readable");
-            assert!(outcome.divergence.is_none());
-        })
-    });
-    group.finish();
+    let logs = [
+        ("pod-churn", scenario_log(SCENARIO, "pod-churn.yaml")),
+        (
+            "pod-stream",
+            scenario_log(&pod_stream_scenario(), "pod-stream.yaml"),
+        ),
+    ];
+    for (name, (bytes, events)) in logs {
+        let mut group = c.benchmark_group("replay-verify");
+        group.sample_size(10);
+        group.throughput(Throughput::Elements(events));
+        group.bench_function(name, |b| {
+            b.iter(|| {
+                let reader: NwlogReader<LogHeader, LogRecord, _> =
+                    NwlogReader::new(Cursor::new(&bytes)).expect("a log");
+                let outcome = nodewright_replay::verify(reader).expect("readable");
+                assert!(outcome.divergence.is_none());
+            })
+        });
+        group.finish();
+    }
 }
 
 /// Pod events as a controller appends them: a batch of `n` created pods.

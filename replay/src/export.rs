@@ -13,6 +13,13 @@
 //!
 //! `replay --verify` and `explain` start such a log from its snapshot, with the original
 //! event and command indexes; a snapshot restores only in the nodewright version that wrote it.
+//!
+//! With `--redact` ([`crate::redact`]), every event of the store is read twice: once to learn
+//! the values to replace, once to replace them. The core runs over the redacted events from the
+//! store's first, and the export holds the commands it gives: they must decide what the
+//! recorded ones did, one for one, or the export fails and says where. The snapshots of the
+//! store are left out (they hold the names), and the starting snapshot of a later range is the
+//! redacted core's.
 
 use std::fs;
 use std::path::{Path, PathBuf};
@@ -20,8 +27,10 @@ use std::path::{Path, PathBuf};
 use nodewright_adapters::eventlog::{
     LogError, LogHeader, LogRecord, NwlogWriter, RedbStore, Snapshot,
 };
-use nodewright_core::{Core, EventKind};
+use nodewright_core::{Command, Core, EventKind};
 use thiserror::Error;
+
+use crate::redact::{Learner, RedactionCounts, Redactor};
 
 /// Records read from the store at once.
 const CHUNK: u64 = 4096;
@@ -34,6 +43,15 @@ pub enum ExportError {
     Empty(String),
     #[error("the core's state before the range does not encode: {0}")]
     Snapshot(String),
+    #[error(
+        "redaction changed a decision at event {event_index} (at {at_ms} ms): recorded {recorded:?}, redacted {redacted:?}; export without --redact, or report this log"
+    )]
+    RedactionChangedDecision {
+        event_index: u64,
+        at_ms: u64,
+        recorded: Vec<String>,
+        redacted: Vec<String>,
+    },
 }
 
 /// What was written.
@@ -44,6 +62,8 @@ pub struct Exported {
     pub commands: u64,
     /// Events before the range, summed up in the starting snapshot (0: none).
     pub events_before: u64,
+    /// With `--redact`: how many distinct values were replaced.
+    pub redacted: Option<RedactionCounts>,
 }
 
 /// Writes the events with `from_ms <= at_ms < until_ms` (and their commands) of the store at
@@ -53,8 +73,12 @@ pub fn export(
     out: &Path,
     from_ms: Option<u64>,
     until_ms: Option<u64>,
+    redact: bool,
 ) -> Result<Exported, ExportError> {
     let store: RedbStore<LogHeader, LogRecord> = RedbStore::open(store)?;
+    if redact {
+        return export_redacted(&store, out, from_ms, until_ms);
+    }
     let header = store.header().clone();
     let len = store.len();
     let from = from_ms.unwrap_or(0);
@@ -139,7 +163,169 @@ pub fn export(
         events,
         commands,
         events_before: before.0,
+        redacted: None,
     })
+}
+
+/// [`export`] with names and values replaced by tokens.
+fn export_redacted(
+    store: &RedbStore<LogHeader, LogRecord>,
+    out: &Path,
+    from_ms: Option<u64>,
+    until_ms: Option<u64>,
+) -> Result<Exported, ExportError> {
+    let header = store.header().clone();
+    let len = store.len();
+    let from = from_ms.unwrap_or(0);
+    let until = until_ms.unwrap_or(u64::MAX);
+
+    // First reading: the values of the whole store, so that every export of it agrees.
+    let mut learner = Learner::default();
+    let mut index = 0;
+    while index < len {
+        let to = (index + CHUNK).min(len);
+        for record in store.read_range(index, to)? {
+            if let LogRecord::Event(mut event) = record {
+                learner.learn(&mut event.kind);
+            }
+        }
+        index = to;
+    }
+    let redactor = learner.finish();
+
+    // Second reading: the core decides over the redacted events; the range is written.
+    let partial = partial_path(out);
+    let mut writer: Option<NwlogWriter<LogHeader, LogRecord>> = None;
+    let mut core = Core::new(header.config.clone());
+    let mut catalog: Option<LogRecord> = None;
+    let mut before = (0u64, 0u64);
+    let (mut events, mut commands) = (0u64, 0u64);
+    // The last event: its index and time, the commands the core gave for it, and the
+    // recorded ones seen so far.
+    let mut open: Option<(u64, u64, Vec<Command>, Vec<Command>)> = None;
+    let mut event_index = 0u64;
+    let mut index = 0;
+    'read: while index < len {
+        let to = (index + CHUNK).min(len);
+        for record in store.read_range(index, to)? {
+            match record {
+                LogRecord::Event(mut event) => {
+                    if event.at_ms >= until {
+                        break 'read;
+                    }
+                    let in_range = event.at_ms >= from;
+                    if let Some(done) = open.take() {
+                        close(&redactor, done, writer.as_mut(), &mut commands)?;
+                    }
+                    if in_range && writer.is_none() {
+                        writer = Some(open_writer(&partial, &header, &core, &catalog, before)?);
+                    }
+                    if matches!(event.kind, EventKind::CatalogUpdated(_)) && !in_range {
+                        catalog = Some(LogRecord::Event(event.clone()));
+                    }
+                    redactor.redact(&mut event.kind);
+                    let given = core.handle(&event);
+                    let at_ms = event.at_ms;
+                    match writer.as_mut() {
+                        Some(w) => {
+                            w.append(&[LogRecord::Event(event)])?;
+                            events += 1;
+                        }
+                        None => before.0 += 1,
+                    }
+                    open = Some((event_index, at_ms, given, Vec::new()));
+                    event_index += 1;
+                }
+                LogRecord::Commands(recorded) => {
+                    if writer.is_none() {
+                        before.1 += recorded.len() as u64;
+                    }
+                    if let Some((_, _, _, seen)) = open.as_mut() {
+                        seen.extend(recorded);
+                    }
+                }
+                // Snapshots hold the names: left out.
+                LogRecord::Snapshot(_) => {}
+            }
+        }
+        index = to;
+    }
+    if let Some(done) = open.take() {
+        close(&redactor, done, writer.as_mut(), &mut commands)?;
+    }
+    let Some(writer) = writer else {
+        return Err(ExportError::Empty(format!(
+            "{}..{}",
+            describe(from_ms),
+            describe(until_ms)
+        )));
+    };
+    drop(writer);
+    fs::rename(&partial, out).map_err(|source| LogError::Io {
+        path: Some(out.to_path_buf()),
+        action: "move the finished export into place",
+        source,
+    })?;
+    Ok(Exported {
+        events,
+        commands,
+        events_before: before.0,
+        redacted: Some(redactor.counts()),
+    })
+}
+
+/// Starts the export file: for a range that starts later, with the catalog in force and a
+/// snapshot of the (redacted) core before it.
+fn open_writer(
+    partial: &Path,
+    header: &LogHeader,
+    core: &Core,
+    catalog: &Option<LogRecord>,
+    before: (u64, u64),
+) -> Result<NwlogWriter<LogHeader, LogRecord>, ExportError> {
+    let mut writer = NwlogWriter::<LogHeader, LogRecord>::create(partial, header)?;
+    if before.0 > 0 {
+        let mut opening = Vec::new();
+        let catalog_record = catalog.clone().map(|c| {
+            opening.push(c);
+            0
+        });
+        let snapshot = Snapshot::of(core, before.0, before.1, catalog_record)
+            .map_err(|e| ExportError::Snapshot(e.to_string()))?;
+        opening.push(LogRecord::Snapshot(snapshot));
+        writer.append(&opening)?;
+    }
+    Ok(writer)
+}
+
+/// Checks that the core's commands for a redacted event decide what the recorded ones did,
+/// and writes them when the event is in the range.
+fn close(
+    redactor: &Redactor,
+    (event_index, at_ms, given, recorded): (u64, u64, Vec<Command>, Vec<Command>),
+    writer: Option<&mut NwlogWriter<LogHeader, LogRecord>>,
+    commands: &mut u64,
+) -> Result<(), ExportError> {
+    let recorded: Vec<String> = recorded
+        .iter()
+        .map(|c| Redactor::decision(c, Some(redactor)))
+        .collect();
+    let redacted: Vec<String> = given.iter().map(|c| Redactor::decision(c, None)).collect();
+    if recorded != redacted {
+        return Err(ExportError::RedactionChangedDecision {
+            event_index,
+            at_ms,
+            recorded,
+            redacted,
+        });
+    }
+    if let Some(w) = writer
+        && !given.is_empty()
+    {
+        *commands += given.len() as u64;
+        w.append(&[LogRecord::Commands(given)])?;
+    }
+    Ok(())
 }
 
 fn describe(ms: Option<u64>) -> String {

@@ -10,6 +10,7 @@
 pub mod explain;
 pub mod export;
 pub mod inspect;
+pub mod redact;
 pub mod verify;
 
 pub use explain::{Story, Subject, explain_file};
