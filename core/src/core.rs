@@ -20,7 +20,10 @@ use crate::state::{
     ClusterState, NodeClaimState, NodeState, PreparedCatalog, UNAVAILABLE_OFFERING_TTL_MS,
 };
 
+mod draining;
 mod interrupting;
+
+use draining::{Drain, Eviction, Touched};
 
 /// The deterministic decision core. Feed it every event in order; it answers with commands.
 ///
@@ -82,76 +85,6 @@ pub struct Core {
 /// Whether [`ClusterState::pending_pods`] yields the pod.
 fn counts_as_pending(pod: &Pod) -> bool {
     pod.node_name.is_none() && !pod.is_daemonset_pod()
-}
-
-/// What one event changed, as far as drains care: the pods of some nodes, or anything.
-#[derive(Debug, Clone, Default)]
-enum Touched {
-    /// Only time passed.
-    #[default]
-    Nothing,
-    /// Pods bound to, changed on or removed from these nodes.
-    Nodes(BTreeSet<String>),
-    /// Anything else (nodes, budgets, refusals, policy): every drain looks again.
-    Everything,
-}
-
-impl Touched {
-    fn node(&mut self, node: &str) {
-        match self {
-            Touched::Nothing => *self = Touched::Nodes(BTreeSet::from([node.to_string()])),
-            Touched::Nodes(nodes) => {
-                if !nodes.contains(node) {
-                    nodes.insert(node.to_string());
-                }
-            }
-            Touched::Everything => {}
-        }
-    }
-
-    fn includes(&self, node: &str) -> bool {
-        match self {
-            Touched::Nothing => false,
-            Touched::Nodes(nodes) => nodes.contains(node),
-            Touched::Everything => true,
-        }
-    }
-}
-
-/// How often a drain asks again for pods a PodDisruptionBudget held back.
-const EVICTION_RETRY_MS: u64 = 5_000;
-/// Pods at or above this priority (system-cluster-critical) leave last.
-const CRITICAL_PRIORITY: i32 = 2_000_000_000;
-
-/// A machine being drained before its instance is terminated.
-#[derive(Debug, Clone, Serialize, Deserialize)]
-struct Drain {
-    node: String,
-    reason: TerminationReason,
-    detail: String,
-    /// After this, PodDisruptionBudgets and do-not-disrupt no longer hold the drain
-    /// (the NodePool's terminationGracePeriod).
-    deadline_ms: Option<u64>,
-    /// Pods asked to leave.
-    evicting: BTreeMap<PodKey, Eviction>,
-    /// terminationGracePeriod ran out: what is left is deleted, whatever blocks it.
-    forced: bool,
-    /// After its last step: a pod was held back by a PodDisruptionBudget or do-not-disrupt,
-    /// which any change in the cluster may lift, so the drain looks again after every event.
-    held_back: bool,
-    /// After its last step: when a refused eviction may be asked again, or
-    /// terminationGracePeriod runs out. Until then, and while its node's pods do not change,
-    /// a step would do nothing.
-    wake_ms: Option<u64>,
-}
-
-/// Where the eviction of one pod stands.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-enum Eviction {
-    /// Asked (forced or not); the pod is on its way out.
-    Asked { forced: bool },
-    /// Refused at this time (a PodDisruptionBudget); asked again after the retry interval.
-    Refused(u64),
 }
 
 /// What the last disruption pass saw: passes run at most once per poll interval (Karpenter's
@@ -818,13 +751,6 @@ impl Core {
         }
     }
 
-    /// Notes that the pods of `node` changed (only drains ask, so only while one runs).
-    fn touch_node(&mut self, node: &str) {
-        if !self.draining.is_empty() {
-            self.touched.node(node);
-        }
-    }
-
     fn has_pending_pods(&self) -> bool {
         debug_assert_eq!(
             self.pending_pods,
@@ -1423,147 +1349,6 @@ impl Core {
             reason,
             detail,
         });
-    }
-
-    /// One step of a drain: evict what PodDisruptionBudgets allow, in Karpenter's tiers
-    /// (non-critical pods, non-critical DaemonSet pods, critical pods, critical DaemonSet
-    /// pods: a tier starts once the one before has left); terminate the instance once no pod
-    /// is left.
-    fn drain_step(
-        &mut self,
-        nodeclaim: &str,
-        evicting_now: &mut BTreeSet<PodKey>,
-        commands: &mut Vec<Command>,
-    ) {
-        let now = self.now_ms;
-        let Some(drain) = self.draining.get(nodeclaim) else {
-            return;
-        };
-        let pods = self.state.drainable_pods_on_node(&drain.node);
-        if pods.is_empty() {
-            if let Some(drain) = self.draining.remove(nodeclaim) {
-                for (key, e) in &drain.evicting {
-                    if matches!(e, Eviction::Asked { .. }) {
-                        evicting_now.remove(key);
-                    }
-                }
-                self.finish_termination(nodeclaim, drain.reason, drain.detail, commands);
-            }
-            return;
-        }
-        let forced = drain.forced || drain.deadline_ms.is_some_and(|d| now >= d);
-        let tier =
-            |p: &Pod| (p.priority >= CRITICAL_PRIORITY) as u8 * 2 + p.is_daemonset_pod() as u8;
-        let current_tier = pods.iter().map(|p| tier(p)).min().unwrap_or(0);
-        let mut asked = Vec::new();
-        let mut held_back = false;
-        for pod in &pods {
-            if tier(pod) != current_tier {
-                continue;
-            }
-            let pending = match drain.evicting.get(&pod.key) {
-                None => false,
-                // Asked: the pod is on its way out; a graceful eviction is made a forced one
-                // once terminationGracePeriod runs out.
-                Some(Eviction::Asked { forced: was_forced }) => *was_forced || !forced,
-                Some(Eviction::Refused(at)) => now < at + EVICTION_RETRY_MS,
-            };
-            if pending {
-                continue;
-            }
-            if !forced
-                && (pod.do_not_disrupt().active_at(now)
-                    || self.state.pdb_blocking(pod, evicting_now).is_some())
-            {
-                held_back = true;
-                continue;
-            }
-            evicting_now.insert(pod.key.clone());
-            asked.push(pod.key.clone());
-            commands.push(Command::EvictPod {
-                pod: pod.key.clone(),
-                node: drain.node.clone(),
-                forced,
-                reason: if forced {
-                    format!(
-                        "{}: terminationGracePeriod ran out; PodDisruptionBudgets and do-not-disrupt no longer hold",
-                        drain.reason
-                    )
-                } else {
-                    format!("{}: {}", drain.reason, drain.detail)
-                },
-            });
-        }
-        let wake_ms = drain
-            .evicting
-            .values()
-            .filter_map(|e| match e {
-                Eviction::Refused(at) => Some(at + EVICTION_RETRY_MS),
-                Eviction::Asked { .. } => None,
-            })
-            .chain(drain.deadline_ms.filter(|_| !forced))
-            .filter(|t| *t > now)
-            .min();
-        if let Some(d) = self.draining.get_mut(nodeclaim) {
-            for key in asked {
-                d.evicting.insert(key, Eviction::Asked { forced });
-            }
-            d.forced = forced;
-            d.held_back = held_back;
-            d.wake_ms = wake_ms;
-        }
-    }
-
-    /// Pods asked to leave by any drain and still there: they count as unavailable for
-    /// PodDisruptionBudgets (a refused one does not: it is still running, and is what may be
-    /// asked again).
-    fn evicting_now(&self) -> BTreeSet<PodKey> {
-        self.draining
-            .values()
-            .flat_map(|d| {
-                d.evicting
-                    .iter()
-                    .filter(|(_, e)| matches!(e, Eviction::Asked { .. }))
-                    .map(|(k, _)| k)
-            })
-            .filter(|k| self.state.pods.contains_key(*k))
-            .cloned()
-            .collect()
-    }
-
-    /// Advances the drains that may move: those whose node's pods changed, those waiting on
-    /// the rest of the cluster, those whose time has come (a step of any other would ask
-    /// nothing and change nothing). Returns when one may need to ask again.
-    fn drain_all(&mut self, commands: &mut Vec<Command>) -> Option<u64> {
-        let now = self.now_ms;
-        let names: Vec<String> = self
-            .draining
-            .iter()
-            .filter(|(_, d)| {
-                d.held_back || d.wake_ms.is_some_and(|t| t <= now) || self.touched.includes(&d.node)
-            })
-            .map(|(name, _)| name.clone())
-            .collect();
-        if !names.is_empty() {
-            let mut evicting_now = self.evicting_now();
-            for name in names {
-                self.drain_step(&name, &mut evicting_now, commands);
-            }
-        }
-        self.draining
-            .values()
-            .flat_map(|d| {
-                d.evicting
-                    .values()
-                    .filter_map(|e| match e {
-                        Eviction::Refused(at) => Some(at + EVICTION_RETRY_MS),
-                        Eviction::Asked { .. } => None,
-                    })
-                    .chain(std::iter::once(now + EVICTION_RETRY_MS))
-                    .chain(d.deadline_ms.filter(|t| *t > now))
-            })
-            .filter(|t| *t > now)
-            .min()
     }
 
     /// Closes the batch: nominate pods onto existing capacity, launch machines for the rest.
