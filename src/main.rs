@@ -619,6 +619,9 @@ fn replay(log: &Path, verify: bool) -> Result<u8> {
             }
             println!("recorded:\n{}", describe(&d.recorded));
             println!("replayed:\n{}", describe(&d.replayed));
+            for (i, e) in &d.after {
+                println!("  after: event {i} t={}ms {}", e.at_ms, e.kind.name());
+            }
             Ok(EXIT_FAILED_CHECK)
         }
     }

@@ -48,6 +48,8 @@ pub struct Divergence {
     pub replayed: Vec<Command>,
     /// Up to three events before the divergent one, with their indexes.
     pub before: Vec<(u64, Event)>,
+    /// Up to three events after it, with their indexes.
+    pub after: Vec<(u64, Event)>,
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -143,6 +145,7 @@ pub fn verify_with_progress<S: std::io::Read>(
             recorded,
             replayed,
             before: before.iter().take(before.len() - 1).cloned().collect(),
+            after: Vec::new(),
         })
     };
 
@@ -158,7 +161,9 @@ pub fn verify_with_progress<S: std::io::Read>(
                         opening = Some(LogRecord::Event(event.clone()));
                     }
                 }
-                if let Some(d) = check(open.take(), Vec::new(), &before) {
+                if let Some(mut d) = check(open.take(), Vec::new(), &before) {
+                    d.after.push((events, event));
+                    let d = with_following(&mut reader, d);
                     return Ok(outcome(
                         header,
                         events,
@@ -185,6 +190,7 @@ pub fn verify_with_progress<S: std::io::Read>(
             LogRecord::Commands(recorded) => {
                 digest.add_all(&recorded);
                 if let Some(d) = check(open.take(), recorded, &before) {
+                    let d = with_following(&mut reader, d);
                     return Ok(outcome(
                         header,
                         events,
@@ -197,6 +203,7 @@ pub fn verify_with_progress<S: std::io::Read>(
             }
             LogRecord::Snapshot(recorded) => {
                 if let Some(d) = check(open.take(), Vec::new(), &before) {
+                    let d = with_following(&mut reader, d);
                     return Ok(outcome(
                         header,
                         events,
@@ -229,6 +236,31 @@ pub fn verify_with_progress<S: std::io::Read>(
     Ok(outcome(
         header, events, started_at, &digest, divergence, snapshots,
     ))
+}
+
+/// Reads on to the events after a divergence, until it shows [`CONTEXT`] of them (or the log
+/// ends, or its tail does not read: what was shown is the evidence, not the rest).
+fn with_following<S: std::io::Read>(
+    reader: &mut NwlogReader<LogHeader, LogRecord, S>,
+    mut divergence: Divergence,
+) -> Divergence {
+    let mut index = divergence
+        .after
+        .last()
+        .map_or(divergence.event_index, |(i, _)| *i)
+        + 1;
+    while divergence.after.len() < CONTEXT {
+        match reader.next_entry() {
+            Some(Ok(entry)) => {
+                if let LogRecord::Event(event) = entry.record {
+                    divergence.after.push((index, event));
+                    index += 1;
+                }
+            }
+            _ => break,
+        }
+    }
+    divergence
 }
 
 /// Snapshots written by this build must hold exactly the replayed core (others are skipped:
