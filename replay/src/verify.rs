@@ -284,8 +284,7 @@ impl SnapshotCheck {
             return;
         }
         self.checked += 1;
-        let same =
-            Snapshot::of(core, events, commands, catalog_record).is_ok_and(|now| now == *recorded);
+        let same = recorded.holds(core, events, commands, catalog_record);
         if !same && self.first_divergence.is_none() {
             self.first_divergence = Some(events);
         }

@@ -109,6 +109,24 @@ impl Snapshot {
         })
     }
 
+    /// Whether it is exactly what [`Snapshot::of`] would write for `core` at this point (this
+    /// build's producer, the same counts and catalog record, the same bytes). Encodes the core
+    /// once, into a buffer of the recorded size.
+    pub fn holds(
+        &self,
+        core: &Core,
+        events: u64,
+        commands: u64,
+        catalog_record: Option<u64>,
+    ) -> bool {
+        self.producer == Snapshot::this_producer()
+            && self.events == events
+            && self.commands == commands
+            && self.catalog_record == catalog_record
+            && postcard::to_extend(core, Vec::with_capacity(self.core.len()))
+                .is_ok_and(|bytes| bytes == self.core)
+    }
+
     /// The core it holds, when this build wrote it for a log with this configuration.
     /// `record` reads a record of the log: the catalog event the snapshot names.
     pub fn restore(
