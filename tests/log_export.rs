@@ -24,6 +24,18 @@ fn store(dir: &tempfile::TempDir) -> (PathBuf, Report) {
     (path, report)
 }
 
+/// Runs the binary.
+fn nodewright(args: &[&str]) -> std::process::Output {
+    Process::new(env!("CARGO_BIN_EXE_nodewright"))
+        .args(args)
+        .output()
+        .expect("runs")
+}
+
+fn s(path: &Path) -> String {
+    path.to_str().expect("utf-8").to_string()
+}
+
 /// The events of a log, with their times.
 fn event_times(log: &Path) -> Vec<u64> {
     let mut reader: NwlogReader<LogHeader, LogRecord, _> = NwlogReader::open(log).expect("opens");
@@ -109,13 +121,6 @@ fn an_empty_range_and_bad_times_are_refused() {
     assert!(matches!(err, ExportError::Empty(_)), "{err}");
     assert!(!out.exists());
 
-    let nodewright = |args: &[&str]| {
-        Process::new(env!("CARGO_BIN_EXE_nodewright"))
-            .args(args)
-            .output()
-            .expect("runs")
-    };
-    let s = |p: &Path| p.to_str().expect("utf-8").to_string();
     let bad = nodewright(&[
         "log",
         "export",
@@ -273,14 +278,7 @@ fn the_cli_redacts_and_says_how_much() {
     let dir = tempfile::tempdir().expect("temp dir");
     let (store, _) = store(&dir);
     let out = dir.path().join("redacted.nwlog");
-    let run = |args: &[&str]| {
-        Process::new(env!("CARGO_BIN_EXE_nodewright"))
-            .args(args)
-            .output()
-            .expect("runs")
-    };
-    let s = |p: &Path| p.to_str().expect("utf-8").to_string();
-    let done = run(&["log", "export", &s(&store), "--out", &s(&out), "--redact"]);
+    let done = nodewright(&["log", "export", &s(&store), "--out", &s(&out), "--redact"]);
     assert!(
         done.status.success(),
         "{}",
@@ -292,7 +290,7 @@ fn the_cli_redacts_and_says_how_much() {
         said.contains("label and annotation values replaced by tokens"),
         "{said}"
     );
-    let verified = run(&["replay", &s(&out), "--verify"]);
+    let verified = nodewright(&["replay", &s(&out), "--verify"]);
     assert!(
         verified.status.success(),
         "{}",

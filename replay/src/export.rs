@@ -83,7 +83,6 @@ pub fn export(
     let len = store.len();
     let from = from_ms.unwrap_or(0);
     let until = until_ms.unwrap_or(u64::MAX);
-    let shown = || format!("{}..{}", describe(from_ms), describe(until_ms));
 
     // One pass: the core replays what comes before the range; the range is found by its
     // events' times (commands go with the event before them).
@@ -122,22 +121,11 @@ pub fn export(
         index = to;
     }
     let Some(start) = start.filter(|s| *s < end) else {
-        return Err(ExportError::Empty(shown()));
+        return Err(ExportError::Empty(range_text(from_ms, until_ms)));
     };
 
     let partial = partial_path(out);
-    let mut writer = NwlogWriter::<LogHeader, LogRecord>::create(&partial, &header)?;
-    if start > 0 {
-        let mut opening = Vec::new();
-        let catalog_record = catalog.map(|c| {
-            opening.push(c);
-            0
-        });
-        let snapshot = Snapshot::of(&core, before.0, before.1, catalog_record)
-            .map_err(|e| ExportError::Snapshot(e.to_string()))?;
-        opening.push(LogRecord::Snapshot(snapshot));
-        writer.append(&opening)?;
-    }
+    let mut writer = open_writer(&partial, &header, &core, &catalog, before)?;
     let (mut events, mut commands) = (0, 0);
     let mut index = start;
     while index < end {
@@ -153,12 +141,7 @@ pub fn export(
         writer.append(&records)?;
         index = to;
     }
-    drop(writer);
-    fs::rename(&partial, out).map_err(|source| LogError::Io {
-        path: Some(out.to_path_buf()),
-        action: "move the finished export into place",
-        source,
-    })?;
+    finish(writer, &partial, out)?;
     Ok(Exported {
         events,
         commands,
@@ -254,24 +237,35 @@ fn export_redacted(
         close(&redactor, done, writer.as_mut(), &mut commands)?;
     }
     let Some(writer) = writer else {
-        return Err(ExportError::Empty(format!(
-            "{}..{}",
-            describe(from_ms),
-            describe(until_ms)
-        )));
+        return Err(ExportError::Empty(range_text(from_ms, until_ms)));
     };
-    drop(writer);
-    fs::rename(&partial, out).map_err(|source| LogError::Io {
-        path: Some(out.to_path_buf()),
-        action: "move the finished export into place",
-        source,
-    })?;
+    finish(writer, &partial, out)?;
     Ok(Exported {
         events,
         commands,
         events_before: before.0,
         redacted: Some(redactor.counts()),
     })
+}
+
+/// Closes the finished export and moves it into place.
+fn finish(
+    writer: NwlogWriter<LogHeader, LogRecord>,
+    partial: &Path,
+    out: &Path,
+) -> Result<(), ExportError> {
+    drop(writer);
+    fs::rename(partial, out).map_err(|source| LogError::Io {
+        path: Some(out.to_path_buf()),
+        action: "move the finished export into place",
+        source,
+    })?;
+    Ok(())
+}
+
+/// The range as the user gave it, for a message.
+fn range_text(from_ms: Option<u64>, until_ms: Option<u64>) -> String {
+    format!("{}..{}", describe(from_ms), describe(until_ms))
 }
 
 /// Starts the export file: for a range that starts later, with the catalog in force and a

@@ -149,7 +149,11 @@ pub fn verify_with_progress<S: std::io::Read>(
         })
     };
 
-    while let Some(entry) = reader.next_entry() {
+    // The first divergence, with the events after it; `None` when the whole log replays.
+    let divergence = loop {
+        let Some(entry) = reader.next_entry() else {
+            break check(open.take(), Vec::new(), &before);
+        };
         let record = entry?.record;
         let index = record_index;
         record_index += 1;
@@ -163,15 +167,7 @@ pub fn verify_with_progress<S: std::io::Read>(
                 }
                 if let Some(mut d) = check(open.take(), Vec::new(), &before) {
                     d.after.push((events, event));
-                    let d = with_following(&mut reader, d);
-                    return Ok(outcome(
-                        header,
-                        events,
-                        started_at,
-                        &digest,
-                        Some(d),
-                        snapshots,
-                    ));
+                    break Some(with_following(&mut reader, d));
                 }
                 open = Some(core.handle(&event));
                 if before.len() > CONTEXT {
@@ -190,28 +186,12 @@ pub fn verify_with_progress<S: std::io::Read>(
             LogRecord::Commands(recorded) => {
                 digest.add_all(&recorded);
                 if let Some(d) = check(open.take(), recorded, &before) {
-                    let d = with_following(&mut reader, d);
-                    return Ok(outcome(
-                        header,
-                        events,
-                        started_at,
-                        &digest,
-                        Some(d),
-                        snapshots,
-                    ));
+                    break Some(with_following(&mut reader, d));
                 }
             }
             LogRecord::Snapshot(recorded) => {
                 if let Some(d) = check(open.take(), Vec::new(), &before) {
-                    let d = with_following(&mut reader, d);
-                    return Ok(outcome(
-                        header,
-                        events,
-                        started_at,
-                        &digest,
-                        Some(d),
-                        snapshots,
-                    ));
+                    break Some(with_following(&mut reader, d));
                 }
                 if recorded.events > events {
                     // A log cut from a longer one (`log export --from`) starts from the
@@ -231,8 +211,7 @@ pub fn verify_with_progress<S: std::io::Read>(
                 );
             }
         }
-    }
-    let divergence = check(open.take(), Vec::new(), &before);
+    };
     Ok(outcome(
         header, events, started_at, &digest, divergence, snapshots,
     ))
