@@ -23,6 +23,10 @@ fn dress(events: &mut [Event], apps: &[&str; 8], teams: &[&str; 3]) {
                 rekey(&mut pod.key);
                 let i = index(&pod.key.name);
                 pod.labels.insert("app".into(), apps[i].into());
+                pod.annotations.insert(
+                    "kubectl.kubernetes.io/last-applied-configuration".into(),
+                    format!("{{\"owner\":\"alice\",\"pod\":\"{}\"}}", pod.key.name),
+                );
                 if i % 3 == 0 {
                     pod.node_selector.insert("team".into(), teams[i % 3].into());
                 }
@@ -80,7 +84,7 @@ proptest! {
         }
         // Nothing of the originals is left in the redacted events.
         let text = format!("{redacted:?}");
-        for gone in ["\"shop\"", "\"billing\"", "\"payments\"", "\"search\"", "-rs\""] {
+        for gone in ["\"shop\"", "\"billing\"", "\"payments\"", "\"search\"", "-rs\"", "alice"] {
             prop_assert!(!text.contains(gone), "{} left", gone);
         }
     }

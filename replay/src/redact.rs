@@ -10,10 +10,12 @@
 //! same order it decides exactly as it did, so the redacted log verifies. The numbering is over
 //! every value of the whole store, so two exports of one store agree on their tokens.
 //!
-//! Kept as they are: the keys of labels and annotations; the values of keys the core reads
-//! against the cloud or Kubernetes (domains `kubernetes.io`, `k8s.io`, `karpenter.sh`,
-//! `karpenter.k8s.aws`, `amazonaws.com`: zones, instance types, capacity types, hostnames);
-//! integer values (`Gt` / `Lt` compare them as numbers); node, NodeClaim, NodePool and
+//! Kept as they are: the keys of labels and annotations; the values of label keys the core
+//! reads against the cloud or Kubernetes (domains `kubernetes.io`, `k8s.io`, `karpenter.sh`,
+//! `karpenter.k8s.aws`, `amazonaws.com`: zones, instance types, capacity types, hostnames); the
+//! values of the annotations the core reads (Karpenter's domains, the pod deletion cost), and
+//! no other annotation value (`kubectl.kubernetes.io/last-applied-configuration` holds the whole
+//! object); integer values (`Gt` / `Lt` compare them as numbers); node, NodeClaim, NodePool and
 //! EC2NodeClass names, instance ids, taints and tolerations. The text of an eviction refusal
 //! (it comes from the API server, and may name the pod) is replaced.
 
@@ -36,17 +38,36 @@ const KEPT_DOMAINS: [&str; 5] = [
     "amazonaws.com",
 ];
 
-/// Whether the value of label (or annotation) `key` is replaced.
+/// Annotations whose values the core reads (beside those of Karpenter's own domains).
+const KEPT_ANNOTATIONS: [&str; 1] = ["controller.kubernetes.io/pod-deletion-cost"];
+
+/// Annotation domains whose values are kept: Karpenter's (do-not-disrupt, the drift hashes).
+const KEPT_ANNOTATION_DOMAINS: [&str; 2] = ["karpenter.sh", "karpenter.k8s.aws"];
+
+fn in_domain(key: &str, domains: &[&str]) -> bool {
+    key.split_once('/').is_some_and(|(domain, _)| {
+        domains
+            .iter()
+            .any(|kept| domain == *kept || domain.ends_with(&format!(".{kept}")))
+    })
+}
+
+/// Whether the value of annotation `key` is replaced: every value but those the core reads
+/// (an annotation such as `kubectl.kubernetes.io/last-applied-configuration` holds the whole
+/// object, names and labels included).
+pub fn redacts_annotation(key: &str, value: &str) -> bool {
+    !(value.is_empty()
+        || value.parse::<i64>().is_ok()
+        || KEPT_ANNOTATIONS.contains(&key)
+        || in_domain(key, &KEPT_ANNOTATION_DOMAINS))
+}
+
+/// Whether the value of label `key` is replaced.
 pub fn redacts_value(key: &str, value: &str) -> bool {
     if value.is_empty() || value.parse::<i64>().is_ok() {
         return false;
     }
-    let Some((domain, _)) = key.split_once('/') else {
-        return true;
-    };
-    !KEPT_DOMAINS
-        .iter()
-        .any(|kept| domain == *kept || domain.ends_with(&format!(".{kept}")))
+    !in_domain(key, &KEPT_DOMAINS)
 }
 
 /// What a walk over an event does with each string it may replace.
@@ -54,6 +75,7 @@ trait Visitor {
     fn namespace(&mut self, namespace: &mut String);
     fn name(&mut self, name: &mut String);
     fn value(&mut self, key: &str, value: &mut String);
+    fn annotation(&mut self, key: &str, value: &mut String);
     /// Free text from outside (an API server's message).
     fn text(&mut self, text: &mut String);
 }
@@ -81,6 +103,11 @@ impl Visitor for Collector {
     }
     fn value(&mut self, key: &str, value: &mut String) {
         if redacts_value(key, value) {
+            gather(&mut self.values, value);
+        }
+    }
+    fn annotation(&mut self, key: &str, value: &mut String) {
+        if redacts_annotation(key, value) {
             gather(&mut self.values, value);
         }
     }
@@ -165,6 +192,11 @@ impl Visitor for Rewriter<'_> {
     }
     fn value(&mut self, key: &str, value: &mut String) {
         if redacts_value(key, value) {
+            self.0.values.replace(value);
+        }
+    }
+    fn annotation(&mut self, key: &str, value: &mut String) {
+        if redacts_annotation(key, value) {
             self.0.values.replace(value);
         }
     }
@@ -270,14 +302,14 @@ fn walk_event(event: &mut EventKind, v: &mut impl Visitor) {
     match event {
         EventKind::NodePoolApplied(pool) => {
             walk_values(&mut pool.template_labels, v);
-            walk_values(&mut pool.template_annotations, v);
+            walk_annotations(&mut pool.template_annotations, v);
             walk_requirements(&mut pool.requirements, v);
         }
         EventKind::PodApplied(pod) => walk_pod(pod, v),
         EventKind::PodBound { pod, .. } | EventKind::PodDeleted { pod } => walk_key(pod, v),
         EventKind::NodeApplied(node) => {
             walk_values(&mut node.labels, v);
-            walk_values(&mut node.annotations, v);
+            walk_annotations(&mut node.annotations, v);
         }
         EventKind::DaemonSetApplied(ds) => {
             v.namespace(&mut ds.namespace);
@@ -313,6 +345,12 @@ fn walk_values(map: &mut BTreeMap<String, String>, v: &mut impl Visitor) {
     }
 }
 
+fn walk_annotations(map: &mut BTreeMap<String, String>, v: &mut impl Visitor) {
+    for (key, value) in map.iter_mut() {
+        v.annotation(key, value);
+    }
+}
+
 fn walk_requirements(specs: &mut [RequirementSpec], v: &mut impl Visitor) {
     for spec in specs {
         for value in &mut spec.values {
@@ -338,7 +376,7 @@ fn walk_terms(terms: &mut [PodAffinityTerm], v: &mut impl Visitor) {
 fn walk_pod(pod: &mut Pod, v: &mut impl Visitor) {
     walk_key(&mut pod.key, v);
     walk_values(&mut pod.labels, v);
-    walk_values(&mut pod.annotations, v);
+    walk_annotations(&mut pod.annotations, v);
     walk_values(&mut pod.node_selector, v);
     for alternative in &mut pod.required_node_affinity {
         walk_requirements(alternative, v);
@@ -371,6 +409,22 @@ mod tests {
         assert!(redacts_value("example.com/owner", "alice"));
         // A domain that only ends like a kept one is not kept.
         assert!(redacts_value("notkubernetes.io/x", "y"));
+    }
+
+    #[test]
+    fn only_the_annotations_the_core_reads_are_kept() {
+        assert!(!redacts_annotation("karpenter.sh/do-not-disrupt", "true"));
+        assert!(!redacts_annotation("karpenter.sh/nodepool-hash", "abc123"));
+        assert!(!redacts_annotation(
+            "controller.kubernetes.io/pod-deletion-cost",
+            "-5"
+        ));
+        // The whole object, names and labels included: replaced.
+        assert!(redacts_annotation(
+            "kubectl.kubernetes.io/last-applied-configuration",
+            "{\"metadata\":{\"name\":\"web-1\"}}"
+        ));
+        assert!(redacts_annotation("example.com/owner", "alice"));
     }
 
     #[test]
