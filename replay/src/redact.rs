@@ -16,14 +16,16 @@
 //! values of the annotations the core reads (Karpenter's domains, the pod deletion cost), and
 //! no other annotation value (`kubectl.kubernetes.io/last-applied-configuration` holds the whole
 //! object); integer values (`Gt` / `Lt` compare them as numbers); node, NodeClaim, NodePool and
-//! EC2NodeClass names, instance ids, taints and tolerations. The text of an eviction refusal
-//! (it comes from the API server, and may name the pod) is replaced.
+//! EC2NodeClass names, instance ids, taint keys and effects. Taint and toleration values are
+//! replaced as label values are. The text of an eviction refusal (it comes from the API server,
+//! and may name the pod) is replaced.
 
 use std::collections::{BTreeMap, BTreeSet};
 
 use nodewright_core::model::affinity::{LabelSelector, PodAffinityTerm};
 use nodewright_core::model::pod::{Pod, PodKey};
 use nodewright_core::model::requirements::RequirementSpec;
+use nodewright_core::model::taints::{Taint, Toleration};
 use nodewright_core::{Command, EventKind};
 
 /// The text an eviction refusal's reason becomes.
@@ -304,12 +306,15 @@ fn walk_event(event: &mut EventKind, v: &mut impl Visitor) {
             walk_values(&mut pool.template_labels, v);
             walk_annotations(&mut pool.template_annotations, v);
             walk_requirements(&mut pool.requirements, v);
+            walk_taints(&mut pool.taints, v);
+            walk_taints(&mut pool.startup_taints, v);
         }
         EventKind::PodApplied(pod) => walk_pod(pod, v),
         EventKind::PodBound { pod, .. } | EventKind::PodDeleted { pod } => walk_key(pod, v),
         EventKind::NodeApplied(node) => {
             walk_values(&mut node.labels, v);
             walk_annotations(&mut node.annotations, v);
+            walk_taints(&mut node.taints, v);
         }
         EventKind::DaemonSetApplied(ds) => {
             v.namespace(&mut ds.namespace);
@@ -351,6 +356,16 @@ fn walk_annotations(map: &mut BTreeMap<String, String>, v: &mut impl Visitor) {
     }
 }
 
+/// Taint values match toleration values by equality: the same tokens keep them matching.
+fn walk_taints(taints: &mut [Taint], v: &mut impl Visitor) {
+    for taint in taints {
+        let Taint { key, value, .. } = taint;
+        if let Some(value) = value {
+            v.value(key, value);
+        }
+    }
+}
+
 fn walk_requirements(specs: &mut [RequirementSpec], v: &mut impl Visitor) {
     for spec in specs {
         for value in &mut spec.values {
@@ -388,6 +403,12 @@ fn walk_pod(pod: &mut Pod, v: &mut impl Visitor) {
     walk_terms(&mut pod.pod_anti_affinity, v);
     for spread in &mut pod.topology_spread {
         walk_selector(&mut spread.selector, v);
+    }
+    for toleration in &mut pod.tolerations {
+        let Toleration { key, value, .. } = toleration;
+        if let Some(value) = value {
+            v.value(key.as_deref().unwrap_or_default(), value);
+        }
     }
     if let Some(owner) = &mut pod.owner {
         v.name(&mut owner.name);
