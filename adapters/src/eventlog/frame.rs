@@ -24,6 +24,9 @@ pub const FRAME_HEAD_LEN: usize = 8;
 /// corruption, never allocated.
 pub const MAX_FRAME_PAYLOAD: u32 = 16 * 1024 * 1024;
 
+/// The room a frame's payload gets before its bytes are read (larger ones grow as they come).
+const PREALLOCATED_PAYLOAD: u32 = 64 * 1024;
+
 /// CRC-32 (IEEE) of `bytes`, the checksum used by every frame and every stored value.
 pub fn checksum(bytes: &[u8]) -> u32 {
     crc32fast::hash(bytes)
@@ -145,7 +148,9 @@ pub fn read_frame<S: Read + ?Sized>(src: &mut S) -> Result<Option<Vec<u8>>, Read
     if length > MAX_FRAME_PAYLOAD {
         return Err(ReadFault::Frame(FrameFault::TooLarge { length }));
     }
-    let mut payload = Vec::new();
+    // Room for the whole payload up front (one allocation, one copy), up to a bound: a length
+    // that corruption made large is not allocated before the bytes are there.
+    let mut payload = Vec::with_capacity(length.min(PREALLOCATED_PAYLOAD) as usize);
     let read = src
         .take(u64::from(length))
         .read_to_end(&mut payload)

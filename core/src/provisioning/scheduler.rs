@@ -249,12 +249,13 @@ fn existing_targets<'a>(state: &'a ClusterState, contexts: &[PoolContext]) -> Ve
             .filter(|t| !claim.is_some_and(|c| c.spec.startup_taints.contains(t)))
             .cloned()
             .collect();
-        let host_ports = node_state
-            .pods
-            .iter()
-            .filter_map(|k| state.pods.get(k))
-            .flat_map(|p| p.host_ports.iter().cloned())
-            .collect();
+        // One look at each of its pods: what they request, which host ports they hold.
+        let mut used = Resources::default();
+        let mut host_ports = Vec::new();
+        for pod in node_state.pods.iter().filter_map(|k| state.pods.get(k)) {
+            used.add(&pod.requests);
+            host_ports.extend(pod.host_ports.iter().cloned());
+        }
         let labels_map = if node.labels.contains_key(labels::HOSTNAME) {
             Cow::Borrowed(&node.labels)
         } else {
@@ -269,7 +270,7 @@ fn existing_targets<'a>(state: &'a ClusterState, contexts: &[PoolContext]) -> Ve
             known: Arc::default(),
             taints,
             available: if usable {
-                node.allocatable.minus(&state.requests_on_node(name))
+                node.allocatable.minus(&used)
             } else {
                 Resources::new(-1, -1, -1)
             },
