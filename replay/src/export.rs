@@ -150,9 +150,25 @@ pub fn export(
     })
 }
 
-/// [`export`] with names and values replaced by tokens.
+/// [`export`] with names and values replaced by tokens. On failure nothing is left behind.
 fn export_redacted(
     store: &RedbStore<LogHeader, LogRecord>,
+    out: &Path,
+    from_ms: Option<u64>,
+    until_ms: Option<u64>,
+) -> Result<Exported, ExportError> {
+    let partial = partial_path(out);
+    let result = write_redacted(store, &partial, out, from_ms, until_ms);
+    if result.is_err() {
+        // Best effort: the error at hand is the one to report.
+        let _ = fs::remove_file(&partial);
+    }
+    result
+}
+
+fn write_redacted(
+    store: &RedbStore<LogHeader, LogRecord>,
+    partial: &Path,
     out: &Path,
     from_ms: Option<u64>,
     until_ms: Option<u64>,
@@ -176,9 +192,10 @@ fn export_redacted(
     }
     let redactor = learner.finish();
 
-    // Second reading: the core decides over the redacted events; the range is written.
-    let partial = partial_path(out);
+    // Second reading: the core decides over the redacted events; the range is written, a
+    // chunk of the store at a time (one durable write each).
     let mut writer: Option<NwlogWriter<LogHeader, LogRecord>> = None;
+    let mut batch: Vec<LogRecord> = Vec::new();
     let mut core = Core::new(header.config.clone());
     let mut catalog: Option<LogRecord> = None;
     let mut before = (0u64, 0u64);
@@ -198,10 +215,11 @@ fn export_redacted(
                     }
                     let in_range = event.at_ms >= from;
                     if let Some(done) = open.take() {
-                        close(&redactor, done, writer.as_mut(), &mut commands)?;
+                        let keep = writer.is_some().then_some(&mut batch);
+                        close(&redactor, done, keep, &mut commands)?;
                     }
                     if in_range && writer.is_none() {
-                        writer = Some(open_writer(&partial, &header, &core, &catalog, before)?);
+                        writer = Some(open_writer(partial, &header, &core, &catalog, before)?);
                     }
                     if matches!(event.kind, EventKind::CatalogUpdated(_)) && !in_range {
                         catalog = Some(LogRecord::Event(event.clone()));
@@ -209,12 +227,11 @@ fn export_redacted(
                     redactor.redact(&mut event.kind);
                     let given = core.handle(&event);
                     let at_ms = event.at_ms;
-                    match writer.as_mut() {
-                        Some(w) => {
-                            w.append(&[LogRecord::Event(event)])?;
-                            events += 1;
-                        }
-                        None => before.0 += 1,
+                    if writer.is_some() {
+                        batch.push(LogRecord::Event(event));
+                        events += 1;
+                    } else {
+                        before.0 += 1;
                     }
                     open = Some((event_index, at_ms, given, Vec::new()));
                     event_index += 1;
@@ -231,15 +248,21 @@ fn export_redacted(
                 LogRecord::Snapshot(_) => {}
             }
         }
+        if let Some(w) = writer.as_mut() {
+            w.append(&batch)?;
+            batch.clear();
+        }
         index = to;
     }
     if let Some(done) = open.take() {
-        close(&redactor, done, writer.as_mut(), &mut commands)?;
+        let keep = writer.is_some().then_some(&mut batch);
+        close(&redactor, done, keep, &mut commands)?;
     }
-    let Some(writer) = writer else {
+    let Some(mut writer) = writer else {
         return Err(ExportError::Empty(range_text(from_ms, until_ms)));
     };
-    finish(writer, &partial, out)?;
+    writer.append(&batch)?;
+    finish(writer, partial, out)?;
     Ok(Exported {
         events,
         commands,
@@ -293,11 +316,11 @@ fn open_writer(
 }
 
 /// Checks that the core's commands for a redacted event decide what the recorded ones did,
-/// and writes them when the event is in the range.
+/// and keeps them for writing when the event is in the range.
 fn close(
     redactor: &Redactor,
     (event_index, at_ms, given, recorded): (u64, u64, Vec<Command>, Vec<Command>),
-    writer: Option<&mut NwlogWriter<LogHeader, LogRecord>>,
+    keep: Option<&mut Vec<LogRecord>>,
     commands: &mut u64,
 ) -> Result<(), ExportError> {
     let recorded: Vec<String> = recorded
@@ -313,11 +336,11 @@ fn close(
             redacted,
         });
     }
-    if let Some(w) = writer
+    if let Some(batch) = keep
         && !given.is_empty()
     {
         *commands += given.len() as u64;
-        w.append(&[LogRecord::Commands(given)])?;
+        batch.push(LogRecord::Commands(given));
     }
     Ok(())
 }
