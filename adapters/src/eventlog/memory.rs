@@ -47,11 +47,18 @@ where
         }
     }
 
-    /// Writes the whole store as a `.nwlog` log into `out` (for example a `Vec<u8>`).
+    /// Writes the whole store as a `.nwlog` log into `out` (for example a `Vec<u8>`), a chunk
+    /// of records at a time: a long simulation's log is never held decoded all at once.
     pub fn write_nwlog<W: DurableWrite>(&self, out: W) -> Result<W, LogError> {
+        const CHUNK: u64 = 4096;
         let mut writer = NwlogWriter::<H, R, W>::new(out, &self.header)?;
-        let records = self.read_range(0, self.len())?;
-        writer.append(&records)?;
+        let len = self.len();
+        let mut from = 0;
+        while from < len {
+            let to = (from + CHUNK).min(len);
+            writer.append(&self.read_range(from, to)?)?;
+            from = to;
+        }
         Ok(writer.into_inner())
     }
 }
