@@ -1,16 +1,12 @@
 //! Determinism, encoding and replay, checked over generated inputs.
 
 use nodewright_adapters::eventlog::{LogHeader, LogRecord, MemoryStore, NwlogReader};
-use nodewright_core::{Command, Config, Core, Event};
+use nodewright_core::{Command, Event};
+use nodewright_testkit::harness::commands_per_event;
 use nodewright_testkit::scenario::builtin;
 use nodewright_testkit::sim;
 use nodewright_testkit::strategies::{event_sequence, pod};
 use proptest::prelude::*;
-
-fn run_core(events: &[Event]) -> Vec<Vec<Command>> {
-    let mut core = Core::new(Config::default());
-    events.iter().map(|e| core.handle(e)).collect()
-}
 
 proptest! {
     #![proptest_config(ProptestConfig { cases: 64, ..ProptestConfig::default() })]
@@ -18,8 +14,8 @@ proptest! {
     /// Any sequence of events gives identical commands on two fresh cores (and never panics).
     #[test]
     fn same_events_same_commands(events in event_sequence(40)) {
-        let a = run_core(&events);
-        let b = run_core(&events);
+        let a = commands_per_event(&events);
+        let b = commands_per_event(&events);
         prop_assert_eq!(a, b);
     }
 
@@ -36,7 +32,7 @@ proptest! {
     /// Every command the core produces encodes and decodes to itself.
     #[test]
     fn commands_round_trip_through_postcard(events in event_sequence(40)) {
-        for commands in run_core(&events) {
+        for commands in commands_per_event(&events) {
             for c in &commands {
                 let bytes = postcard::to_stdvec(c).expect("encodes");
                 let back: Command = postcard::from_bytes(&bytes).expect("decodes");

@@ -2,8 +2,9 @@
 //! over the redacted events what it decided over the originals, one command for one.
 
 use nodewright_core::model::pod::PodKey;
-use nodewright_core::{Command, Config, Core, Event, EventKind};
+use nodewright_core::{Event, EventKind};
 use nodewright_replay::redact::{Learner, Redactor};
+use nodewright_testkit::harness::commands_per_event;
 use nodewright_testkit::strategies::event_sequence;
 use proptest::prelude::*;
 
@@ -49,11 +50,6 @@ fn dress(events: &mut [Event], apps: &[&str; 8], teams: &[&str; 3]) {
     }
 }
 
-fn decide(events: &[Event]) -> Vec<Vec<Command>> {
-    let mut core = Core::new(Config::default());
-    events.iter().map(|e| core.handle(e)).collect()
-}
-
 proptest! {
     #![proptest_config(ProptestConfig { cases: 64, ..ProptestConfig::default() })]
 
@@ -64,7 +60,7 @@ proptest! {
         teams in prop::array::uniform3(prop::sample::select(vec!["ml", "payments", "search"])),
     ) {
         dress(&mut events, &apps, &teams);
-        let recorded = decide(&events);
+        let recorded = commands_per_event(&events);
 
         let mut learner = Learner::default();
         let mut redacted = events.clone();
@@ -75,7 +71,7 @@ proptest! {
         for e in &mut redacted {
             redactor.redact(&mut e.kind);
         }
-        let replayed = decide(&redacted);
+        let replayed = commands_per_event(&redacted);
 
         for (i, (r, g)) in recorded.iter().zip(&replayed).enumerate() {
             let r: Vec<String> = r.iter().map(|c| Redactor::decision(c, Some(&redactor))).collect();

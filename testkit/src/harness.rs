@@ -28,6 +28,12 @@ pub struct CoreHarness {
     next_instance: u64,
 }
 
+/// The commands a fresh core with the default configuration gives for each event, in order.
+pub fn commands_per_event(events: &[Event]) -> Vec<Vec<Command>> {
+    let mut core = Core::new(Config::default());
+    events.iter().map(|e| core.handle(e)).collect()
+}
+
 impl CoreHarness {
     /// A core with the built-in us-east-1 catalog and an EC2NodeClass named `default`.
     pub fn new() -> Self {
