@@ -12,6 +12,9 @@ use nodewright_adapters::manifest::Manifest;
 use nodewright_core::Command;
 use nodewright_testkit::scenario::{self, Scenario};
 
+#[cfg(feature = "controller")]
+mod aws_check;
+
 #[derive(Parser)]
 #[command(
     name = "nodewright",
@@ -103,6 +106,37 @@ enum Commands {
     Bench {
         #[command(subcommand)]
         command: BenchCommands,
+    },
+    /// Talk to AWS (the region, credentials and endpoint come from the environment:
+    /// AWS_REGION, AWS_PROFILE or AWS_ACCESS_KEY_ID..., AWS_ENDPOINT_URL).
+    #[cfg(feature = "controller")]
+    Aws {
+        #[command(subcommand)]
+        command: AwsCommands,
+    },
+}
+
+#[cfg(feature = "controller")]
+#[derive(Subcommand)]
+enum AwsCommands {
+    /// Resolve what a launch needs (subnets, security groups, AMIs, instance types, the
+    /// interruption queue) and say which selector matched nothing; exit 1 if one did.
+    Check {
+        /// A file with the EC2NodeClass(es) to check.
+        #[arg(long)]
+        nodeclass: PathBuf,
+        /// A file with NodePools: how many instance types each allows, and where.
+        #[arg(long)]
+        nodepool: Option<PathBuf>,
+        /// The interruption queue's name (Karpenter's INTERRUPTION_QUEUE).
+        #[arg(long)]
+        queue: Option<String>,
+        /// The cluster's Kubernetes version, for AMI aliases.
+        #[arg(long, env = "KUBERNETES_VERSION", default_value = "1.34")]
+        kubernetes_version: String,
+        /// Print JSON.
+        #[arg(long)]
+        json: bool,
     },
 }
 
@@ -265,6 +299,23 @@ fn main() -> ExitCode {
             );
             Ok(0)
         }
+        #[cfg(feature = "controller")]
+        Commands::Aws {
+            command:
+                AwsCommands::Check {
+                    nodeclass,
+                    nodepool,
+                    queue,
+                    kubernetes_version,
+                    json,
+                },
+        } => aws_check::check(&aws_check::CheckArgs {
+            nodeclass: &nodeclass,
+            nodepool: nodepool.as_deref(),
+            queue: queue.as_deref(),
+            kubernetes_version: &kubernetes_version,
+            json,
+        }),
     };
     match result {
         Ok(code) => ExitCode::from(code),

@@ -299,6 +299,11 @@ impl Core {
         if self.already_known(kind) {
             return false;
         }
+        // What a node class resolved to is for the launch (the subnets, security groups and
+        // AMIs of the fleet request) and for explain; no decision reads it yet.
+        if matches!(kind, EventKind::NodeClassResolved(_)) {
+            return false;
+        }
         // A listing of the cloud's instances changes nothing by itself (what it finds is
         // acted on below and counts then).
         if !matches!(kind, EventKind::Tick | EventKind::InstancesListed { .. }) {
@@ -612,6 +617,7 @@ impl Core {
                     .daemonsets
                     .remove(&(namespace.clone(), name.clone()));
             }
+            EventKind::NodeClassResolved(_) => {}
         }
         if matches!(
             kind,

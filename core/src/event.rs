@@ -101,6 +101,9 @@ pub enum EventKind {
     InstancesListed {
         instances: Vec<crate::model::nodeclaim::ListedInstance>,
     },
+    /// What an EC2NodeClass's selectors found in the cloud (subnets, security groups, AMIs).
+    /// Appended last: the variants' order is the log's format.
+    NodeClassResolved(Box<crate::model::nodeclass::ResolvedNodeClass>),
 }
 
 /// A DaemonSet: its pod template (the pod's name is empty).
@@ -136,6 +139,7 @@ impl EventKind {
             EventKind::EvictionRefused { .. } => "EvictionRefused",
             EventKind::InterruptionReceived { .. } => "InterruptionReceived",
             EventKind::InstancesListed { .. } => "InstancesListed",
+            EventKind::NodeClassResolved(_) => "NodeClassResolved",
         }
     }
 }

@@ -20,6 +20,10 @@ pub mod sim;
 pub mod strategies;
 pub mod whatif;
 
+/// Real services the tests start themselves (test-only: the `services` feature).
+#[cfg(feature = "services")]
+pub mod services;
+
 pub use report::Report;
 pub use scenario::Scenario;
 

@@ -3,8 +3,12 @@
 //! through the same functions (they are serde-compatible with k8s-openapi's types).
 
 mod error;
+pub mod launch;
 pub mod objects;
 mod translate;
 
 pub use error::{InvalidField, ManifestError};
-pub use translate::{DaemonSet, Deployment, Manifest, PodTemplate, parse_manifests, pod_from_spec};
+pub use translate::{
+    DaemonSet, Deployment, Manifest, PodTemplate, parse_manifests, parse_node_classes,
+    pod_from_spec,
+};

@@ -184,16 +184,59 @@ pub struct NodeClassSpec {
     pub tags: BTreeMap<String, String>,
     pub kubelet: Option<KubeletObject>,
     #[serde(rename = "blockDeviceMappings")]
-    pub block_device_mappings: Option<IgnoredAny>,
+    pub block_device_mappings: Option<Vec<BlockDeviceMappingObject>>,
     #[serde(rename = "instanceStorePolicy")]
     pub instance_store_policy: Option<String>,
     #[serde(rename = "metadataOptions")]
-    pub metadata_options: Option<IgnoredAny>,
+    pub metadata_options: Option<MetadataOptionsObject>,
     #[serde(rename = "detailedMonitoring")]
     pub detailed_monitoring: Option<bool>,
     #[serde(rename = "associatePublicIPAddress")]
     pub associate_public_ip_address: Option<bool>,
     pub context: Option<String>,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct BlockDeviceMappingObject {
+    #[serde(rename = "deviceName")]
+    pub device_name: Option<String>,
+    #[serde(rename = "rootVolume", default)]
+    pub root_volume: bool,
+    pub ebs: Option<EbsObject>,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct EbsObject {
+    #[serde(rename = "volumeSize")]
+    pub volume_size: Option<String>,
+    #[serde(rename = "volumeType")]
+    pub volume_type: Option<String>,
+    pub iops: Option<i64>,
+    pub throughput: Option<i64>,
+    pub encrypted: Option<bool>,
+    #[serde(rename = "kmsKeyID")]
+    pub kms_key_id: Option<String>,
+    #[serde(rename = "deleteOnTermination")]
+    pub delete_on_termination: Option<bool>,
+    #[serde(rename = "snapshotID")]
+    pub snapshot_id: Option<String>,
+    #[serde(rename = "volumeInitializationRate")]
+    pub volume_initialization_rate: Option<i64>,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct MetadataOptionsObject {
+    #[serde(rename = "httpEndpoint")]
+    pub http_endpoint: Option<String>,
+    #[serde(rename = "httpProtocolIPv6")]
+    pub http_protocol_ipv6: Option<String>,
+    #[serde(rename = "httpPutResponseHopLimit")]
+    pub http_put_response_hop_limit: Option<i64>,
+    #[serde(rename = "httpTokens")]
+    pub http_tokens: Option<String>,
 }
 
 #[derive(Debug, Deserialize)]

@@ -21,6 +21,7 @@ use nodewright_core::model::taints::{Taint, TaintEffect, Toleration, TolerationO
 use serde::de::DeserializeOwned;
 
 use super::error::{InvalidField, ManifestError};
+use super::launch::{self, LaunchSettings};
 use super::objects::*;
 
 /// A pod template (from a Deployment or DaemonSet): a pod without a name yet.
@@ -241,6 +242,41 @@ pub fn parse_manifests(text: &str, source_name: &str) -> Result<Vec<Manifest>, M
             }
         };
         out.push(manifest);
+    }
+    Ok(out)
+}
+
+/// The EC2NodeClasses of a (possibly multi-document) YAML text, each with how its machines are
+/// launched; other kinds are read (and must be valid) but not returned.
+pub fn parse_node_classes(
+    text: &str,
+    source_name: &str,
+) -> Result<Vec<(NodeClass, LaunchSettings)>, ManifestError> {
+    let mut out = Vec::new();
+    for (index, (first_line, doc)) in split_documents(text).into_iter().enumerate() {
+        let document = index + 1;
+        let yaml_error = |e: serde_saphyr::Error| ManifestError::Yaml {
+            source_name: source_name.to_string(),
+            document,
+            first_line,
+            message: e.to_string(),
+        };
+        let probe: TypeProbe = serde_saphyr::from_str(&doc).map_err(yaml_error)?;
+        if probe.kind.as_deref() != Some("EC2NodeClass")
+            || probe.api_version.as_deref() != Some("karpenter.k8s.aws/v1")
+        {
+            continue;
+        }
+        let obj: NodeClassObject = serde_saphyr::from_str(&doc).map_err(yaml_error)?;
+        let ctx = Ctx {
+            source_name,
+            document,
+            kind: "EC2NodeClass".to_string(),
+            name: obj.metadata.name.clone().unwrap_or_default(),
+        };
+        let settings = launch::launch_settings(&obj.spec)
+            .map_err(|(field, problem, fix)| ctx.invalid(&field, &problem, &fix))?;
+        out.push((translate_nodeclass(obj, ctx)?, settings));
     }
     Ok(out)
 }
@@ -683,6 +719,7 @@ fn translate_nodeclass(obj: NodeClassObject, ctx: Ctx) -> Result<NodeClass, Mani
             "select AMIs, e.g. {alias: al2023@latest} or a pinned {id: ami-...}",
         ));
     }
+    launch::launch_settings(&spec).map_err(e)?;
     let mut kubelet = KubeletConfig::default();
     if let Some(k) = spec.kubelet {
         kubelet.max_pods = k.max_pods;

@@ -70,6 +70,32 @@ impl NodeClaimSpec {
     /// EC2 remembers tokens per account and region, and NodeClaim names repeat between clusters
     /// and logs (they come from a seeded generator), so `scope` must name the cluster and the
     /// log: the EC2 adapter passes the cluster name and the log's creation nonce.
+    /// What one CreateFleet request for this NodeClaim asks for, as EC2 is asked by Karpenter:
+    /// one capacity type, the preferred one among the options (reserved, then spot, then
+    /// on-demand), and its options cheapest first (ties by type, then zone). None when there
+    /// is no option. The simulated cloud and the EC2 adapter both follow it.
+    pub fn fleet_request(&self) -> Option<(CapacityType, Vec<&LaunchOption>)> {
+        let capacity_type = [
+            CapacityType::Reserved,
+            CapacityType::Spot,
+            CapacityType::OnDemand,
+        ]
+        .into_iter()
+        .find(|ct| self.options.iter().any(|o| o.capacity_type == *ct))?;
+        let mut options: Vec<&LaunchOption> = self
+            .options
+            .iter()
+            .filter(|o| o.capacity_type == capacity_type)
+            .collect();
+        options.sort_by(|a, b| {
+            a.price
+                .cmp(&b.price)
+                .then(a.instance_type.cmp(&b.instance_type))
+                .then(a.zone.cmp(&b.zone))
+        });
+        Some((capacity_type, options))
+    }
+
     pub fn client_token(&self, scope: &str) -> String {
         // FNV-1a: stable across versions and platforms, which a std hasher is not.
         let mut hash: u64 = 0xcbf2_9ce4_8422_2325;

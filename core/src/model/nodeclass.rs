@@ -55,3 +55,54 @@ impl NodeClass {
         }
     }
 }
+
+/// What an EC2NodeClass's selector terms resolved to in the cloud, at one moment. The
+/// controller logs it as an event, so that a replay sees the subnets, security groups and AMIs
+/// the controller saw.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct ResolvedNodeClass {
+    pub name: String,
+    /// By id.
+    pub subnets: Vec<ResolvedSubnet>,
+    /// By id.
+    pub security_groups: Vec<ResolvedSecurityGroup>,
+    /// Newest first (by creation date, then id): the launch uses the newest for each
+    /// architecture.
+    pub amis: Vec<ResolvedAmi>,
+}
+
+impl ResolvedNodeClass {
+    /// The zones that have a subnet: a machine of this class launches only there.
+    pub fn zones(&self) -> std::collections::BTreeSet<&str> {
+        self.subnets.iter().map(|s| s.zone.as_str()).collect()
+    }
+
+    /// The newest AMI for an architecture (`amd64`, `arm64`).
+    pub fn ami_for(&self, architecture: &str) -> Option<&ResolvedAmi> {
+        self.amis.iter().find(|a| a.architecture == architecture)
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct ResolvedSubnet {
+    pub id: String,
+    pub zone: String,
+    pub zone_id: Option<String>,
+    pub available_ip_addresses: u32,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct ResolvedSecurityGroup {
+    pub id: String,
+    pub name: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct ResolvedAmi {
+    pub id: String,
+    pub name: String,
+    /// `amd64` or `arm64` (Kubernetes' names).
+    pub architecture: String,
+    /// RFC 3339, as EC2 gives it.
+    pub creation_date: String,
+}

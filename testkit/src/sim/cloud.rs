@@ -3,7 +3,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use nodewright_core::catalog::{CapacityType, Price};
+use nodewright_core::catalog::Price;
 use nodewright_core::model::nodeclaim::{Instance, NodeClaimSpec, OfferingKey};
 
 use super::rng::SimRng;
@@ -72,31 +72,13 @@ impl SimCloud {
         {
             return Ok(instance.instance.clone());
         }
-        let preferred = [
-            CapacityType::Reserved,
-            CapacityType::Spot,
-            CapacityType::OnDemand,
-        ]
-        .into_iter()
-        .find(|ct| claim.options.iter().any(|o| o.capacity_type == *ct));
-        let Some(capacity_type) = preferred else {
+        let Some((capacity_type, options)) = claim.fleet_request() else {
             return Err(FleetError {
                 code: "InvalidParameterValue".to_string(),
                 message: "the fleet request has no overrides".to_string(),
                 unavailable: Vec::new(),
             });
         };
-        let mut options: Vec<_> = claim
-            .options
-            .iter()
-            .filter(|o| o.capacity_type == capacity_type)
-            .collect();
-        options.sort_by(|a, b| {
-            a.price
-                .cmp(&b.price)
-                .then(a.instance_type.cmp(&b.instance_type))
-                .then(a.zone.cmp(&b.zone))
-        });
         let mut unavailable = Vec::new();
         for option in options {
             let ice = self.spec.insufficient_capacity.iter().any(|w| {

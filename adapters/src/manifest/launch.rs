@@ -1,0 +1,428 @@
+//! What an EC2NodeClass says about *how* a machine is launched — its AMI family, user data,
+//! block devices, instance metadata options — as typed values. The decision core does not read
+//! these (they change no decision); the EC2 adapter builds its launch templates from them.
+
+use std::fmt;
+
+use nodewright_core::model::quantity::parse_units;
+
+use super::objects::{BlockDeviceMappingObject, MetadataOptionsObject, NodeClassSpec};
+
+/// The AMI families Karpenter knows; each has its own user data and default disks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum AmiFamily {
+    Al2023,
+    Al2,
+    Bottlerocket,
+    Windows2019,
+    Windows2022,
+    /// The user's own AMI: the user data is passed as it is written.
+    Custom,
+}
+
+impl AmiFamily {
+    /// The `spec.amiFamily` spelling.
+    pub fn parse(raw: &str) -> Option<AmiFamily> {
+        Some(match raw {
+            "AL2023" => AmiFamily::Al2023,
+            "AL2" => AmiFamily::Al2,
+            "Bottlerocket" => AmiFamily::Bottlerocket,
+            "Windows2019" => AmiFamily::Windows2019,
+            "Windows2022" => AmiFamily::Windows2022,
+            "Custom" => AmiFamily::Custom,
+            _ => return None,
+        })
+    }
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            AmiFamily::Al2023 => "AL2023",
+            AmiFamily::Al2 => "AL2",
+            AmiFamily::Bottlerocket => "Bottlerocket",
+            AmiFamily::Windows2019 => "Windows2019",
+            AmiFamily::Windows2022 => "Windows2022",
+            AmiFamily::Custom => "Custom",
+        }
+    }
+
+    /// The device of the root volume.
+    pub fn root_device(self) -> &'static str {
+        match self {
+            AmiFamily::Windows2019 | AmiFamily::Windows2022 => "/dev/sda1",
+            _ => "/dev/xvda",
+        }
+    }
+
+    /// Karpenter's default disks when `blockDeviceMappings` is not set: 20 GiB gp3 encrypted
+    /// (Windows 50 GiB); Bottlerocket a 4 GiB OS volume and a 20 GiB data volume.
+    pub fn default_block_devices(self) -> Vec<BlockDeviceMapping> {
+        let volume = |device: &str, gib: u64, root: bool| BlockDeviceMapping {
+            device_name: device.to_string(),
+            root_volume: root,
+            ebs: Some(Ebs {
+                volume_size_gib: Some(gib),
+                volume_type: Some("gp3".to_string()),
+                encrypted: Some(true),
+                delete_on_termination: Some(true),
+                ..Ebs::default()
+            }),
+        };
+        match self {
+            AmiFamily::Bottlerocket => {
+                vec![volume("/dev/xvda", 4, false), volume("/dev/xvdb", 20, true)]
+            }
+            AmiFamily::Windows2019 | AmiFamily::Windows2022 => {
+                vec![volume("/dev/sda1", 50, true)]
+            }
+            AmiFamily::Custom => Vec::new(),
+            AmiFamily::Al2023 | AmiFamily::Al2 => vec![volume("/dev/xvda", 20, true)],
+        }
+    }
+}
+
+impl fmt::Display for AmiFamily {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// `amiSelectorTerms[].alias`: `family@version`, where version is `latest` or a release
+/// (`v20240807` for the Amazon Linux families, `v1.20.3` for Bottlerocket).
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct AmiAlias {
+    pub family: AmiFamily,
+    /// `None`: the latest release.
+    pub version: Option<String>,
+}
+
+/// The alias families, as written in an alias.
+pub const ALIAS_FAMILIES: [&str; 5] = [
+    "al2023",
+    "al2",
+    "bottlerocket",
+    "windows2019",
+    "windows2022",
+];
+
+impl AmiAlias {
+    /// Parses an alias; the error says what is wrong and how to write it.
+    pub fn parse(raw: &str) -> Result<AmiAlias, String> {
+        let Some((family, version)) = raw.split_once('@') else {
+            return Err(format!(
+                "{raw:?} is not family@version; write e.g. al2023@latest or al2023@v20240807"
+            ));
+        };
+        let family = match family {
+            "al2023" => AmiFamily::Al2023,
+            "al2" => AmiFamily::Al2,
+            "bottlerocket" => AmiFamily::Bottlerocket,
+            "windows2019" => AmiFamily::Windows2019,
+            "windows2022" => AmiFamily::Windows2022,
+            other => {
+                return Err(format!(
+                    "{other:?} is not an AMI family an alias can name; use one of {}",
+                    ALIAS_FAMILIES.join(", ")
+                ));
+            }
+        };
+        let version = match version {
+            "latest" => None,
+            v if v.starts_with('v') && v.len() > 1 => Some(v.to_string()),
+            v => {
+                return Err(format!(
+                    "version {v:?} is neither latest nor a release such as v20240807; write {}@latest or a pinned release",
+                    raw.split('@').next().unwrap_or_default()
+                ));
+            }
+        };
+        if version.is_some() && matches!(family, AmiFamily::Windows2019 | AmiFamily::Windows2022) {
+            return Err(format!("{raw:?}: Windows aliases only take @latest"));
+        }
+        Ok(AmiAlias { family, version })
+    }
+}
+
+impl fmt::Display for AmiAlias {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let family = match self.family {
+            AmiFamily::Al2023 => "al2023",
+            AmiFamily::Al2 => "al2",
+            AmiFamily::Bottlerocket => "bottlerocket",
+            AmiFamily::Windows2019 => "windows2019",
+            AmiFamily::Windows2022 => "windows2022",
+            AmiFamily::Custom => "custom",
+        };
+        write!(
+            f,
+            "{family}@{}",
+            self.version.as_deref().unwrap_or("latest")
+        )
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct BlockDeviceMapping {
+    pub device_name: String,
+    pub root_volume: bool,
+    pub ebs: Option<Ebs>,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Eq, Hash)]
+pub struct Ebs {
+    pub volume_size_gib: Option<u64>,
+    pub volume_type: Option<String>,
+    pub iops: Option<i64>,
+    pub throughput: Option<i64>,
+    pub encrypted: Option<bool>,
+    pub kms_key_id: Option<String>,
+    pub delete_on_termination: Option<bool>,
+    pub snapshot_id: Option<String>,
+}
+
+/// The instance metadata service's options; Karpenter's defaults are IMDSv2 only, one hop.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct MetadataOptions {
+    pub http_endpoint: String,
+    pub http_protocol_ipv6: String,
+    pub http_put_response_hop_limit: i64,
+    pub http_tokens: String,
+}
+
+impl Default for MetadataOptions {
+    fn default() -> Self {
+        MetadataOptions {
+            http_endpoint: "enabled".to_string(),
+            http_protocol_ipv6: "disabled".to_string(),
+            http_put_response_hop_limit: 1,
+            http_tokens: "required".to_string(),
+        }
+    }
+}
+
+/// How machines of one EC2NodeClass are launched.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct LaunchSettings {
+    pub ami_family: AmiFamily,
+    /// `spec.userData`: merged into the family's user data (passed as it is for Custom).
+    pub user_data: Option<String>,
+    pub block_device_mappings: Vec<BlockDeviceMapping>,
+    pub metadata_options: MetadataOptions,
+    pub detailed_monitoring: bool,
+    pub associate_public_ip_address: Option<bool>,
+    /// `RAID0`: the instance's local NVMe disks as one volume for the kubelet and pods.
+    pub instance_store_policy: Option<String>,
+}
+
+/// `(field, problem, fix)`, turned into a [`super::ManifestError`] by the caller.
+pub(super) type LaunchFieldError = (String, String, String);
+
+fn invalid(field: String, problem: String, fix: &str) -> LaunchFieldError {
+    (field, problem, fix.to_string())
+}
+
+/// The launch settings of an EC2NodeClass spec, validated.
+pub(super) fn launch_settings(spec: &NodeClassSpec) -> Result<LaunchSettings, LaunchFieldError> {
+    let mut alias_family = None;
+    for (i, term) in spec.ami_selector_terms.iter().enumerate() {
+        if let Some(alias) = &term.alias {
+            let parsed = AmiAlias::parse(alias).map_err(|problem| {
+                invalid(
+                    format!("spec.amiSelectorTerms[{i}].alias"),
+                    problem,
+                    "use an alias such as al2023@latest, or select AMIs by id, name or tags",
+                )
+            })?;
+            if spec.ami_selector_terms.len() > 1 {
+                return Err(invalid(
+                    format!("spec.amiSelectorTerms[{i}].alias"),
+                    "an alias term must be the only AMI selector term".to_string(),
+                    "remove the other amiSelectorTerms, or select by id, name or tags only",
+                ));
+            }
+            alias_family = Some(parsed.family);
+        }
+    }
+    let ami_family = match (&spec.ami_family, alias_family) {
+        (Some(raw), from_alias) => {
+            let family = AmiFamily::parse(raw).ok_or_else(|| {
+                invalid(
+                    "spec.amiFamily".to_string(),
+                    format!("{raw:?} is not an AMI family"),
+                    "use AL2023, AL2, Bottlerocket, Windows2019, Windows2022 or Custom",
+                )
+            })?;
+            if let Some(alias) = from_alias
+                && alias != family
+            {
+                return Err(invalid(
+                    "spec.amiFamily".to_string(),
+                    format!("is {family} but the AMI alias names {alias}"),
+                    "leave spec.amiFamily out when an alias is used (the alias names the family)",
+                ));
+            }
+            family
+        }
+        (None, Some(family)) => family,
+        (None, None) => {
+            return Err(invalid(
+                "spec.amiFamily".to_string(),
+                "is not set and no AMI alias names one".to_string(),
+                "set spec.amiFamily (AL2023, Bottlerocket, Custom, ...) when AMIs are selected by id, name or tags",
+            ));
+        }
+    };
+    let block_device_mappings = match &spec.block_device_mappings {
+        None => ami_family.default_block_devices(),
+        Some(list) => list
+            .iter()
+            .enumerate()
+            .map(|(i, m)| block_device(m, i))
+            .collect::<Result<_, _>>()?,
+    };
+    if block_device_mappings
+        .iter()
+        .filter(|m| m.root_volume)
+        .count()
+        > 1
+    {
+        return Err(invalid(
+            "spec.blockDeviceMappings".to_string(),
+            "more than one mapping is the root volume".to_string(),
+            "set rootVolume: true on one mapping at most",
+        ));
+    }
+    Ok(LaunchSettings {
+        ami_family,
+        user_data: spec.user_data.clone(),
+        block_device_mappings,
+        metadata_options: metadata_options(spec.metadata_options.as_ref())?,
+        detailed_monitoring: spec.detailed_monitoring.unwrap_or(false),
+        associate_public_ip_address: spec.associate_public_ip_address,
+        instance_store_policy: spec.instance_store_policy.clone(),
+    })
+}
+
+fn block_device(
+    obj: &BlockDeviceMappingObject,
+    i: usize,
+) -> Result<BlockDeviceMapping, LaunchFieldError> {
+    let field = format!("spec.blockDeviceMappings[{i}]");
+    let device_name = obj.device_name.clone().ok_or_else(|| {
+        invalid(
+            format!("{field}.deviceName"),
+            "is missing".to_string(),
+            "name the device, e.g. /dev/xvda",
+        )
+    })?;
+    let ebs = match &obj.ebs {
+        None => None,
+        Some(e) => {
+            let volume_size_gib = match &e.volume_size {
+                None => None,
+                Some(raw) => {
+                    let bytes = parse_units(raw).ok().filter(|b| *b > 0).ok_or_else(|| {
+                        invalid(
+                            format!("{field}.ebs.volumeSize"),
+                            format!("{raw:?} is not a size"),
+                            "write a quantity such as 100Gi",
+                        )
+                    })?;
+                    // EC2 takes whole GiB: round up.
+                    Some((bytes as u64).div_ceil(1 << 30))
+                }
+            };
+            if let Some(t) = &e.volume_type
+                && !["standard", "io1", "io2", "gp2", "sc1", "st1", "gp3"].contains(&t.as_str())
+            {
+                return Err(invalid(
+                    format!("{field}.ebs.volumeType"),
+                    format!("{t:?} is not an EBS volume type"),
+                    "use gp3, gp2, io1, io2, st1, sc1 or standard",
+                ));
+            }
+            Some(Ebs {
+                volume_size_gib,
+                volume_type: e.volume_type.clone(),
+                iops: e.iops,
+                throughput: e.throughput,
+                encrypted: e.encrypted,
+                kms_key_id: e.kms_key_id.clone(),
+                delete_on_termination: e.delete_on_termination,
+                snapshot_id: e.snapshot_id.clone(),
+            })
+        }
+    };
+    Ok(BlockDeviceMapping {
+        device_name,
+        root_volume: obj.root_volume,
+        ebs,
+    })
+}
+
+fn metadata_options(
+    obj: Option<&MetadataOptionsObject>,
+) -> Result<MetadataOptions, LaunchFieldError> {
+    let mut out = MetadataOptions::default();
+    let Some(obj) = obj else {
+        return Ok(out);
+    };
+    let one_of = |value: &Option<String>, field: &str, allowed: &[&str]| match value {
+        Some(v) if !allowed.contains(&v.as_str()) => Err(invalid(
+            format!("spec.metadataOptions.{field}"),
+            format!("{v:?} is not allowed"),
+            &format!("use one of {}", allowed.join(", ")),
+        )),
+        _ => Ok(value.clone()),
+    };
+    if let Some(v) = one_of(&obj.http_endpoint, "httpEndpoint", &["enabled", "disabled"])? {
+        out.http_endpoint = v;
+    }
+    if let Some(v) = one_of(
+        &obj.http_protocol_ipv6,
+        "httpProtocolIPv6",
+        &["enabled", "disabled"],
+    )? {
+        out.http_protocol_ipv6 = v;
+    }
+    if let Some(v) = one_of(&obj.http_tokens, "httpTokens", &["required", "optional"])? {
+        out.http_tokens = v;
+    }
+    if let Some(hops) = obj.http_put_response_hop_limit {
+        if !(1..=64).contains(&hops) {
+            return Err(invalid(
+                "spec.metadataOptions.httpPutResponseHopLimit".to_string(),
+                format!("{hops} is outside 1..64"),
+                "use a hop limit from 1 to 64 (2 lets containers without host networking reach IMDS)",
+            ));
+        }
+        out.http_put_response_hop_limit = hops;
+    }
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn aliases_parse_and_refuse_with_the_fix() {
+        let a = AmiAlias::parse("al2023@latest").unwrap();
+        assert_eq!((a.family, a.version), (AmiFamily::Al2023, None));
+        let b = AmiAlias::parse("bottlerocket@v1.20.3").unwrap();
+        assert_eq!(b.version.as_deref(), Some("v1.20.3"));
+        assert_eq!(b.to_string(), "bottlerocket@v1.20.3");
+        let e = AmiAlias::parse("ubuntu@latest").unwrap_err();
+        assert!(e.contains("al2023, al2, bottlerocket"), "{e}");
+        assert!(
+            AmiAlias::parse("al2023")
+                .unwrap_err()
+                .contains("family@version")
+        );
+        assert!(
+            AmiAlias::parse("al2023@2024")
+                .unwrap_err()
+                .contains("latest")
+        );
+        assert!(AmiAlias::parse("windows2022@v1").is_err());
+    }
+}

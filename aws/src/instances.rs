@@ -1,0 +1,190 @@
+//! This cluster's instances: terminate one (an instance already gone is success), find the one
+//! a NodeClaim launched, and list them all for `relist` and orphan collection.
+
+use aws_sdk_ec2::types::{Filter, Instance as Ec2Instance, InstanceLifecycleType};
+use nodewright_core::catalog::CapacityType;
+use nodewright_core::model::nodeclaim::ListedInstance;
+
+use crate::error::AwsError;
+use crate::launch::{NODECLAIM_TAG, cluster_tag};
+
+/// One instance as EC2 describes it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Described {
+    pub instance_id: String,
+    pub instance_type: String,
+    pub zone: String,
+    /// None when EC2 did not say (on-demand instances carry no lifecycle).
+    pub capacity_type: Option<CapacityType>,
+    pub nodeclaim: Option<String>,
+    /// `pending`, `running`, `shutting-down`, `terminated`, ...
+    pub state: String,
+    pub launched_at_ms: u64,
+}
+
+impl Described {
+    fn from_sdk(i: &Ec2Instance) -> Option<Described> {
+        Some(Described {
+            instance_id: i.instance_id()?.to_string(),
+            instance_type: i.instance_type().map(|t| t.as_str().to_string())?,
+            zone: i
+                .placement()
+                .and_then(|p| p.availability_zone())
+                .unwrap_or_default()
+                .to_string(),
+            capacity_type: Some(match i.instance_lifecycle() {
+                Some(InstanceLifecycleType::Spot) => CapacityType::Spot,
+                _ => CapacityType::OnDemand,
+            }),
+            nodeclaim: i
+                .tags()
+                .iter()
+                .find(|t| t.key() == Some(NODECLAIM_TAG))
+                .and_then(|t| t.value())
+                .map(str::to_string),
+            state: i
+                .state()
+                .and_then(|s| s.name())
+                .map(|n| n.as_str().to_string())
+                .unwrap_or_default(),
+            launched_at_ms: i
+                .launch_time()
+                .and_then(|t| t.to_millis().ok())
+                .and_then(|ms| u64::try_from(ms).ok())
+                .unwrap_or(0),
+        })
+    }
+
+    /// Running or on its way there.
+    pub fn is_live(&self) -> bool {
+        matches!(self.state.as_str(), "pending" | "running")
+    }
+}
+
+/// The instances of one cluster.
+#[derive(Debug, Clone)]
+pub struct Instances {
+    ec2: aws_sdk_ec2::Client,
+    cluster: String,
+}
+
+impl Instances {
+    pub fn new(ec2: aws_sdk_ec2::Client, cluster: &str) -> Self {
+        Instances {
+            ec2,
+            cluster: cluster.to_string(),
+        }
+    }
+
+    async fn describe_filtered(&self, filters: Vec<Filter>) -> Result<Vec<Described>, AwsError> {
+        let mut out = Vec::new();
+        let mut token = None;
+        loop {
+            let page = self
+                .ec2
+                .describe_instances()
+                .set_filters(Some(filters.clone()))
+                .set_next_token(token)
+                .send()
+                .await
+                .map_err(|e| AwsError::from_sdk("ec2:DescribeInstances", e))?;
+            for reservation in page.reservations() {
+                out.extend(
+                    reservation
+                        .instances()
+                        .iter()
+                        .filter_map(Described::from_sdk),
+                );
+            }
+            token = page
+                .next_token()
+                .filter(|t| !t.is_empty())
+                .map(str::to_string);
+            if token.is_none() {
+                break;
+            }
+        }
+        out.sort_by(|a, b| a.instance_id.cmp(&b.instance_id));
+        Ok(out)
+    }
+
+    fn cluster_filter(&self) -> Filter {
+        Filter::builder()
+            .name(format!("tag:{}", cluster_tag(&self.cluster)))
+            .values("owned")
+            .build()
+    }
+
+    /// Every instance of this cluster, in every state EC2 still lists.
+    pub async fn list(&self) -> Result<Vec<Described>, AwsError> {
+        self.describe_filtered(vec![self.cluster_filter()]).await
+    }
+
+    /// The listing `relist` and the garbage collector read.
+    pub async fn listing(&self) -> Result<Vec<ListedInstance>, AwsError> {
+        Ok(self
+            .list()
+            .await?
+            .into_iter()
+            .map(|d| ListedInstance {
+                running: d.is_live(),
+                instance_id: d.instance_id,
+                nodeclaim: d.nodeclaim,
+                launched_at_ms: d.launched_at_ms,
+            })
+            .collect())
+    }
+
+    /// The live instance launched for a NodeClaim, if there is one.
+    pub async fn of_nodeclaim(&self, nodeclaim: &str) -> Result<Option<Described>, AwsError> {
+        let found = self
+            .describe_filtered(vec![
+                self.cluster_filter(),
+                Filter::builder()
+                    .name(format!("tag:{NODECLAIM_TAG}"))
+                    .values(nodeclaim)
+                    .build(),
+                Filter::builder()
+                    .name("instance-state-name")
+                    .values("pending")
+                    .values("running")
+                    .build(),
+            ])
+            .await?;
+        Ok(found.into_iter().next())
+    }
+
+    /// One instance by id (None: EC2 does not know it).
+    pub async fn describe(&self, instance_id: &str) -> Result<Option<Described>, AwsError> {
+        let found = self
+            .describe_filtered(vec![
+                Filter::builder()
+                    .name("instance-id")
+                    .values(instance_id)
+                    .build(),
+            ])
+            .await?;
+        Ok(found.into_iter().next())
+    }
+
+    /// Terminates an instance; one that is already gone (or never existed) is success.
+    pub async fn terminate(&self, instance_id: &str) -> Result<(), AwsError> {
+        match self
+            .ec2
+            .terminate_instances()
+            .instance_ids(instance_id)
+            .send()
+            .await
+        {
+            Ok(_) => Ok(()),
+            Err(e) => {
+                let e = AwsError::from_sdk("ec2:TerminateInstances", e);
+                if e.code.as_deref() == Some("InvalidInstanceID.NotFound") {
+                    Ok(())
+                } else {
+                    Err(e)
+                }
+            }
+        }
+    }
+}
