@@ -648,3 +648,61 @@ fn when_every_offering_ran_out_of_capacity_the_pod_is_told_so_until_they_return(
     h.advance(3 * 60_000);
     assert_eq!(h.all_launches().len(), 2);
 }
+
+/// What the cloud resolved an EC2NodeClass to: subnets in these zones.
+fn resolved(zones: &[&str]) -> nodewright_core::EventKind {
+    use nodewright_core::model::nodeclass::{ResolvedNodeClass, ResolvedSubnet};
+    nodewright_core::EventKind::NodeClassResolved(Box::new(ResolvedNodeClass {
+        name: "default".into(),
+        subnets: zones
+            .iter()
+            .enumerate()
+            .map(|(i, z)| ResolvedSubnet {
+                id: format!("subnet-{i}"),
+                zone: (*z).into(),
+                zone_id: None,
+                available_ip_addresses: 250,
+            })
+            .collect(),
+        ..ResolvedNodeClass::default()
+    }))
+}
+
+#[test]
+fn machines_launch_only_in_zones_where_the_node_class_has_a_subnet() {
+    let mut h = CoreHarness::new();
+    h.nodepool(tutorial_pool());
+    // Never resolved (the simulated world): every zone of the catalog.
+    let before = provision(&mut h, vec![Pod::new("default", "a", 1000, GIB)]);
+    let zones: std::collections::BTreeSet<&str> =
+        before[0].options.iter().map(|o| o.zone.as_str()).collect();
+    assert!(zones.len() > 2, "{zones:?}");
+
+    // Resolved to subnets in two zones: options there only.
+    assert!(h.send(resolved(&["us-east-1b", "us-east-1d"])).is_empty());
+    let after = provision(&mut h, vec![Pod::new("default", "b", 1000, GIB)]);
+    assert_eq!(after.len(), 1);
+    let zones: std::collections::BTreeSet<&str> =
+        after[0].options.iter().map(|o| o.zone.as_str()).collect();
+    assert_eq!(
+        zones,
+        std::collections::BTreeSet::from(["us-east-1b", "us-east-1d"])
+    );
+
+    // Resolved to the same zones again (a refresh): nothing changes, nothing is asked.
+    assert!(h.send(resolved(&["us-east-1d", "us-east-1b"])).is_empty());
+
+    // No subnet at all: the pod fits nowhere nodewright may launch, and says so.
+    h.send(resolved(&[]));
+    let commands = {
+        h.pod(Pod::new("default", "c", 1000, GIB));
+        h.advance(11_000)
+    };
+    assert!(CoreHarness::launches(&commands).is_empty());
+    assert!(
+        commands
+            .iter()
+            .any(|c| matches!(c, Command::ReportUnschedulable { pod, .. } if pod.to_string() == "default/c")),
+        "{commands:?}"
+    );
+}

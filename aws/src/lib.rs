@@ -3,6 +3,7 @@
 //! nodewright's hands on AWS, built only with the root package's `controller` feature:
 //! - [`clients`]: the EC2, SQS and SSM clients from the environment (endpoints included);
 //! - [`catalog`]: instance types, offerings and spot prices → the core's catalog;
+//!   [`refresh`]: kept fresh on Karpenter's periods, each change an event;
 //! - [`resolve`]: an EC2NodeClass's selector terms → subnets, security groups, AMIs;
 //! - [`launch`]: a NodeClaim → launch template + `CreateFleet`, the outcome as an event;
 //! - [`instances`]: terminate, find and list this cluster's instances;
@@ -19,6 +20,7 @@ pub mod instances;
 pub mod launch;
 pub mod preflight;
 pub mod queue;
+pub mod refresh;
 pub mod resolve;
 pub mod user_data;
 

@@ -58,6 +58,11 @@ pub enum ResolveError {
 }
 
 impl Resolution {
+    /// The event the controller logs, so that a replay sees what it saw.
+    pub fn event(&self) -> nodewright_core::EventKind {
+        nodewright_core::EventKind::NodeClassResolved(Box::new(self.resolved.clone()))
+    }
+
     /// The first selector list that matched nothing, as an error naming it and the fix.
     pub fn check(&self) -> Result<(), ResolveError> {
         let r = &self.resolved;

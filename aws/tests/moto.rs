@@ -599,3 +599,113 @@ async fn a_queue_that_does_not_exist_is_named_with_the_fix() {
         "{text}"
     );
 }
+
+/// The whole path on moto, as the controller will run it: the discovered catalog, the guide's
+/// NodePool, the resolved node class and a pending pod go through the driver; the core's launch
+/// goes to EC2 and its outcome back into the log; the log then replays exactly.
+#[tokio::test]
+async fn a_pending_pod_becomes_a_moto_instance_through_the_driver_and_the_log_replays() {
+    use nodewright_adapters::eventlog::NwlogWriter;
+    use nodewright_adapters::manifest::{Manifest, parse_manifests};
+    use nodewright_aws::refresh::CatalogRefresher;
+    use nodewright_core::Event;
+    use nodewright_core::model::pod::Pod;
+
+    let moto = Moto::start();
+    let c = clients(&moto).await;
+    let (launch, _) = launch_class(&c).await;
+    let resolution = Resolver::new(c.ec2.clone(), c.ssm.clone(), "1.34")
+        .resolve(&launch.class)
+        .await
+        .unwrap();
+    let mut refresher = CatalogRefresher::new(
+        CatalogSource::new(c.ec2.clone(), "us-east-1"),
+        "us-east-1",
+        None,
+    );
+    let catalog = refresher
+        .refresh(true)
+        .await
+        .unwrap()
+        .expect("a first catalog");
+    assert!(
+        refresher.refresh(false).await.unwrap().is_none(),
+        "an unchanged catalog is not sent again"
+    );
+
+    let pool = parse_manifests(
+        include_str!("../../scenarios/tutorial/nodepool.yaml"),
+        "nodepool.yaml",
+    )
+    .unwrap()
+    .into_iter()
+    .find_map(|m| match m {
+        Manifest::NodePool(p) => Some(p),
+        _ => None,
+    })
+    .unwrap();
+    let header = LogHeader::new(Config::default(), "moto");
+    let mut driver = Driver::new(MemoryStore::<LogHeader, LogRecord>::new(header.clone()));
+    let mut executed = Executed::default();
+    let mut at = 1_000;
+    for kind in [
+        EventKind::CatalogUpdated(catalog),
+        EventKind::NodeClassApplied(Box::new(launch.class.clone())),
+        resolution.event(),
+        EventKind::NodePoolApplied(Box::new(pool)),
+        EventKind::PodApplied(Box::new(Pod::new("default", "inflate-1", 1000, 1 << 30))),
+    ] {
+        driver.step(Event::new(at, kind), &mut executed).unwrap();
+        at += 10;
+    }
+    // The batch window closes.
+    while let Some(t) = driver.next_timer_ms() {
+        if t > 20_000
+            || executed
+                .0
+                .iter()
+                .any(|c| matches!(c, Command::LaunchNodeClaim { .. }))
+        {
+            break;
+        }
+        driver
+            .step(Event::new(t, EventKind::Tick), &mut executed)
+            .unwrap();
+    }
+    let spec = executed
+        .0
+        .iter()
+        .find_map(|c| match c {
+            Command::LaunchNodeClaim { nodeclaim, .. } => Some((**nodeclaim).clone()),
+            _ => None,
+        })
+        .expect("a launch");
+    // Only the zones with a subnet of the node class.
+    assert!(
+        spec.options
+            .iter()
+            .all(|o| ["us-east-1a", "us-east-1b"].contains(&o.zone.as_str())),
+        "{:?}",
+        spec.options
+    );
+    let launcher = Launcher::new(c.ec2.clone(), cluster(), "log-nonce");
+    let LaunchOutcome::Launched { event, .. } = launcher.launch(&spec, &launch).await else {
+        panic!("the launch failed");
+    };
+    driver
+        .step(Event::new(at + 20_000, event), &mut executed)
+        .unwrap();
+    let claim = &driver.core().state().nodeclaims[&spec.name];
+    assert!(claim.instance.is_some());
+
+    // The log replays with the same decisions.
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("moto.nwlog");
+    let records = driver.store().read_range(0, driver.store().len()).unwrap();
+    let mut writer = NwlogWriter::create(&path, &header).unwrap();
+    writer.append(&records).unwrap();
+    drop(writer);
+    let outcome = nodewright_replay::verify::verify_file(&path).unwrap();
+    assert!(outcome.divergence.is_none(), "{:?}", outcome.divergence);
+    assert!(outcome.events >= 6);
+}

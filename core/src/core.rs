@@ -122,7 +122,8 @@ impl Core {
     /// removed, reordered or retyped.
     ///
     /// 2: the disruption pass mark, the drains' look-again hints, the pending pod count.
-    pub const STATE_LAYOUT: u32 = 2;
+    /// 3: the zones of each node class's subnets (`NodeClassResolved`).
+    pub const STATE_LAYOUT: u32 = 3;
 
     pub fn new(config: Config) -> Self {
         let names = NameGenerator::new(config.seed);
@@ -299,11 +300,6 @@ impl Core {
         if self.already_known(kind) {
             return false;
         }
-        // What a node class resolved to is for the launch (the subnets, security groups and
-        // AMIs of the fleet request) and for explain; no decision reads it yet.
-        if matches!(kind, EventKind::NodeClassResolved(_)) {
-            return false;
-        }
         // A listing of the cloud's instances changes nothing by itself (what it finds is
         // acted on below and counts then).
         if !matches!(kind, EventKind::Tick | EventKind::InstancesListed { .. }) {
@@ -339,6 +335,7 @@ impl Core {
             }
             EventKind::NodeClassDeleted { name } => {
                 self.state.nodeclasses.remove(name);
+                self.state.subnet_zones.remove(name);
             }
             EventKind::PodApplied(pod) => self.apply_pod(pod, commands),
             EventKind::PodBound { pod, node } => {
@@ -617,7 +614,14 @@ impl Core {
                     .daemonsets
                     .remove(&(namespace.clone(), name.clone()));
             }
-            EventKind::NodeClassResolved(_) => {}
+            EventKind::NodeClassResolved(resolved) => {
+                // Of what a node class resolved to, decisions read the zones of its subnets;
+                // the security groups and AMIs are the launch's.
+                let zones: std::collections::BTreeSet<String> =
+                    resolved.subnets.iter().map(|s| s.zone.clone()).collect();
+                self.state.subnet_zones.insert(resolved.name.clone(), zones);
+                self.trigger_if_pending();
+            }
         }
         if matches!(
             kind,
@@ -625,6 +629,7 @@ impl Core {
                 | EventKind::NodePoolDeleted { .. }
                 | EventKind::NodeClassApplied(_)
                 | EventKind::NodeClassDeleted { .. }
+                | EventKind::NodeClassResolved(_)
                 | EventKind::DaemonSetApplied(_)
                 | EventKind::DaemonSetDeleted { .. }
         ) {
@@ -666,6 +671,12 @@ impl Core {
             }
             EventKind::NodeClassApplied(class) => {
                 state.nodeclasses.get(&class.name) == Some(class.as_ref())
+            }
+            EventKind::NodeClassResolved(resolved) => {
+                state.subnet_zones.get(&resolved.name).is_some_and(|zones| {
+                    zones.len() == resolved.zones().len()
+                        && resolved.subnets.iter().all(|s| zones.contains(&s.zone))
+                })
             }
             EventKind::DaemonSetApplied(ds) => {
                 state

@@ -126,6 +126,10 @@ pub struct ClusterState {
     pub pdbs: BTreeMap<(String, String), crate::model::pdb::PodDisruptionBudget>,
     /// Cluster-wide capacity settings (from the configuration).
     pub capacity_settings: CapacitySettings,
+    /// The zones where each EC2NodeClass has a subnet, as the cloud last resolved it
+    /// (`NodeClassResolved`); a node class never resolved (the simulated world) may launch in
+    /// every zone of the catalog.
+    pub subnet_zones: BTreeMap<String, std::collections::BTreeSet<String>>,
     /// What solves need of each NodePool, kept between them (derived from the fields above;
     /// a solve checks that it still holds, and computes it when it does not).
     #[serde(skip)]

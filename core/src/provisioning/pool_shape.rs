@@ -4,14 +4,15 @@
 //! intersecting every type of the catalog with the template and with every DaemonSet, so the
 //! core keeps it ([`PoolShapes`]) and a solve only checks that it still holds.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
 use crate::catalog::{CapacitySettings, NodeResources};
 use crate::event::DaemonSet;
+use crate::model::labels;
 use crate::model::nodeclass::NodeClass;
 use crate::model::nodepool::NodePool;
-use crate::model::requirements::Requirements;
+use crate::model::requirements::{Requirement, Requirements};
 use crate::model::resources::Resources;
 use crate::state::{ClusterState, PreparedCatalog};
 
@@ -36,6 +37,7 @@ pub struct PoolShape {
     nodeclass: NodeClass,
     daemonsets: BTreeMap<(String, String), DaemonSet>,
     capacity_settings: CapacitySettings,
+    subnet_zones: Option<BTreeSet<String>>,
 }
 
 impl PoolShape {
@@ -45,8 +47,13 @@ impl PoolShape {
         nodeclass: &NodeClass,
         daemonsets: &BTreeMap<(String, String), DaemonSet>,
         capacity_settings: &CapacitySettings,
+        subnet_zones: Option<&BTreeSet<String>>,
     ) -> Self {
-        let template = pool.template_requirements();
+        let mut template = pool.template_requirements();
+        // A machine of this node class launches only in a zone where it has a subnet.
+        if let Some(zones) = subnet_zones {
+            template.add(Requirement::values_in(labels::ZONE, zones.iter().cloned()));
+        }
         let resources = catalog.node_resources(&nodeclass.kubelet, capacity_settings);
         let overhead =
             daemonset_overhead(pool, &template, &catalog.requirements, daemonsets.values());
@@ -82,6 +89,7 @@ impl PoolShape {
             nodeclass: nodeclass.clone(),
             daemonsets: daemonsets.clone(),
             capacity_settings: *capacity_settings,
+            subnet_zones: subnet_zones.cloned(),
         }
     }
 
@@ -95,6 +103,7 @@ impl PoolShape {
             && self.nodeclass == *nodeclass
             && self.daemonsets == state.daemonsets
             && self.capacity_settings == state.capacity_settings
+            && self.subnet_zones.as_ref() == state.subnet_zones.get(&nodeclass.name)
     }
 }
 
@@ -128,6 +137,7 @@ impl PoolShapes {
                 nodeclass,
                 &state.daemonsets,
                 &state.capacity_settings,
+                state.subnet_zones.get(&nodeclass.name),
             );
             self.0.insert(name.clone(), Arc::new(shape));
         }
@@ -152,6 +162,7 @@ impl PoolShapes {
             nodeclass,
             &state.daemonsets,
             &state.capacity_settings,
+            state.subnet_zones.get(&nodeclass.name),
         )))
     }
 }
