@@ -154,26 +154,17 @@ impl CatalogSource {
 
     /// Every instance type, all pages.
     pub async fn instance_types(&self) -> Result<Vec<TypeFacts>, AwsError> {
-        let mut out = Vec::new();
-        let mut token = None;
-        loop {
-            let page = self
-                .ec2
-                .describe_instance_types()
-                .set_next_token(token)
-                .max_results(100)
-                .send()
-                .await
-                .map_err(|e| AwsError::from_sdk("ec2:DescribeInstanceTypes", e))?;
-            out.extend(page.instance_types().iter().filter_map(TypeFacts::from_sdk));
-            token = page
-                .next_token()
-                .filter(|t| !t.is_empty())
-                .map(str::to_string);
-            if token.is_none() {
-                break;
-            }
-        }
+        let infos = self
+            .ec2
+            .describe_instance_types()
+            .max_results(100)
+            .into_paginator()
+            .items()
+            .send()
+            .try_collect()
+            .await
+            .map_err(|e| AwsError::from_sdk("ec2:DescribeInstanceTypes", e))?;
+        let mut out: Vec<TypeFacts> = infos.iter().filter_map(TypeFacts::from_sdk).collect();
         out.sort_by(|a, b| a.name.cmp(&b.name));
         out.dedup_by(|a, b| a.name == b.name);
         Ok(out)
@@ -181,77 +172,62 @@ impl CatalogSource {
 
     /// The zones of every offered type, all pages.
     pub async fn zones(&self) -> Result<BTreeMap<String, BTreeSet<String>>, AwsError> {
+        let offerings = self
+            .ec2
+            .describe_instance_type_offerings()
+            .location_type(LocationType::AvailabilityZone)
+            .max_results(1000)
+            .into_paginator()
+            .items()
+            .send()
+            .try_collect()
+            .await
+            .map_err(|e| AwsError::from_sdk("ec2:DescribeInstanceTypeOfferings", e))?;
         let mut out: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
-        let mut token = None;
-        loop {
-            let page = self
-                .ec2
-                .describe_instance_type_offerings()
-                .location_type(LocationType::AvailabilityZone)
-                .set_next_token(token)
-                .max_results(1000)
-                .send()
-                .await
-                .map_err(|e| AwsError::from_sdk("ec2:DescribeInstanceTypeOfferings", e))?;
-            for offering in page.instance_type_offerings() {
-                if let (Some(t), Some(zone)) = (offering.instance_type(), offering.location()) {
-                    out.entry(t.as_str().to_string())
-                        .or_default()
-                        .insert(zone.to_string());
-                }
-            }
-            token = page
-                .next_token()
-                .filter(|t| !t.is_empty())
-                .map(str::to_string);
-            if token.is_none() {
-                break;
+        for offering in &offerings {
+            if let (Some(t), Some(zone)) = (offering.instance_type(), offering.location()) {
+                out.entry(t.as_str().to_string())
+                    .or_default()
+                    .insert(zone.to_string());
             }
         }
         Ok(out)
     }
 
-    /// The newest Linux spot price of every (type, zone), all pages.
+    /// The newest Linux spot price of every (type, zone), all pages. (Product descriptions as
+    /// a parameter, not a filter: moto answers the filter with nothing.)
     pub async fn spot_prices(&self) -> Result<BTreeMap<(String, String), Price>, AwsError> {
+        let history = self
+            .ec2
+            .describe_spot_price_history()
+            .product_descriptions("Linux/UNIX")
+            .product_descriptions("Linux/UNIX (Amazon VPC)")
+            .start_time(aws_sdk_ec2::primitives::DateTime::from(
+                std::time::SystemTime::now(),
+            ))
+            .max_results(1000)
+            .into_paginator()
+            .items()
+            .send()
+            .try_collect()
+            .await
+            .map_err(|e| AwsError::from_sdk("ec2:DescribeSpotPriceHistory", e))?;
         let mut newest: BTreeMap<(String, String), (i64, Price)> = BTreeMap::new();
-        let mut token = None;
-        loop {
-            let page = self
-                .ec2
-                .describe_spot_price_history()
-                .product_descriptions("Linux/UNIX")
-                .product_descriptions("Linux/UNIX (Amazon VPC)")
-                .start_time(aws_sdk_ec2::primitives::DateTime::from(
-                    std::time::SystemTime::now(),
-                ))
-                .set_next_token(token)
-                .max_results(1000)
-                .send()
-                .await
-                .map_err(|e| AwsError::from_sdk("ec2:DescribeSpotPriceHistory", e))?;
-            for entry in page.spot_price_history() {
-                let (Some(t), Some(zone), Some(price)) = (
-                    entry.instance_type(),
-                    entry.availability_zone(),
-                    entry.spot_price().and_then(parse_usd),
-                ) else {
-                    continue;
-                };
-                let at = entry.timestamp().map_or(0, |t| t.secs());
-                let key = (t.as_str().to_string(), zone.to_string());
-                match newest.get(&key) {
-                    Some((seen, _)) if *seen >= at => {}
-                    _ => {
-                        newest.insert(key, (at, price));
-                    }
+        for entry in &history {
+            let (Some(t), Some(zone), Some(price)) = (
+                entry.instance_type(),
+                entry.availability_zone(),
+                entry.spot_price().and_then(parse_usd),
+            ) else {
+                continue;
+            };
+            let at = entry.timestamp().map_or(0, |t| t.secs());
+            let key = (t.as_str().to_string(), zone.to_string());
+            match newest.get(&key) {
+                Some((seen, _)) if *seen >= at => {}
+                _ => {
+                    newest.insert(key, (at, price));
                 }
-            }
-            token = page
-                .next_token()
-                .filter(|t| !t.is_empty())
-                .map(str::to_string);
-            if token.is_none() {
-                break;
             }
         }
         Ok(newest.into_iter().map(|(k, (_, p))| (k, p)).collect())

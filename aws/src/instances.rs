@@ -77,33 +77,21 @@ impl Instances {
     }
 
     async fn describe_filtered(&self, filters: Vec<Filter>) -> Result<Vec<Described>, AwsError> {
-        let mut out = Vec::new();
-        let mut token = None;
-        loop {
-            let page = self
-                .ec2
-                .describe_instances()
-                .set_filters(Some(filters.clone()))
-                .set_next_token(token)
-                .send()
-                .await
-                .map_err(|e| AwsError::from_sdk("ec2:DescribeInstances", e))?;
-            for reservation in page.reservations() {
-                out.extend(
-                    reservation
-                        .instances()
-                        .iter()
-                        .filter_map(Described::from_sdk),
-                );
-            }
-            token = page
-                .next_token()
-                .filter(|t| !t.is_empty())
-                .map(str::to_string);
-            if token.is_none() {
-                break;
-            }
-        }
+        let reservations = self
+            .ec2
+            .describe_instances()
+            .set_filters(Some(filters))
+            .into_paginator()
+            .items()
+            .send()
+            .try_collect()
+            .await
+            .map_err(|e| AwsError::from_sdk("ec2:DescribeInstances", e))?;
+        let mut out: Vec<Described> = reservations
+            .iter()
+            .flat_map(|r| r.instances())
+            .filter_map(Described::from_sdk)
+            .collect();
         out.sort_by(|a, b| a.instance_id.cmp(&b.instance_id));
         Ok(out)
     }

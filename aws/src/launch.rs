@@ -20,7 +20,7 @@ use aws_sdk_ec2::types::{
 };
 use nodewright_adapters::manifest::launch::LaunchSettings;
 use nodewright_core::EventKind;
-use nodewright_core::catalog::CapacityType;
+use nodewright_core::catalog::{CapacityType, Price};
 use nodewright_core::model::nodeclaim::{Instance, NodeClaimSpec, OfferingKey};
 use nodewright_core::model::nodeclass::{NodeClass, ResolvedNodeClass};
 use nodewright_core::model::taints::{Taint, TaintEffect};
@@ -299,29 +299,17 @@ impl Launcher {
         let instances = Instances::new(self.ec2.clone(), &self.cluster.name);
         match instances.of_nodeclaim(&claim.name).await {
             Ok(Some(found)) => {
-                let price = claim
-                    .options
-                    .iter()
-                    .find(|o| {
-                        o.instance_type == found.instance_type
-                            && o.zone == found.zone
-                            && Some(o.capacity_type) == found.capacity_type
-                    })
-                    .map(|o| o.price)
-                    .unwrap_or_default();
-                return LaunchOutcome::Launched {
-                    event: EventKind::LaunchSucceeded {
-                        nodeclaim: claim.name.clone(),
-                        instance: Instance {
-                            instance_id: found.instance_id,
-                            instance_type: found.instance_type,
-                            zone: found.zone,
-                            capacity_type: found.capacity_type.unwrap_or(CapacityType::OnDemand),
-                            price,
-                        },
+                return launched(
+                    claim,
+                    Instance {
+                        instance_id: found.instance_id,
+                        instance_type: found.instance_type,
+                        zone: found.zone,
+                        capacity_type: found.capacity_type.unwrap_or(CapacityType::OnDemand),
+                        price: Price(0),
                     },
-                    reused: true,
-                };
+                    true,
+                );
             }
             Ok(None) => {}
             Err(e) => return failed(e),
@@ -384,14 +372,7 @@ impl Launcher {
             }
         }
         if overrides.is_empty() {
-            let unavailable: Vec<OfferingKey> = options
-                .iter()
-                .map(|o| OfferingKey {
-                    instance_type: o.instance_type.clone(),
-                    zone: o.zone.clone(),
-                    capacity_type: o.capacity_type,
-                })
-                .collect();
+            let unavailable: Vec<OfferingKey> = options.iter().map(|o| o.key()).collect();
             no_subnet.sort();
             no_subnet.dedup();
             return LaunchOutcome::NoCapacity {
@@ -460,11 +441,11 @@ impl Launcher {
             Ok(r) => r,
             Err(e) => return failed(AwsError::from_sdk("ec2:CreateFleet", e)),
         };
-        let launched = response
+        let first = response
             .instances()
             .iter()
             .find_map(|i| i.instance_ids().first().map(|id| (id.clone(), i)));
-        if let Some((instance_id, fleet_instance)) = launched {
+        if let Some((instance_id, fleet_instance)) = first {
             // The zone (and type) from EC2's own description: the fleet's answer may leave
             // the override's zone out.
             let described = instances.describe(&instance_id).await;
@@ -483,27 +464,42 @@ impl Launcher {
                         .to_string(),
                 ),
             };
-            let price = options
-                .iter()
-                .find(|o| o.instance_type == instance_type && o.zone == zone)
-                .or_else(|| options.iter().find(|o| o.instance_type == instance_type))
-                .map(|o| o.price)
-                .unwrap_or_default();
-            return LaunchOutcome::Launched {
-                event: EventKind::LaunchSucceeded {
-                    nodeclaim: claim.name.clone(),
-                    instance: Instance {
-                        instance_id,
-                        instance_type,
-                        zone,
-                        capacity_type,
-                        price,
-                    },
+            return launched(
+                claim,
+                Instance {
+                    instance_id,
+                    instance_type,
+                    zone,
+                    capacity_type,
+                    price: Price(0),
                 },
-                reused: false,
-            };
+                false,
+            );
         }
         fleet_errors(claim, &options, response.errors())
+    }
+}
+
+/// The event of a launched instance, priced as the NodeClaim's option for its offering (or
+/// for its type, when EC2 placed it in a zone the option did not name).
+fn launched(claim: &NodeClaimSpec, mut instance: Instance, reused: bool) -> LaunchOutcome {
+    let same_type = |o: &&nodewright_core::model::nodeclaim::LaunchOption| {
+        o.instance_type == instance.instance_type && o.capacity_type == instance.capacity_type
+    };
+    instance.price = claim
+        .options
+        .iter()
+        .filter(same_type)
+        .find(|o| o.zone == instance.zone)
+        .or_else(|| claim.options.iter().find(same_type))
+        .map(|o| o.price)
+        .unwrap_or_default();
+    LaunchOutcome::Launched {
+        event: EventKind::LaunchSucceeded {
+            nodeclaim: claim.name.clone(),
+            instance,
+        },
+        reused,
     }
 }
 
@@ -573,11 +569,7 @@ pub fn fleet_errors(
                 }
                 None => true,
             };
-            let key = OfferingKey {
-                instance_type: option.instance_type.clone(),
-                zone: option.zone.clone(),
-                capacity_type: option.capacity_type,
-            };
+            let key = option.key();
             if hit && !unavailable.contains(&key) {
                 unavailable.push(key);
             }

@@ -308,39 +308,30 @@ impl Resolver {
         if let Some(id) = &term.id {
             filters.push(filter("subnet-id", id));
         }
-        let mut out = Vec::new();
-        let mut token = None;
-        loop {
-            let page = self
-                .ec2
-                .describe_subnets()
-                .set_filters(Some(filters.clone()))
-                .set_next_token(token)
-                .send()
-                .await
-                .map_err(|e| AwsError::from_sdk("ec2:DescribeSubnets", e))?;
-            for s in page.subnets() {
-                let (Some(id), Some(zone)) = (s.subnet_id(), s.availability_zone()) else {
-                    continue;
-                };
-                out.push(ResolvedSubnet {
-                    id: id.to_string(),
-                    zone: zone.to_string(),
+        let subnets = self
+            .ec2
+            .describe_subnets()
+            .set_filters(Some(filters))
+            .into_paginator()
+            .items()
+            .send()
+            .try_collect()
+            .await
+            .map_err(|e| AwsError::from_sdk("ec2:DescribeSubnets", e))?;
+        Ok(subnets
+            .iter()
+            .filter_map(|s| {
+                Some(ResolvedSubnet {
+                    id: s.subnet_id()?.to_string(),
+                    zone: s.availability_zone()?.to_string(),
                     zone_id: s.availability_zone_id().map(str::to_string),
                     available_ip_addresses: s
                         .available_ip_address_count()
                         .and_then(|n| u32::try_from(n).ok())
                         .unwrap_or(0),
-                });
-            }
-            token = page
-                .next_token()
-                .filter(|t| !t.is_empty())
-                .map(str::to_string);
-            if token.is_none() {
-                return Ok(out);
-            }
-        }
+                })
+            })
+            .collect())
     }
 
     async fn security_groups(
@@ -354,33 +345,25 @@ impl Resolver {
         if let Some(name) = &term.name {
             filters.push(filter("group-name", name));
         }
-        let mut out = Vec::new();
-        let mut token = None;
-        loop {
-            let page = self
-                .ec2
-                .describe_security_groups()
-                .set_filters(Some(filters.clone()))
-                .set_next_token(token)
-                .send()
-                .await
-                .map_err(|e| AwsError::from_sdk("ec2:DescribeSecurityGroups", e))?;
-            for g in page.security_groups() {
-                if let Some(id) = g.group_id() {
-                    out.push(ResolvedSecurityGroup {
-                        id: id.to_string(),
-                        name: g.group_name().unwrap_or_default().to_string(),
-                    });
-                }
-            }
-            token = page
-                .next_token()
-                .filter(|t| !t.is_empty())
-                .map(str::to_string);
-            if token.is_none() {
-                return Ok(out);
-            }
-        }
+        let groups = self
+            .ec2
+            .describe_security_groups()
+            .set_filters(Some(filters))
+            .into_paginator()
+            .items()
+            .send()
+            .try_collect()
+            .await
+            .map_err(|e| AwsError::from_sdk("ec2:DescribeSecurityGroups", e))?;
+        Ok(groups
+            .iter()
+            .filter_map(|g| {
+                Some(ResolvedSecurityGroup {
+                    id: g.group_id()?.to_string(),
+                    name: g.group_name().unwrap_or_default().to_string(),
+                })
+            })
+            .collect())
     }
 
     async fn amis(&self, term: &SelectorTerm) -> Result<Vec<ResolvedAmi>, AwsError> {

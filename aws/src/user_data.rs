@@ -94,6 +94,22 @@ fn guess_content_type(part: &str) -> &'static str {
     }
 }
 
+/// The start of a MIME multipart: its header, then the user's own user data as the first part
+/// (when there is some), before nodewright's.
+fn mime_with_users_part(custom: Option<&str>) -> String {
+    let mut out =
+        format!("MIME-Version: 1.0\nContent-Type: multipart/mixed; boundary=\"{BOUNDARY}\"\n\n");
+    if let Some(part) = custom.filter(|c| !c.trim().is_empty()) {
+        let _ = write!(
+            out,
+            "--{BOUNDARY}\nContent-Type: {}\n\n{}\n",
+            guess_content_type(part),
+            part.trim_end()
+        );
+    }
+    out
+}
+
 /// The user data for one launch, as text (the launch template takes it base64).
 pub fn render(
     family: AmiFamily,
@@ -110,17 +126,7 @@ pub fn render(
     match family {
         AmiFamily::Custom => custom.unwrap_or_default().to_string(),
         AmiFamily::Al2023 => {
-            let mut out = format!(
-                "MIME-Version: 1.0\nContent-Type: multipart/mixed; boundary=\"{BOUNDARY}\"\n\n"
-            );
-            if let Some(part) = custom.filter(|c| !c.trim().is_empty()) {
-                let _ = write!(
-                    out,
-                    "--{BOUNDARY}\nContent-Type: {}\n\n{}\n",
-                    guess_content_type(part),
-                    part.trim_end()
-                );
-            }
+            let mut out = mime_with_users_part(custom);
             let _ = write!(
                 out,
                 "--{BOUNDARY}\nContent-Type: application/node.eks.aws\n\n\
@@ -160,17 +166,7 @@ pub fn render(
             if let Some(n) = node.kubelet.max_pods {
                 let _ = write!(extra, " --max-pods={n}");
             }
-            let mut out = format!(
-                "MIME-Version: 1.0\nContent-Type: multipart/mixed; boundary=\"{BOUNDARY}\"\n\n"
-            );
-            if let Some(part) = custom.filter(|c| !c.trim().is_empty()) {
-                let _ = write!(
-                    out,
-                    "--{BOUNDARY}\nContent-Type: {}\n\n{}\n",
-                    guess_content_type(part),
-                    part.trim_end()
-                );
-            }
+            let mut out = mime_with_users_part(custom);
             let _ = write!(
                 out,
                 "--{BOUNDARY}\nContent-Type: text/x-shellscript; charset=\"us-ascii\"\n\n#!/bin/bash -xe\n\

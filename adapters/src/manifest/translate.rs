@@ -90,19 +90,28 @@ fn split_documents(text: &str) -> Vec<(usize, String)> {
         .collect()
 }
 
+/// One document read as `T`; a YAML error names the file, the document and its first line.
+fn typed<T: DeserializeOwned>(
+    doc: &str,
+    source_name: &str,
+    document: usize,
+    first_line: usize,
+) -> Result<T, ManifestError> {
+    serde_saphyr::from_str(doc).map_err(|e| ManifestError::Yaml {
+        source_name: source_name.to_string(),
+        document,
+        first_line,
+        message: e.to_string(),
+    })
+}
+
 /// Reads every object of a (possibly multi-document) YAML text. `source_name` names the file
 /// in errors.
 pub fn parse_manifests(text: &str, source_name: &str) -> Result<Vec<Manifest>, ManifestError> {
     let mut out = Vec::new();
     for (index, (first_line, doc)) in split_documents(text).into_iter().enumerate() {
         let document = index + 1;
-        let yaml_error = |e: serde_saphyr::Error| ManifestError::Yaml {
-            source_name: source_name.to_string(),
-            document,
-            first_line,
-            message: e.to_string(),
-        };
-        let probe: TypeProbe = serde_saphyr::from_str(&doc).map_err(yaml_error)?;
+        let probe: TypeProbe = typed(&doc, source_name, document, first_line)?;
         let kind = probe.kind.unwrap_or_default();
         let api_version = probe.api_version.unwrap_or_default();
         let ctx = Ctx {
@@ -111,19 +120,6 @@ pub fn parse_manifests(text: &str, source_name: &str) -> Result<Vec<Manifest>, M
             kind: kind.clone(),
             name: String::new(),
         };
-        fn typed<T: DeserializeOwned>(
-            doc: &str,
-            source_name: &str,
-            document: usize,
-            first_line: usize,
-        ) -> Result<T, ManifestError> {
-            serde_saphyr::from_str(doc).map_err(|e| ManifestError::Yaml {
-                source_name: source_name.to_string(),
-                document,
-                first_line,
-                message: e.to_string(),
-            })
-        }
         let manifest = match (kind.as_str(), api_version.as_str()) {
             ("NodePool", "karpenter.sh/v1") => Manifest::NodePool(translate_nodepool(
                 typed(&doc, source_name, document, first_line)?,
@@ -255,19 +251,13 @@ pub fn parse_node_classes(
     let mut out = Vec::new();
     for (index, (first_line, doc)) in split_documents(text).into_iter().enumerate() {
         let document = index + 1;
-        let yaml_error = |e: serde_saphyr::Error| ManifestError::Yaml {
-            source_name: source_name.to_string(),
-            document,
-            first_line,
-            message: e.to_string(),
-        };
-        let probe: TypeProbe = serde_saphyr::from_str(&doc).map_err(yaml_error)?;
+        let probe: TypeProbe = typed(&doc, source_name, document, first_line)?;
         if probe.kind.as_deref() != Some("EC2NodeClass")
             || probe.api_version.as_deref() != Some("karpenter.k8s.aws/v1")
         {
             continue;
         }
-        let obj: NodeClassObject = serde_saphyr::from_str(&doc).map_err(yaml_error)?;
+        let obj: NodeClassObject = typed(&doc, source_name, document, first_line)?;
         let ctx = Ctx {
             source_name,
             document,

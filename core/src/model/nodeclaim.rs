@@ -20,6 +20,17 @@ pub struct LaunchOption {
     pub price: Price,
 }
 
+impl LaunchOption {
+    /// The offering it launches into.
+    pub fn key(&self) -> OfferingKey {
+        OfferingKey {
+            instance_type: self.instance_type.clone(),
+            zone: self.zone.clone(),
+            capacity_type: self.capacity_type,
+        }
+    }
+}
+
 /// Identifies one offering: (instance type, zone, capacity type).
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 pub struct OfferingKey {
