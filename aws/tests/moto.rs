@@ -509,11 +509,9 @@ async fn queue(c: &Clients, name: &str) -> InterruptionQueue {
         .with_wait_seconds(1)
 }
 
-#[tokio::test]
-async fn an_interruption_message_becomes_an_event_and_is_deleted_once_logged() {
-    let moto = Moto::start();
-    let c = clients(&moto).await;
-    let q = queue(&c, "demo-interruptions").await;
+/// A queue holding one EventBridge spot interruption warning, as AWS delivers it.
+async fn queue_with_spot_warning(c: &Clients) -> InterruptionQueue {
+    let q = queue(c, "demo-interruptions").await;
     c.sqs
         .send_message()
         .queue_url(q.url())
@@ -521,6 +519,14 @@ async fn an_interruption_message_becomes_an_event_and_is_deleted_once_logged() {
         .send()
         .await
         .unwrap();
+    q
+}
+
+#[tokio::test]
+async fn an_interruption_message_becomes_an_event_and_is_deleted_once_logged() {
+    let moto = Moto::start();
+    let c = clients(&moto).await;
+    let q = queue_with_spot_warning(&c).await;
 
     let store = MemoryStore::<LogHeader, LogRecord>::new(LogHeader::new(Config::default(), "moto"));
     let mut driver = Driver::new(store);
@@ -568,14 +574,7 @@ async fn an_interruption_message_becomes_an_event_and_is_deleted_once_logged() {
 async fn a_message_the_log_did_not_take_comes_back() {
     let moto = Moto::start();
     let c = clients(&moto).await;
-    let q = queue(&c, "demo-interruptions").await;
-    c.sqs
-        .send_message()
-        .queue_url(q.url())
-        .message_body(SPOT_WARNING)
-        .send()
-        .await
-        .unwrap();
+    let q = queue_with_spot_warning(&c).await;
     // The loop is gone before it answers (a crash between receive and log): no delete.
     let (sender, inbox) = control_loop::inbox();
     drop(inbox);
