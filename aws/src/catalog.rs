@@ -9,7 +9,6 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use aws_sdk_ec2::types::LocationType;
-use nodewright_core::EventKind;
 use nodewright_core::catalog::{CapacityType, Catalog, Offering, Price, builtin};
 
 use crate::error::AwsError;
@@ -259,11 +258,6 @@ impl CatalogSource {
 /// for it.
 pub fn builtin_catalog(region: &str) -> Catalog {
     builtin::for_region(region).unwrap_or_else(builtin::us_east_1)
-}
-
-/// The catalog as an event for the log.
-pub fn catalog_event(catalog: Arc<Catalog>) -> EventKind {
-    EventKind::CatalogUpdated(catalog)
 }
 
 #[cfg(test)]

@@ -159,8 +159,7 @@ impl AwsError {
     /// Whether the service said the thing named does not exist.
     pub fn is_not_found(&self) -> bool {
         self.code.as_deref().is_some_and(|c| {
-            c.ends_with(".NotFound")
-                || c.ends_with("NotFound")
+            c.ends_with("NotFound")
                 || c == "AWS.SimpleQueueService.NonExistentQueue"
                 || c == "QueueDoesNotExist"
                 || c == "ParameterNotFound"
