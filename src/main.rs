@@ -107,6 +107,9 @@ enum Commands {
         #[command(subcommand)]
         command: BenchCommands,
     },
+    /// Print the CustomResourceDefinitions of NodePool, NodeClaim and EC2NodeClass as YAML,
+    /// ready for `kubectl apply -f -` (or `--server-side`).
+    Crds,
     /// Talk to AWS (the region, credentials and endpoint come from the environment:
     /// AWS_REGION, AWS_PROFILE or AWS_ACCESS_KEY_ID..., AWS_ENDPOINT_URL).
     #[cfg(feature = "controller")]
@@ -299,6 +302,7 @@ fn main() -> ExitCode {
             );
             Ok(0)
         }
+        Commands::Crds => print_crds(),
         #[cfg(feature = "controller")]
         Commands::Aws {
             command:
@@ -324,6 +328,12 @@ fn main() -> ExitCode {
             ExitCode::from(EXIT_BAD_INPUT)
         }
     }
+}
+
+fn print_crds() -> Result<u8> {
+    let yaml = nodewright_api::crds_yaml().context("writing the CRDs as YAML")?;
+    print!("{yaml}");
+    Ok(0)
 }
 
 fn load_scenario(name_or_path: Option<&str>) -> Result<Scenario> {
