@@ -6,6 +6,8 @@ use nodewright_testkit::scenario::{ScenarioError, load_file};
 
 const NODECLASS_REF: &str =
     "      nodeClassRef: {group: karpenter.k8s.aws, kind: EC2NodeClass, name: default}\n";
+/// The least a NodePool template must say (Karpenter's CRD requires both).
+const MINIMAL_TEMPLATE: &str = "      requirements: []\n      nodeClassRef: {group: karpenter.k8s.aws, kind: EC2NodeClass, name: default}\n";
 
 fn nodepool(spec_extra: &str, template_extra: &str) -> String {
     format!(
@@ -103,35 +105,39 @@ fn hostname_in_nodepool_requirements() {
 
 #[test]
 fn bad_quantity_in_limits() {
-    let m = refused(&nodepool("  limits: {cpu: 10x}\n", NODECLASS_REF));
+    let m = refused(&nodepool("  limits: {cpu: 10x}\n", MINIMAL_TEMPLATE));
     assert_mentions(&m, &["spec.limits.cpu", "10x", "500m"]);
 }
 
 #[test]
 fn negative_limits() {
-    let m = refused(&nodepool("  limits: {cpu: -4}\n", NODECLASS_REF));
+    let m = refused(&nodepool("  limits: {cpu: -4}\n", MINIMAL_TEMPLATE));
     assert_mentions(&m, &["spec.limits.cpu", "negative"]);
-    let m = refused(&nodepool("  limits: {memory: \"-4Gi\"}\n", NODECLASS_REF));
+    let m = refused(&nodepool(
+        "  limits: {memory: \"-4Gi\"}\n",
+        MINIMAL_TEMPLATE,
+    ));
     assert_mentions(&m, &["spec.limits.memory", "negative"]);
 }
 
 #[test]
 fn unknown_resource_name_in_limits() {
-    let m = refused(&nodepool("  limits: {cpus: 4}\n", NODECLASS_REF));
+    let m = refused(&nodepool("  limits: {cpus: 4}\n", MINIMAL_TEMPLATE));
     assert_mentions(&m, &["spec.limits.cpus", "not a resource name"]);
 }
 
 #[test]
 fn missing_node_class_ref() {
+    // A field Karpenter's CRD requires is refused while reading, at its line.
     let m = refused(&nodepool("", "      requirements: []\n"));
-    assert_mentions(
-        &m,
-        &[
-            "spec.template.spec.nodeClassRef",
-            "is missing",
-            "EC2NodeClass",
-        ],
-    );
+    assert_mentions(&m, &["pool.yaml", "missing field `nodeClassRef`", "line 7"]);
+    let m = refused(&nodepool("", NODECLASS_REF));
+    assert_mentions(&m, &["missing field `requirements`"]);
+    let m = refused(&nodepool(
+        "",
+        "      requirements: []\n      nodeClassRef: {group: karpenter.k8s.aws, kind: EC2NodeClass, name: \"\"}\n",
+    ));
+    assert_mentions(&m, &["spec.template.spec.nodeClassRef.name", "is missing"]);
 }
 
 #[test]
@@ -145,7 +151,7 @@ fn a_typo_in_a_nodepool_field_is_an_error_not_ignored() {
 
 #[test]
 fn weight_out_of_range() {
-    let m = refused(&nodepool("  weight: 101\n", NODECLASS_REF));
+    let m = refused(&nodepool("  weight: 101\n", MINIMAL_TEMPLATE));
     assert_mentions(&m, &["spec.weight", "between 1 and 100"]);
 }
 
@@ -153,12 +159,12 @@ fn weight_out_of_range() {
 fn bad_durations() {
     let m = refused(&nodepool(
         "  disruption: {consolidateAfter: 5 minutes}\n",
-        NODECLASS_REF,
+        MINIMAL_TEMPLATE,
     ));
     assert_mentions(&m, &["spec.disruption.consolidateAfter", "Go duration"]);
     let m = refused(&nodepool(
         "",
-        &format!("{NODECLASS_REF}      expireAfter: forever\n"),
+        &format!("{MINIMAL_TEMPLATE}      expireAfter: forever\n"),
     ));
     assert_mentions(&m, &["expireAfter", "Never"]);
 }
@@ -166,13 +172,13 @@ fn bad_durations() {
 #[test]
 fn bad_budget() {
     let m = refused(&nodepool(
-        "  disruption:\n    budgets:\n      - {nodes: \"ten\"}\n",
-        NODECLASS_REF,
+        "  disruption:\n    consolidateAfter: 0s\n    budgets:\n      - {nodes: \"ten\"}\n",
+        MINIMAL_TEMPLATE,
     ));
     assert_mentions(&m, &["budgets[0].nodes", "10%"]);
     let m = refused(&nodepool(
-        "  disruption:\n    budgets:\n      - {nodes: \"0\", schedule: \"0 9 * * 1-5\"}\n",
-        NODECLASS_REF,
+        "  disruption:\n    consolidateAfter: 0s\n    budgets:\n      - {nodes: \"0\", schedule: \"0 9 * * 1-5\"}\n",
+        MINIMAL_TEMPLATE,
     ));
     assert_mentions(&m, &["budgets[0]", "together"]);
 }
@@ -180,8 +186,8 @@ fn bad_budget() {
 #[test]
 fn unknown_consolidation_policy() {
     let m = refused(&nodepool(
-        "  disruption: {consolidationPolicy: WhenUnderutilized}\n",
-        NODECLASS_REF,
+        "  disruption: {consolidationPolicy: WhenUnderutilized, consolidateAfter: 1m}\n",
+        MINIMAL_TEMPLATE,
     ));
     assert_mentions(&m, &["consolidationPolicy", "WhenEmptyOrUnderutilized"]);
 }
@@ -195,6 +201,10 @@ fn ec2nodeclass_needs_role_subnets_and_amis() {
     assert_mentions(&m, &["spec.role", "instanceProfile"]);
     let m = refused(&format!(
         "{base}  role: r\n  amiSelectorTerms: [{{alias: al2023@latest}}]\n  securityGroupSelectorTerms: [{{tags: {{a: b}}}}]\n"
+    ));
+    assert_mentions(&m, &["missing field `subnetSelectorTerms`"]);
+    let m = refused(&format!(
+        "{base}  role: r\n  amiSelectorTerms: [{{alias: al2023@latest}}]\n  subnetSelectorTerms: []\n  securityGroupSelectorTerms: [{{tags: {{a: b}}}}]\n"
     ));
     assert_mentions(&m, &["spec.subnetSelectorTerms", "karpenter.sh/discovery"]);
 }
@@ -300,7 +310,7 @@ fn scenario_missing_manifest_file() {
 #[test]
 fn scenario_manifest_errors_carry_the_scenario_file() {
     let m = scenario_error(
-        "name: s\nmanifests:\n  - |\n    apiVersion: karpenter.sh/v1\n    kind: NodePool\n    metadata: {name: p}\n    spec:\n      limits: {cpu: -1}\n      template:\n        spec:\n          nodeClassRef: {group: karpenter.k8s.aws, kind: EC2NodeClass, name: default}\n",
+        "name: s\nmanifests:\n  - |\n    apiVersion: karpenter.sh/v1\n    kind: NodePool\n    metadata: {name: p}\n    spec:\n      limits: {cpu: -1}\n      template:\n        spec:\n          requirements: []\n          nodeClassRef: {group: karpenter.k8s.aws, kind: EC2NodeClass, name: default}\n",
     );
     assert_mentions(&m, &["manifests[0]", "spec.limits.cpu", "negative"]);
 }

@@ -115,7 +115,7 @@ fn capping_the_spot_pool_leaves_web_pods_pending_in_mixed() {
 fn bad_policies_are_refused_before_anything_runs() {
     let (_, recording) = recorded("seed-tutorial");
     let unknown = Policy::parse(
-        "apiVersion: karpenter.sh/v1\nkind: NodePool\nmetadata: {name: defualt}\nspec:\n  template:\n    spec:\n      nodeClassRef: {group: karpenter.k8s.aws, kind: EC2NodeClass, name: default}\n",
+        "apiVersion: karpenter.sh/v1\nkind: NodePool\nmetadata: {name: defualt}\nspec:\n  template:\n    spec:\n      requirements: []\n      nodeClassRef: {group: karpenter.k8s.aws, kind: EC2NodeClass, name: default}\n",
         "typo.yaml",
     )
     .expect("parses");
@@ -191,7 +191,7 @@ fn the_cli_prints_the_diff_writes_json_and_exits_2_on_a_bad_policy() {
     assert!(json["what_if"]["total_usd"].as_f64() < json["baseline"]["total_usd"].as_f64());
 
     let bad = dir.path().join("bad.yaml");
-    std::fs::write(&bad, "apiVersion: karpenter.sh/v1\nkind: NodePool\nmetadata: {name: nope}\nspec:\n  template:\n    spec:\n      nodeClassRef: {group: karpenter.k8s.aws, kind: EC2NodeClass, name: default}\n").expect("written");
+    std::fs::write(&bad, "apiVersion: karpenter.sh/v1\nkind: NodePool\nmetadata: {name: nope}\nspec:\n  template:\n    spec:\n      requirements: []\n      nodeClassRef: {group: karpenter.k8s.aws, kind: EC2NodeClass, name: default}\n").expect("written");
     let refused_report = dir.path().join("refused.json");
     let out = nodewright(&[
         "replay",

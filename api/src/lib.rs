@@ -12,6 +12,10 @@
 //! allowed values for the API server, and the manifest translation turns them into the core's
 //! enums with an error that names the field.
 
+// Each `#[kube(printcolumn(...))]` repeats keys such as `type_ = "string"`, which this lint
+// mistakes for a duplicated attribute.
+#![allow(clippy::duplicated_attributes)]
+
 mod crd;
 mod ec2nodeclass;
 mod nodeclaim;

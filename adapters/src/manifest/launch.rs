@@ -6,7 +6,10 @@ use std::fmt;
 
 use nodewright_core::model::quantity::parse_units;
 
-use super::objects::{BlockDeviceMappingObject, MetadataOptionsObject, NodeClassSpec};
+use nodewright_api::{
+    BlockDeviceMapping as BlockDeviceMappingObject, EC2NodeClassSpec as NodeClassSpec,
+    MetadataOptions as MetadataOptionsObject,
+};
 
 /// The AMI families Karpenter knows; each has its own user data and default disks.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -354,7 +357,7 @@ fn block_device(
     };
     Ok(BlockDeviceMapping {
         device_name,
-        root_volume: obj.root_volume,
+        root_volume: obj.root_volume.unwrap_or(false),
         ebs,
     })
 }

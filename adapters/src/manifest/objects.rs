@@ -1,11 +1,11 @@
-//! The Kubernetes objects users already write, as serde structs. Karpenter's own kinds
-//! (NodePool, EC2NodeClass) refuse unknown fields so a typo is caught; built-in kinds (Pod,
-//! Deployment, ...) keep Kubernetes' leniency for the many fields an autoscaler does not read.
+//! The built-in Kubernetes objects users already write (Pod, Deployment, ...), as serde
+//! structs that keep Kubernetes' leniency for the many fields an autoscaler does not read.
+//! Karpenter's own kinds (NodePool, EC2NodeClass) are `nodewright_api`'s types, the ones the
+//! CRDs are generated from; they refuse unknown fields so a typo is caught.
 
 use std::collections::BTreeMap;
 
 use serde::Deserialize;
-use serde::de::IgnoredAny;
 
 /// `apiVersion` and `kind`, read first to pick the type.
 #[derive(Debug, Deserialize)]
@@ -44,62 +44,9 @@ impl Scalar {
     }
 }
 
-// ---------------------------------------------------------------- NodePool (karpenter.sh/v1)
+// ------------------------------------------------------------------ Built-in Kubernetes kinds
 
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct NodePoolObject {
-    #[serde(rename = "apiVersion")]
-    pub api_version: String,
-    pub kind: String,
-    pub metadata: ObjectMeta,
-    pub spec: NodePoolSpec,
-    pub status: Option<IgnoredAny>,
-}
-
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct NodePoolSpec {
-    pub template: NodeClaimTemplate,
-    pub disruption: Option<Disruption>,
-    pub limits: Option<BTreeMap<String, Scalar>>,
-    pub weight: Option<i64>,
-    pub replicas: Option<IgnoredAny>,
-}
-
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct NodeClaimTemplate {
-    pub metadata: Option<TemplateMeta>,
-    pub spec: NodeClaimTemplateSpec,
-}
-
-#[derive(Debug, Default, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct TemplateMeta {
-    #[serde(default)]
-    pub labels: BTreeMap<String, String>,
-    #[serde(default)]
-    pub annotations: BTreeMap<String, String>,
-}
-
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct NodeClaimTemplateSpec {
-    #[serde(default)]
-    pub requirements: Vec<RequirementObject>,
-    #[serde(default)]
-    pub taints: Vec<TaintObject>,
-    #[serde(default, rename = "startupTaints")]
-    pub startup_taints: Vec<TaintObject>,
-    #[serde(rename = "nodeClassRef")]
-    pub node_class_ref: Option<NodeClassRefObject>,
-    #[serde(rename = "expireAfter")]
-    pub expire_after: Option<String>,
-    #[serde(rename = "terminationGracePeriod")]
-    pub termination_grace_period: Option<String>,
-}
-
+/// A node selector requirement (node affinity) or label selector expression of a pod.
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct RequirementObject {
@@ -107,183 +54,7 @@ pub struct RequirementObject {
     pub operator: String,
     #[serde(default)]
     pub values: Vec<Scalar>,
-    #[serde(rename = "minValues")]
-    pub min_values: Option<i64>,
 }
-
-#[derive(Debug, Clone, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct TaintObject {
-    pub key: String,
-    pub value: Option<String>,
-    pub effect: String,
-    #[serde(rename = "timeAdded")]
-    pub time_added: Option<IgnoredAny>,
-}
-
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct NodeClassRefObject {
-    pub group: Option<String>,
-    pub kind: Option<String>,
-    pub name: Option<String>,
-}
-
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct Disruption {
-    #[serde(rename = "consolidationPolicy")]
-    pub consolidation_policy: Option<String>,
-    #[serde(rename = "consolidateAfter")]
-    pub consolidate_after: Option<String>,
-    pub budgets: Option<Vec<BudgetObject>>,
-}
-
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct BudgetObject {
-    pub nodes: Option<Scalar>,
-    pub schedule: Option<String>,
-    pub duration: Option<String>,
-    #[serde(default)]
-    pub reasons: Vec<String>,
-}
-
-// ---------------------------------------------------------- EC2NodeClass (karpenter.k8s.aws/v1)
-
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct NodeClassObject {
-    #[serde(rename = "apiVersion")]
-    pub api_version: String,
-    pub kind: String,
-    pub metadata: ObjectMeta,
-    pub spec: NodeClassSpec,
-    pub status: Option<IgnoredAny>,
-}
-
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct NodeClassSpec {
-    #[serde(rename = "amiFamily")]
-    pub ami_family: Option<String>,
-    #[serde(default, rename = "amiSelectorTerms")]
-    pub ami_selector_terms: Vec<SelectorTermObject>,
-    #[serde(default, rename = "subnetSelectorTerms")]
-    pub subnet_selector_terms: Vec<SelectorTermObject>,
-    #[serde(default, rename = "securityGroupSelectorTerms")]
-    pub security_group_selector_terms: Vec<SelectorTermObject>,
-    #[serde(default, rename = "capacityReservationSelectorTerms")]
-    pub capacity_reservation_selector_terms: Vec<SelectorTermObject>,
-    pub role: Option<String>,
-    #[serde(rename = "instanceProfile")]
-    pub instance_profile: Option<String>,
-    #[serde(rename = "userData")]
-    pub user_data: Option<String>,
-    #[serde(default)]
-    pub tags: BTreeMap<String, String>,
-    pub kubelet: Option<KubeletObject>,
-    #[serde(rename = "blockDeviceMappings")]
-    pub block_device_mappings: Option<Vec<BlockDeviceMappingObject>>,
-    #[serde(rename = "instanceStorePolicy")]
-    pub instance_store_policy: Option<String>,
-    #[serde(rename = "metadataOptions")]
-    pub metadata_options: Option<MetadataOptionsObject>,
-    #[serde(rename = "detailedMonitoring")]
-    pub detailed_monitoring: Option<bool>,
-    #[serde(rename = "associatePublicIPAddress")]
-    pub associate_public_ip_address: Option<bool>,
-    pub context: Option<String>,
-}
-
-#[derive(Debug, Clone, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct BlockDeviceMappingObject {
-    #[serde(rename = "deviceName")]
-    pub device_name: Option<String>,
-    #[serde(rename = "rootVolume", default)]
-    pub root_volume: bool,
-    pub ebs: Option<EbsObject>,
-}
-
-#[derive(Debug, Clone, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct EbsObject {
-    #[serde(rename = "volumeSize")]
-    pub volume_size: Option<String>,
-    #[serde(rename = "volumeType")]
-    pub volume_type: Option<String>,
-    pub iops: Option<i64>,
-    pub throughput: Option<i64>,
-    pub encrypted: Option<bool>,
-    #[serde(rename = "kmsKeyID")]
-    pub kms_key_id: Option<String>,
-    #[serde(rename = "deleteOnTermination")]
-    pub delete_on_termination: Option<bool>,
-    #[serde(rename = "snapshotID")]
-    pub snapshot_id: Option<String>,
-    #[serde(rename = "volumeInitializationRate")]
-    pub volume_initialization_rate: Option<i64>,
-}
-
-#[derive(Debug, Clone, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct MetadataOptionsObject {
-    #[serde(rename = "httpEndpoint")]
-    pub http_endpoint: Option<String>,
-    #[serde(rename = "httpProtocolIPv6")]
-    pub http_protocol_ipv6: Option<String>,
-    #[serde(rename = "httpPutResponseHopLimit")]
-    pub http_put_response_hop_limit: Option<i64>,
-    #[serde(rename = "httpTokens")]
-    pub http_tokens: Option<String>,
-}
-
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct SelectorTermObject {
-    pub id: Option<String>,
-    pub name: Option<String>,
-    pub alias: Option<String>,
-    pub owner: Option<String>,
-    #[serde(rename = "ssmParameter")]
-    pub ssm_parameter: Option<String>,
-    #[serde(rename = "instanceMatchCriteria")]
-    pub instance_match_criteria: Option<String>,
-    #[serde(default)]
-    pub tags: BTreeMap<String, String>,
-}
-
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct KubeletObject {
-    #[serde(rename = "maxPods")]
-    pub max_pods: Option<i64>,
-    #[serde(rename = "podsPerCore")]
-    pub pods_per_core: Option<i64>,
-    #[serde(default, rename = "systemReserved")]
-    pub system_reserved: BTreeMap<String, Scalar>,
-    #[serde(default, rename = "kubeReserved")]
-    pub kube_reserved: BTreeMap<String, Scalar>,
-    #[serde(default, rename = "evictionHard")]
-    pub eviction_hard: BTreeMap<String, String>,
-    #[serde(rename = "evictionSoft")]
-    pub eviction_soft: Option<IgnoredAny>,
-    #[serde(rename = "evictionSoftGracePeriod")]
-    pub eviction_soft_grace_period: Option<IgnoredAny>,
-    #[serde(rename = "evictionMaxPodGracePeriod")]
-    pub eviction_max_pod_grace_period: Option<i64>,
-    #[serde(rename = "imageGCHighThresholdPercent")]
-    pub image_gc_high_threshold_percent: Option<i64>,
-    #[serde(rename = "imageGCLowThresholdPercent")]
-    pub image_gc_low_threshold_percent: Option<i64>,
-    #[serde(rename = "cpuCFSQuota")]
-    pub cpu_cfs_quota: Option<bool>,
-    #[serde(rename = "clusterDNS")]
-    pub cluster_dns: Option<Vec<String>>,
-}
-
-// ------------------------------------------------------------------ Built-in Kubernetes kinds
 
 #[derive(Debug, Clone, Deserialize)]
 pub struct PodObject {

@@ -2,6 +2,7 @@
 
 use std::collections::BTreeMap;
 
+use nodewright_api as api;
 use nodewright_core::model::affinity::{
     HostPort, InclusionPolicy, LabelSelector as Selector, PodAffinityTerm,
     TopologySpreadConstraint, WhenUnsatisfiable,
@@ -257,7 +258,7 @@ pub fn parse_node_classes(
         {
             continue;
         }
-        let obj: NodeClassObject = typed(&doc, source_name, document, first_line)?;
+        let obj: api::EC2NodeClass = typed(&doc, source_name, document, first_line)?;
         let ctx = Ctx {
             source_name,
             document,
@@ -302,8 +303,12 @@ impl<'a> Ctx<'a> {
 }
 
 fn required_name(meta: &ObjectMeta, ctx: &Ctx) -> Result<String, ManifestError> {
-    match &meta.name {
-        Some(n) if !n.is_empty() => Ok(n.clone()),
+    required(meta.name.as_deref(), ctx)
+}
+
+fn required(name: Option<&str>, ctx: &Ctx) -> Result<String, ManifestError> {
+    match name {
+        Some(n) if !n.is_empty() => Ok(n.to_string()),
         _ => Err(ctx.invalid(
             "metadata.name",
             "is missing",
@@ -318,15 +323,41 @@ fn field_error(field: &str, problem: impl Into<String>, fix: &str) -> FieldError
     (field.to_string(), problem.into(), fix.to_string())
 }
 
+/// A pod's node selector requirement.
 fn requirement(obj: &RequirementObject, field: &str) -> Result<RequirementSpec, FieldError> {
-    let operator = Operator::parse(&obj.operator).ok_or_else(|| {
+    let values: Vec<String> = obj.values.iter().map(Scalar::as_text).collect();
+    requirement_of(&obj.key, &obj.operator, values, None, field)
+}
+
+/// A NodePool's requirement, with `minValues`.
+fn pool_requirement(
+    obj: &api::NodeSelectorRequirement,
+    field: &str,
+) -> Result<RequirementSpec, FieldError> {
+    requirement_of(
+        &obj.key,
+        &obj.operator,
+        obj.values.clone(),
+        obj.min_values,
+        field,
+    )
+}
+
+fn requirement_of(
+    key: &str,
+    operator: &str,
+    values: Vec<String>,
+    min_values: Option<i64>,
+    field: &str,
+) -> Result<RequirementSpec, FieldError> {
+    let operator = Operator::parse(operator).ok_or_else(|| {
         field_error(
             &format!("{field}.operator"),
-            format!("unknown operator {:?}", obj.operator),
+            format!("unknown operator {operator:?}"),
             &format!("use one of {}", Operator::NAMES),
         )
     })?;
-    let min_values = match obj.min_values {
+    let min_values = match min_values {
         None => None,
         Some(n) if (1..=50).contains(&n) => Some(n as u32),
         Some(n) => {
@@ -338,9 +369,9 @@ fn requirement(obj: &RequirementObject, field: &str) -> Result<RequirementSpec, 
         }
     };
     let spec = RequirementSpec {
-        key: obj.key.clone(),
+        key: key.to_string(),
         operator,
-        values: obj.values.iter().map(Scalar::as_text).collect(),
+        values,
         min_values,
     };
     spec.validate().map_err(|e| {
@@ -366,7 +397,7 @@ fn requirement(obj: &RequirementObject, field: &str) -> Result<RequirementSpec, 
     Ok(spec)
 }
 
-fn taint(obj: &TaintObject, field: &str) -> Result<Taint, FieldError> {
+fn taint(obj: &api::Taint, field: &str) -> Result<Taint, FieldError> {
     let effect = TaintEffect::parse(&obj.effect).ok_or_else(|| {
         field_error(
             &format!("{field}.effect"),
@@ -389,12 +420,11 @@ fn taint(obj: &TaintObject, field: &str) -> Result<Taint, FieldError> {
 }
 
 /// A resource amount in the core's unit (cpu: milli-cores; everything else: whole units).
-fn resource_amount(name: &str, value: &Scalar, field: &str) -> Result<i64, FieldError> {
-    let text = value.as_text();
+fn resource_amount(name: &str, text: &str, field: &str) -> Result<i64, FieldError> {
     let parsed = if name == "cpu" {
-        parse_milli_cpu(&text)
+        parse_milli_cpu(text)
     } else {
-        parse_units(&text)
+        parse_units(text)
     };
     parsed.map_err(|e| {
         field_error(
@@ -422,30 +452,31 @@ fn check_resource_name(name: &str, field: &str) -> Result<(), FieldError> {
     }
 }
 
-fn translate_nodepool(obj: NodePoolObject, ctx: Ctx) -> Result<NodePool, ManifestError> {
-    let name = required_name(&obj.metadata, &ctx)?;
+fn translate_nodepool(obj: api::NodePool, ctx: Ctx) -> Result<NodePool, ManifestError> {
+    let name = required(obj.metadata.name.as_deref(), &ctx)?;
     let ctx = ctx.named(&name);
     let e = |(field, problem, fix): FieldError| ctx.invalid(&field, &problem, &fix);
     let spec = obj.spec;
+    if spec.replicas.is_some() {
+        return Err(ctx.invalid(
+            "spec.replicas",
+            "static NodePools (a fixed replica count, alpha in Karpenter) are not supported",
+            "remove spec.replicas; the pool then launches nodes for pending pods",
+        ));
+    }
     let tspec = spec.template.spec;
-    let class_ref = tspec.node_class_ref.ok_or_else(|| {
-        ctx.invalid(
-            "spec.template.spec.nodeClassRef",
-            "is missing",
-            "add nodeClassRef {group: karpenter.k8s.aws, kind: EC2NodeClass, name: <your EC2NodeClass>}",
-        )
-    })?;
-    let class_name = class_ref.name.filter(|n| !n.is_empty()).ok_or_else(|| {
-        ctx.invalid(
-            "spec.template.spec.nodeClassRef.name",
-            "is missing",
-            "name the EC2NodeClass this NodePool launches with",
-        )
-    })?;
-    let group = class_ref
-        .group
-        .unwrap_or_else(|| "karpenter.k8s.aws".into());
-    let kind = class_ref.kind.unwrap_or_else(|| "EC2NodeClass".into());
+    let class_ref = tspec.node_class_ref;
+    let class_name = Some(class_ref.name)
+        .filter(|n| !n.is_empty())
+        .ok_or_else(|| {
+            ctx.invalid(
+                "spec.template.spec.nodeClassRef.name",
+                "is missing",
+                "name the EC2NodeClass this NodePool launches with",
+            )
+        })?;
+    let group = class_ref.group;
+    let kind = class_ref.kind;
     if group != "karpenter.k8s.aws" || kind != "EC2NodeClass" {
         return Err(ctx.invalid(
             "spec.template.spec.nodeClassRef",
@@ -470,7 +501,7 @@ fn translate_nodepool(obj: NodePoolObject, ctx: Ctx) -> Result<NodePool, Manifes
                 "remove it; pods select hostnames, NodePools do not",
             ));
         }
-        requirements.push(requirement(r, &field).map_err(e)?);
+        requirements.push(pool_requirement(r, &field).map_err(e)?);
     }
     let taints = tspec
         .taints
@@ -518,6 +549,13 @@ fn translate_nodepool(obj: NodePoolObject, ctx: Ctx) -> Result<NodePool, Manifes
     {
         None | Some("WhenEmptyOrUnderutilized") => ConsolidationPolicy::WhenEmptyOrUnderutilized,
         Some("WhenEmpty") => ConsolidationPolicy::WhenEmpty,
+        Some("Balanced") => {
+            return Err(ctx.invalid(
+                "spec.disruption.consolidationPolicy",
+                "the Balanced policy is not supported yet",
+                "use WhenEmpty or WhenEmptyOrUnderutilized",
+            ));
+        }
         Some(other) => {
             return Err(ctx.invalid(
                 "spec.disruption.consolidationPolicy",
@@ -527,9 +565,7 @@ fn translate_nodepool(obj: NodePoolObject, ctx: Ctx) -> Result<NodePool, Manifes
         }
     };
     let consolidate_after = never_or_duration(
-        &disruption
-            .as_ref()
-            .and_then(|d| d.consolidate_after.clone()),
+        &disruption.as_ref().map(|d| d.consolidate_after.clone()),
         "spec.disruption.consolidateAfter",
         MaybeNever::After(0),
     )?;
@@ -545,16 +581,14 @@ fn translate_nodepool(obj: NodePoolObject, ctx: Ctx) -> Result<NodePool, Manifes
     let mut limits = BTreeMap::new();
     for (resource, value) in spec.limits.unwrap_or_default() {
         check_resource_name(&resource, "spec.limits").map_err(e)?;
-        if let Scalar::Int(n) = value
-            && n < 0
-        {
+        if value.as_str().starts_with('-') {
             return Err(ctx.invalid(
                 &format!("spec.limits.{resource}"),
-                &format!("{n} is negative"),
+                &format!("{value} is negative"),
                 "limits must be zero or more",
             ));
         }
-        let amount = resource_amount(&resource, &value, "spec.limits").map_err(e)?;
+        let amount = resource_amount(&resource, value.as_str(), "spec.limits").map_err(e)?;
         limits.insert(resource, amount);
     }
     let weight = match spec.weight {
@@ -591,12 +625,8 @@ fn translate_nodepool(obj: NodePoolObject, ctx: Ctx) -> Result<NodePool, Manifes
     })
 }
 
-fn budget(obj: &BudgetObject, field: &str) -> Result<DisruptionBudget, FieldError> {
-    let text = obj
-        .nodes
-        .as_ref()
-        .map(Scalar::as_text)
-        .unwrap_or_else(|| "10%".to_string());
+fn budget(obj: &api::Budget, field: &str) -> Result<DisruptionBudget, FieldError> {
+    let text = obj.nodes.clone();
     let bad = || {
         field_error(
             &format!("{field}.nodes"),
@@ -653,7 +683,30 @@ fn budget(obj: &BudgetObject, field: &str) -> Result<DisruptionBudget, FieldErro
     })
 }
 
-fn selector_terms(terms: &[SelectorTermObject]) -> Vec<SelectorTerm> {
+fn subnet_terms(terms: &[api::SubnetSelectorTerm]) -> Vec<SelectorTerm> {
+    terms
+        .iter()
+        .map(|t| SelectorTerm {
+            id: t.id.clone(),
+            tags: t.tags.clone(),
+            ..SelectorTerm::default()
+        })
+        .collect()
+}
+
+fn security_group_terms(terms: &[api::SecurityGroupSelectorTerm]) -> Vec<SelectorTerm> {
+    terms
+        .iter()
+        .map(|t| SelectorTerm {
+            id: t.id.clone(),
+            name: t.name.clone(),
+            tags: t.tags.clone(),
+            ..SelectorTerm::default()
+        })
+        .collect()
+}
+
+fn ami_terms(terms: &[api::AmiSelectorTerm]) -> Vec<SelectorTerm> {
     terms
         .iter()
         .map(|t| SelectorTerm {
@@ -666,8 +719,8 @@ fn selector_terms(terms: &[SelectorTermObject]) -> Vec<SelectorTerm> {
         .collect()
 }
 
-fn translate_nodeclass(obj: NodeClassObject, ctx: Ctx) -> Result<NodeClass, ManifestError> {
-    let name = required_name(&obj.metadata, &ctx)?;
+fn translate_nodeclass(obj: api::EC2NodeClass, ctx: Ctx) -> Result<NodeClass, ManifestError> {
+    let name = required(obj.metadata.name.as_deref(), &ctx)?;
     let ctx = ctx.named(&name);
     let e = |(field, problem, fix): FieldError| ctx.invalid(&field, &problem, &fix);
     let spec = obj.spec;
@@ -712,8 +765,8 @@ fn translate_nodeclass(obj: NodeClassObject, ctx: Ctx) -> Result<NodeClass, Mani
     launch::launch_settings(&spec).map_err(e)?;
     let mut kubelet = KubeletConfig::default();
     if let Some(k) = spec.kubelet {
-        kubelet.max_pods = k.max_pods;
-        kubelet.pods_per_core = k.pods_per_core;
+        kubelet.max_pods = k.max_pods.map(i64::from);
+        kubelet.pods_per_core = k.pods_per_core.map(i64::from);
         for (resource, value) in &k.system_reserved {
             check_resource_name(resource, "spec.kubelet.systemReserved").map_err(e)?;
             let amount =
@@ -737,12 +790,8 @@ fn translate_nodeclass(obj: NodeClassObject, ctx: Ctx) -> Result<NodeClass, Mani
                 })?);
             } else {
                 kubelet.eviction_hard_memory_bytes = Some(
-                    resource_amount(
-                        "memory.available",
-                        &Scalar::Str(v.clone()),
-                        "spec.kubelet.evictionHard",
-                    )
-                    .map_err(e)?,
+                    resource_amount("memory.available", v, "spec.kubelet.evictionHard")
+                        .map_err(e)?,
                 );
             }
         }
@@ -752,9 +801,9 @@ fn translate_nodeclass(obj: NodeClassObject, ctx: Ctx) -> Result<NodeClass, Mani
         ami_family: spec.ami_family,
         role: spec.role,
         instance_profile: spec.instance_profile,
-        subnet_selector_terms: selector_terms(&spec.subnet_selector_terms),
-        security_group_selector_terms: selector_terms(&spec.security_group_selector_terms),
-        ami_selector_terms: selector_terms(&spec.ami_selector_terms),
+        subnet_selector_terms: subnet_terms(&spec.subnet_selector_terms),
+        security_group_selector_terms: security_group_terms(&spec.security_group_selector_terms),
+        ami_selector_terms: ami_terms(&spec.ami_selector_terms),
         kubelet,
         tags: spec.tags,
     })
@@ -802,7 +851,10 @@ pub fn pod_from_spec(
             if resource == "ephemeral-storage" || resource.starts_with("hugepages-") {
                 continue;
             }
-            r.set(resource, resource_amount(resource, value, field)?);
+            r.set(
+                resource,
+                resource_amount(resource, &value.as_text(), field)?,
+            );
         }
         Ok(r)
     };
@@ -831,7 +883,10 @@ pub fn pod_from_spec(
     for (resource, value) in &spec.overhead {
         check_resource_name(resource, "spec.overhead")?;
         let mut r = Resources::default();
-        r.set(resource, resource_amount(resource, value, "spec.overhead")?);
+        r.set(
+            resource,
+            resource_amount(resource, &value.as_text(), "spec.overhead")?,
+        );
         requests.add(&r);
     }
     requests.pods = 1;
