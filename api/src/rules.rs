@@ -55,6 +55,23 @@ pub const AWS_LABELS_ALLOWED: &[&str] = &[
 pub const KARPENTER_LABELS_ALLOWED: &[&str] =
     &["karpenter.sh/capacity-type", "karpenter.sh/nodepool"];
 
+/// Why a NodePool may not name `key` in its requirements or template labels, in the words of
+/// Karpenter's CEL rule; `None` when it may. The same rules the CRDs give the API server.
+pub fn label_restriction(key: &str) -> Option<&'static str> {
+    let domain = key.split('/').next().unwrap_or_default();
+    if !KARPENTER_LABELS_ALLOWED.contains(&key) && domain.ends_with("karpenter.sh") {
+        Some("label domain \"karpenter.sh\" is restricted")
+    } else if key == "karpenter.sh/nodepool" {
+        Some(NODEPOOL_LABEL_RULE_MESSAGE)
+    } else if key == "kubernetes.io/hostname" {
+        Some("label \"kubernetes.io/hostname\" is restricted")
+    } else if !AWS_LABELS_ALLOWED.contains(&key) && domain.ends_with("karpenter.k8s.aws") {
+        Some("label domain \"karpenter.k8s.aws\" is restricted")
+    } else {
+        None
+    }
+}
+
 /// The message of the rule that keeps `karpenter.sh/nodepool` out of NodePools.
 pub const NODEPOOL_LABEL_RULE_MESSAGE: &str = "label \"karpenter.sh/nodepool\" is restricted";
 
@@ -280,4 +297,31 @@ pub fn conditions(generator: &mut SchemaGenerator) -> Schema {
         "x-kubernetes-list-type": "map",
         "x-kubernetes-list-map-keys": ["type"],
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::label_restriction;
+
+    #[test]
+    fn restricted_labels_follow_karpenters_rules() {
+        for allowed in [
+            "karpenter.sh/capacity-type",
+            "karpenter.k8s.aws/instance-family",
+            "kubernetes.io/arch",
+            "team",
+            "example.com/tier",
+        ] {
+            assert_eq!(label_restriction(allowed), None, "{allowed}");
+        }
+        for refused in [
+            "karpenter.sh/nodepool",
+            "karpenter.sh/custom",
+            "sub.karpenter.sh/x",
+            "kubernetes.io/hostname",
+            "karpenter.k8s.aws/custom",
+        ] {
+            assert!(label_restriction(refused).is_some(), "{refused}");
+        }
+    }
 }

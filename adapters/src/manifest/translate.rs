@@ -8,7 +8,6 @@ use nodewright_core::model::affinity::{
     TopologySpreadConstraint, WhenUnsatisfiable,
 };
 use nodewright_core::model::duration::{MaybeNever, parse_duration_ms, parse_maybe_never};
-use nodewright_core::model::labels;
 use nodewright_core::model::nodeclass::{KubeletConfig, NodeClass, SelectorTerm};
 use nodewright_core::model::nodepool::{
     BudgetNodes, ConsolidationPolicy, DisruptionBudget, DisruptionReason, NodeClassRef, NodePool,
@@ -494,11 +493,11 @@ fn translate_nodepool(obj: api::NodePool, ctx: Ctx) -> Result<NodePool, Manifest
     let mut requirements = Vec::new();
     for (i, r) in tspec.requirements.iter().enumerate() {
         let field = format!("spec.template.spec.requirements[{i}]");
-        if labels::is_restricted_for_nodepool(&r.key) {
+        if let Some(why) = api::label_restriction(&r.key) {
             return Err(ctx.invalid(
                 &format!("{field}.key"),
-                &format!("{} may not be used in NodePool requirements", r.key),
-                "remove it; pods select hostnames, NodePools do not",
+                &format!("{} may not be used in NodePool requirements: {why}", r.key),
+                "remove it; Karpenter sets these labels itself (pods select hostnames, NodePools do not)",
             ));
         }
         requirements.push(pool_requirement(r, &field).map_err(e)?);
@@ -603,6 +602,17 @@ fn translate_nodepool(obj: api::NodePool, ctx: Ctx) -> Result<NodePool, Manifest
         }
     };
     let meta = spec.template.metadata.unwrap_or_default();
+    if let Some((key, why)) = meta
+        .labels
+        .keys()
+        .find_map(|k| api::label_restriction(k).map(|why| (k, why)))
+    {
+        return Err(ctx.invalid(
+            &format!("spec.template.metadata.labels.{key}"),
+            why,
+            "use a label outside the karpenter.sh and karpenter.k8s.aws domains",
+        ));
+    }
     Ok(NodePool {
         name,
         weight,

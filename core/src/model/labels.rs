@@ -65,11 +65,6 @@ pub fn is_well_known(key: &str) -> bool {
         )
 }
 
-/// Label keys a NodePool may not constrain.
-pub fn is_restricted_for_nodepool(key: &str) -> bool {
-    key == HOSTNAME
-}
-
 pub const DO_NOT_DISRUPT: &str = "karpenter.sh/do-not-disrupt";
 pub const DISRUPTED_TAINT: &str = "karpenter.sh/disrupted";
 pub const UNREGISTERED_TAINT: &str = "karpenter.sh/unregistered";

@@ -34,6 +34,7 @@ mod error;
 mod kubeconfig;
 mod pki;
 mod process;
+mod wait;
 
 use std::collections::BTreeMap;
 use std::fmt;
@@ -48,6 +49,7 @@ use kube::api::{Api, PostParams};
 
 pub use binaries::BIN_ENV;
 pub use error::Error;
+pub use wait::eventually;
 
 use binaries::{Binaries, ETCD, KUBE_APISERVER, KUBE_CONTROLLER_MANAGER, KUBE_SCHEDULER, KWOK};
 use kubeconfig::Identity;

@@ -2,8 +2,6 @@
 //! that run on them, and pods that fit nowhere are reported Unschedulable.
 
 use std::collections::BTreeMap;
-use std::future::Future;
-use std::time::{Duration, Instant};
 
 use k8s_openapi::api::apps::v1::{Deployment, DeploymentSpec};
 use k8s_openapi::api::core::v1::{
@@ -12,29 +10,7 @@ use k8s_openapi::api::core::v1::{
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta};
 use kube::api::{Api, ListParams, PostParams};
-use nodewright_controlplane::ControlPlane;
-
-const POLL: Duration = Duration::from_millis(500);
-const TIMEOUT: Duration = Duration::from_secs(120);
-
-/// Polls `check` every 500 ms until it returns `Ok`, panicking after two minutes with the last
-/// `Err` it returned (the state that was wrong).
-async fn eventually<T, F, Fut>(what: &str, mut check: F) -> T
-where
-    F: FnMut() -> Fut,
-    Fut: Future<Output = Result<T, String>>,
-{
-    let deadline = Instant::now() + TIMEOUT;
-    loop {
-        match check().await {
-            Ok(value) => return value,
-            Err(state) if Instant::now() >= deadline => {
-                panic!("{what}: not so after {TIMEOUT:?}; last state: {state}")
-            }
-            Err(_) => tokio::time::sleep(POLL).await,
-        }
-    }
-}
+use nodewright_controlplane::{ControlPlane, eventually};
 
 fn requests(cpu: &str, memory: &str) -> ResourceRequirements {
     ResourceRequirements {
