@@ -251,3 +251,24 @@ fn simulate_html_is_one_page_with_the_plots_and_the_decisions() {
         "none at the end"
     );
 }
+
+#[test]
+fn crds_prints_the_three_crds_as_yaml() {
+    let out = nodewright(&["crds"]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    let yaml = String::from_utf8(out.stdout).expect("UTF-8");
+    let names: Vec<&str> = yaml
+        .lines()
+        .filter_map(|l| l.strip_prefix("  name: "))
+        .collect();
+    assert_eq!(
+        names,
+        [
+            "nodepools.karpenter.sh",
+            "nodeclaims.karpenter.sh",
+            "ec2nodeclasses.karpenter.k8s.aws"
+        ]
+    );
+    assert_eq!(yaml.matches("kind: CustomResourceDefinition").count(), 3);
+    assert!(yaml.contains("x-kubernetes-validations"));
+}
