@@ -9,13 +9,16 @@ use nodewright_adapters::manifest::parse_manifests;
 use nodewright_api::{EC2NodeClass, NodePool};
 use nodewright_controlplane::{ControlPlane, eventually};
 use serde_json::{Value, json};
-use support::{apply, documents, install_crds, karpenter_examples};
+use support::{apply, documents, karpenter_examples};
 
 async fn control_plane_with_crds() -> ControlPlane {
     let control_plane = ControlPlane::start()
         .await
         .expect("the control plane starts");
-    install_crds(&control_plane.client()).await;
+    control_plane
+        .install_crds()
+        .await
+        .expect("the CRDs are served");
     control_plane
 }
 

@@ -242,6 +242,35 @@ pub fn parse_manifests(text: &str, source_name: &str) -> Result<Vec<Manifest>, M
     Ok(out)
 }
 
+/// A NodePool read from the API server, in the core's terms; `source_name` names where it came
+/// from in errors (the controller uses `cluster`).
+pub fn nodepool_from_api(obj: api::NodePool, source_name: &str) -> Result<NodePool, ManifestError> {
+    let ctx = Ctx {
+        source_name,
+        document: 1,
+        kind: "NodePool".to_string(),
+        name: String::new(),
+    };
+    translate_nodepool(obj, ctx)
+}
+
+/// An EC2NodeClass read from the API server, in the core's terms, with how its machines are
+/// launched.
+pub fn nodeclass_from_api(
+    obj: api::EC2NodeClass,
+    source_name: &str,
+) -> Result<(NodeClass, LaunchSettings), ManifestError> {
+    let ctx = Ctx {
+        source_name,
+        document: 1,
+        kind: "EC2NodeClass".to_string(),
+        name: obj.metadata.name.clone().unwrap_or_default(),
+    };
+    let settings = launch::launch_settings(&obj.spec)
+        .map_err(|(field, problem, fix)| ctx.invalid(&field, &problem, &fix))?;
+    Ok((translate_nodeclass(obj, ctx)?, settings))
+}
+
 /// The EC2NodeClasses of a (possibly multi-document) YAML text, each with how its machines are
 /// launched; other kinds are read (and must be valid) but not returned.
 pub fn parse_node_classes(

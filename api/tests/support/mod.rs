@@ -6,11 +6,8 @@
 use std::path::PathBuf;
 use std::process::Command;
 
-use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::api::{Api, ApiResource, DynamicObject, Patch, PatchParams};
-use kube::core::Resource;
 use nodewright_api::{EC2NodeClass, NodeClaim, NodePool};
-use nodewright_controlplane::eventually;
 use serde_json::Value;
 
 /// The Karpenter release whose API the types follow.
@@ -109,45 +106,4 @@ pub async fn apply(client: &kube::Client, object: &Value) -> Result<DynamicObjec
         &Patch::Apply(object),
     )
     .await
-}
-
-/// Installs nodewright's CRDs and waits until the API server serves them.
-pub async fn install_crds(client: &kube::Client) {
-    let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
-    for crd in nodewright_api::crds() {
-        let name = crd.meta().name.clone().expect("CRDs are named");
-        crds.patch(
-            &name,
-            &PatchParams::apply("nodewright-tests").force(),
-            &Patch::Apply(&crd),
-        )
-        .await
-        .unwrap_or_else(|e| panic!("the API server refused CRD {name}: {e}"));
-    }
-    for name in nodewright_api::CRD_NAMES {
-        eventually(&format!("CRD {name} is Established"), || async {
-            let crd = crds.get(name).await.map_err(|e| e.to_string())?;
-            let conditions = crd.status.and_then(|s| s.conditions).unwrap_or_default();
-            let established = conditions
-                .iter()
-                .any(|c| c.type_ == "Established" && c.status == "True");
-            if established {
-                Ok(())
-            } else {
-                Err(format!("conditions: {conditions:?}"))
-            }
-        })
-        .await;
-    }
-    // Established comes a moment before the new endpoints answer.
-    for kind in ["NodePool", "NodeClaim", "EC2NodeClass"] {
-        let api: Api<DynamicObject> = Api::all_with(client.clone(), &resource_of(kind));
-        eventually(&format!("{kind}s can be listed"), || async {
-            api.list(&Default::default())
-                .await
-                .map(|_| ())
-                .map_err(|e| e.to_string())
-        })
-        .await;
-    }
 }

@@ -125,6 +125,15 @@ pub enum Error {
         tail: String,
     },
 
+    /// nodewright's CRDs were applied but are not served.
+    #[error("nodewright's CRDs were not served after {timeout:?} (last problem: {problem})")]
+    CrdsNotServed {
+        /// How long it waited.
+        timeout: Duration,
+        /// The last reason the check failed.
+        problem: String,
+    },
+
     /// The admin kubeconfig could not be turned into a client configuration.
     #[error("could not read the kubeconfig {path}: {source}")]
     Kubeconfig {

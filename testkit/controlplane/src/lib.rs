@@ -30,6 +30,7 @@
 //! so tests should fail by panicking (`expect`, `assert!`) rather than by returning `Err`.
 
 mod binaries;
+mod crds;
 mod error;
 mod kubeconfig;
 mod pki;

@@ -1,0 +1,220 @@
+//! Pods as the core sees them, and which of them are pending.
+//!
+//! Karpenter provisions only for pods kube-scheduler has given up on: not bound, with the
+//! condition `PodScheduled=False` of reason `Unschedulable`, not waiting on a preemption, not
+//! terminating, not owned by a DaemonSet or a Node (their pods follow nodes; they never call
+//! for one). A pod the scheduler has not tried yet is not pending: it may well fit where it is.
+
+use k8s_openapi::api::core::v1::Pod as KubePod;
+use nodewright_adapters::manifest::{Manifest, parse_manifests};
+use nodewright_core::EventKind;
+use nodewright_core::model::pod::{Pod, PodKey};
+
+use crate::ObserveError;
+
+/// Where a pod stands, for the core.
+#[derive(Debug, Clone, PartialEq)]
+pub enum PodState {
+    /// Bound to a node: it uses room there.
+    Bound(Box<Pod>),
+    /// kube-scheduler found no node for it: nodewright should provide one.
+    Pending(Box<Pod>),
+    /// Not the core's business yet or at all: not tried by the scheduler, preempting, owned by
+    /// a DaemonSet or a Node, or terminating before it was bound.
+    Ignored(IgnoredBecause),
+    /// Finished (Succeeded or Failed): it uses no room any more.
+    Finished(PodKey),
+}
+
+/// Why a pod is ignored.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum IgnoredBecause {
+    NotTriedByTheScheduler,
+    Preempting,
+    OwnedByDaemonSet,
+    OwnedByNode,
+    Terminating,
+}
+
+/// What a pod says, following Karpenter's rules for what is pending.
+pub fn pod_state(pod: &KubePod) -> Result<PodState, ObserveError> {
+    let key = key_of(pod);
+    let status = pod.status.as_ref();
+    if let Some(phase) = status.and_then(|s| s.phase.as_deref())
+        && matches!(phase, "Succeeded" | "Failed")
+    {
+        return Ok(PodState::Finished(key));
+    }
+    let bound = pod
+        .spec
+        .as_ref()
+        .and_then(|s| s.node_name.as_deref())
+        .is_some_and(|n| !n.is_empty());
+    if bound {
+        return Ok(PodState::Bound(Box::new(core_pod(pod)?)));
+    }
+    let owner_kinds: Vec<&str> = pod
+        .metadata
+        .owner_references
+        .iter()
+        .flatten()
+        .map(|o| o.kind.as_str())
+        .collect();
+    let ignored = if pod.metadata.deletion_timestamp.is_some() {
+        Some(IgnoredBecause::Terminating)
+    } else if owner_kinds.contains(&"DaemonSet") {
+        Some(IgnoredBecause::OwnedByDaemonSet)
+    } else if owner_kinds.contains(&"Node") {
+        Some(IgnoredBecause::OwnedByNode)
+    } else if status
+        .and_then(|s| s.nominated_node_name.as_deref())
+        .is_some_and(|n| !n.is_empty())
+    {
+        Some(IgnoredBecause::Preempting)
+    } else if !unschedulable(pod) {
+        Some(IgnoredBecause::NotTriedByTheScheduler)
+    } else {
+        None
+    };
+    match ignored {
+        Some(why) => Ok(PodState::Ignored(why)),
+        None => Ok(PodState::Pending(Box::new(core_pod(pod)?))),
+    }
+}
+
+/// The event a pod's state gives the core, if any.
+pub fn pod_event(pod: &KubePod) -> Result<Option<EventKind>, ObserveError> {
+    Ok(match pod_state(pod)? {
+        PodState::Bound(p) | PodState::Pending(p) => Some(EventKind::PodApplied(p)),
+        PodState::Finished(key) => Some(EventKind::PodDeleted { pod: key }),
+        PodState::Ignored(_) => None,
+    })
+}
+
+/// `PodScheduled=False` with reason `Unschedulable`.
+fn unschedulable(pod: &KubePod) -> bool {
+    pod.status
+        .as_ref()
+        .and_then(|s| s.conditions.as_ref())
+        .is_some_and(|conditions| {
+            conditions.iter().any(|c| {
+                c.type_ == "PodScheduled"
+                    && c.status == "False"
+                    && c.reason.as_deref() == Some("Unschedulable")
+            })
+        })
+}
+
+fn key_of(pod: &KubePod) -> PodKey {
+    PodKey::new(
+        pod.metadata.namespace.as_deref().unwrap_or("default"),
+        pod.metadata.name.as_deref().unwrap_or_default(),
+    )
+}
+
+/// The pod in the core's terms, through the scenario loader's translation.
+fn core_pod(pod: &KubePod) -> Result<Pod, ObserveError> {
+    let name = key_of(pod).to_string();
+    let json = serde_json::to_string(pod).map_err(|source| ObserveError::Encoding {
+        kind: "Pod",
+        name: name.clone(),
+        source,
+    })?;
+    let mut manifests = parse_manifests(&json, &format!("cluster Pod {name}"))?;
+    let Some(Manifest::Pod(mut core)) = manifests.pop() else {
+        // Invariant: a JSON object of kind Pod, apiVersion v1, reads as exactly one Pod.
+        unreachable!("a Pod reads as a Pod");
+    };
+    core.created_at_ms = pod
+        .metadata
+        .creation_timestamp
+        .as_ref()
+        .map(|t| u64::try_from(t.0.as_millisecond()).unwrap_or(0))
+        .unwrap_or(0);
+    Ok(core)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use k8s_openapi::api::core::v1::{PodCondition, PodSpec, PodStatus};
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
+
+    fn pod(owner: Option<&str>, condition: Option<(&str, &str)>) -> KubePod {
+        KubePod {
+            metadata: ObjectMeta {
+                name: Some("p".into()),
+                namespace: Some("apps".into()),
+                owner_references: owner.map(|kind| {
+                    vec![OwnerReference {
+                        api_version: "apps/v1".into(),
+                        kind: kind.into(),
+                        name: "o".into(),
+                        uid: "u".into(),
+                        ..OwnerReference::default()
+                    }]
+                }),
+                ..ObjectMeta::default()
+            },
+            spec: Some(PodSpec::default()),
+            status: Some(PodStatus {
+                conditions: condition.map(|(status, reason)| {
+                    vec![PodCondition {
+                        type_: "PodScheduled".into(),
+                        status: status.into(),
+                        reason: Some(reason.into()),
+                        ..PodCondition::default()
+                    }]
+                }),
+                ..PodStatus::default()
+            }),
+        }
+    }
+
+    #[test]
+    fn pending_is_what_the_scheduler_gave_up_on() {
+        let unschedulable = Some(("False", "Unschedulable"));
+        assert!(matches!(
+            pod_state(&pod(None, unschedulable)).unwrap(),
+            PodState::Pending(_)
+        ));
+        assert!(matches!(
+            pod_state(&pod(Some("ReplicaSet"), unschedulable)).unwrap(),
+            PodState::Pending(_)
+        ));
+        assert_eq!(
+            pod_state(&pod(None, None)).unwrap(),
+            PodState::Ignored(IgnoredBecause::NotTriedByTheScheduler)
+        );
+        assert_eq!(
+            pod_state(&pod(None, Some(("False", "SchedulingGated")))).unwrap(),
+            PodState::Ignored(IgnoredBecause::NotTriedByTheScheduler)
+        );
+        assert_eq!(
+            pod_state(&pod(Some("DaemonSet"), unschedulable)).unwrap(),
+            PodState::Ignored(IgnoredBecause::OwnedByDaemonSet)
+        );
+        assert_eq!(
+            pod_state(&pod(Some("Node"), unschedulable)).unwrap(),
+            PodState::Ignored(IgnoredBecause::OwnedByNode)
+        );
+        let mut preempting = pod(None, unschedulable);
+        preempting.status.as_mut().unwrap().nominated_node_name = Some("n".into());
+        assert_eq!(
+            pod_state(&preempting).unwrap(),
+            PodState::Ignored(IgnoredBecause::Preempting)
+        );
+        let mut finished = pod(None, unschedulable);
+        finished.status.as_mut().unwrap().phase = Some("Succeeded".into());
+        assert_eq!(
+            pod_state(&finished).unwrap(),
+            PodState::Finished(PodKey::new("apps", "p"))
+        );
+        let mut bound = pod(Some("DaemonSet"), None);
+        bound.spec.as_mut().unwrap().node_name = Some("n1".into());
+        let PodState::Bound(core) = pod_state(&bound).unwrap() else {
+            panic!("bound");
+        };
+        assert_eq!(core.node_name.as_deref(), Some("n1"));
+    }
+}
