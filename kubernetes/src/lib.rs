@@ -9,6 +9,7 @@
 
 pub mod node;
 pub mod pod;
+pub mod watch;
 
 mod error;
 

@@ -1,0 +1,261 @@
+//! The watchers: each kind's watch stream turned into the core's events, with what a watch
+//! restart needs.
+//!
+//! A watch that restarts (410 Gone, a stale resourceVersion, a dropped connection) lists the
+//! kind again: `Init`, one `InitApply` per object, `InitDone`. A [`Mirror`] remembers which
+//! objects it told the core about, so that after the relist it deletes exactly those the
+//! listing lacks — nothing is lost (a deletion missed while the watch was down is still sent)
+//! and nothing is counted twice (an object already known is applied again, which the core
+//! takes as the same object).
+
+use std::collections::BTreeSet;
+use std::fmt::Debug;
+
+use futures::{Stream, StreamExt};
+use k8s_openapi::api::core::v1::{Node as KubeNode, Pod as KubePod};
+use kube::Api;
+use kube::runtime::WatchStreamExt;
+use kube::runtime::watcher::{self, Event};
+use nodewright_adapters::control_loop::{InboxSender, Input};
+use nodewright_core::EventKind;
+use nodewright_core::model::pod::PodKey;
+
+use crate::ObserveError;
+use crate::node::core_node;
+use crate::pod::pod_event;
+
+/// A kind the core follows: how its objects are keyed, applied and deleted.
+pub trait Observed {
+    type Object;
+    type Key: Ord + Clone + Debug;
+    fn key(object: &Self::Object) -> Self::Key;
+    /// The event an object gives; `None` when the core should not know it (a pod the
+    /// scheduler has not tried yet).
+    fn applied(object: &Self::Object) -> Result<Option<EventKind>, ObserveError>;
+    fn deleted(key: Self::Key) -> EventKind;
+}
+
+/// Pods, by namespace and name.
+pub struct Pods;
+
+impl Observed for Pods {
+    type Object = KubePod;
+    type Key = PodKey;
+    fn key(pod: &KubePod) -> PodKey {
+        PodKey::new(
+            pod.metadata.namespace.as_deref().unwrap_or("default"),
+            pod.metadata.name.as_deref().unwrap_or_default(),
+        )
+    }
+    fn applied(pod: &KubePod) -> Result<Option<EventKind>, ObserveError> {
+        // A finished pod is a deletion: handled by the mirror as one.
+        Ok(match pod_event(pod)? {
+            Some(EventKind::PodDeleted { .. }) => None,
+            other => other,
+        })
+    }
+    fn deleted(key: PodKey) -> EventKind {
+        EventKind::PodDeleted { pod: key }
+    }
+}
+
+/// Nodes, by name.
+pub struct Nodes;
+
+impl Observed for Nodes {
+    type Object = KubeNode;
+    type Key = String;
+    fn key(node: &KubeNode) -> String {
+        node.metadata.name.clone().unwrap_or_default()
+    }
+    fn applied(node: &KubeNode) -> Result<Option<EventKind>, ObserveError> {
+        Ok(Some(EventKind::NodeApplied(Box::new(core_node(node)?))))
+    }
+    fn deleted(name: String) -> EventKind {
+        EventKind::NodeDeleted { name }
+    }
+}
+
+/// What one watcher has told the core, to answer a relist with the right deletions.
+#[derive(Debug)]
+pub struct Mirror<O: Observed> {
+    /// The objects the core knows from this watcher.
+    known: BTreeSet<O::Key>,
+    /// During a relist: the objects listed so far.
+    listing: Option<BTreeSet<O::Key>>,
+}
+
+impl<O: Observed> Default for Mirror<O> {
+    fn default() -> Self {
+        Mirror {
+            known: BTreeSet::new(),
+            listing: None,
+        }
+    }
+}
+
+impl<O: Observed> Mirror<O> {
+    /// The core's events for one watch event. An object that cannot be read is reported on
+    /// `errors` and left out; the rest of the kind keeps being served.
+    pub fn on_event(
+        &mut self,
+        event: Event<O::Object>,
+        errors: &mut Vec<ObserveError>,
+    ) -> Vec<EventKind> {
+        match event {
+            Event::Init => {
+                self.listing = Some(BTreeSet::new());
+                Vec::new()
+            }
+            Event::InitApply(object) => {
+                if let Some(listing) = &mut self.listing {
+                    listing.insert(O::key(&object));
+                }
+                self.apply(&object, errors)
+            }
+            Event::InitDone => {
+                let listed = self.listing.take().unwrap_or_default();
+                let gone: Vec<O::Key> = self.known.difference(&listed).cloned().collect();
+                gone.into_iter().map(|key| self.delete(key)).collect()
+            }
+            Event::Apply(object) => self.apply(&object, errors),
+            Event::Delete(object) => {
+                let key = O::key(&object);
+                if self.known.contains(&key) {
+                    vec![self.delete(key)]
+                } else {
+                    Vec::new()
+                }
+            }
+        }
+    }
+
+    fn apply(&mut self, object: &O::Object, errors: &mut Vec<ObserveError>) -> Vec<EventKind> {
+        let key = O::key(object);
+        match O::applied(object) {
+            Ok(Some(event)) => {
+                self.known.insert(key);
+                vec![event]
+            }
+            // No longer the core's business (a pod finished, or waiting again): if the core
+            // knew it, it is gone for the core.
+            Ok(None) if self.known.contains(&key) => vec![self.delete(key)],
+            Ok(None) => Vec::new(),
+            Err(e) => {
+                errors.push(e);
+                Vec::new()
+            }
+        }
+    }
+
+    fn delete(&mut self, key: O::Key) -> EventKind {
+        self.known.remove(&key);
+        O::deleted(key)
+    }
+}
+
+/// Feeds one kind's watch into the control loop's inbox until the inbox closes; objects that
+/// cannot be read go to `on_error`. The watch restarts with kube's default backoff.
+pub async fn run<O>(api: Api<O::Object>, inbox: InboxSender, mut on_error: impl FnMut(ObserveError))
+where
+    O: Observed,
+    O::Object: kube::Resource + Clone + serde::de::DeserializeOwned + Debug + Send + 'static,
+{
+    let stream = watcher::watcher(api, watcher::Config::default()).default_backoff();
+    feed::<O>(stream, inbox, &mut on_error).await;
+}
+
+/// [`run`] over any stream of watch events (a test can feed its own).
+pub async fn feed<O: Observed>(
+    stream: impl Stream<Item = Result<Event<O::Object>, watcher::Error>>,
+    inbox: InboxSender,
+    on_error: &mut impl FnMut(ObserveError),
+) {
+    let mut mirror = Mirror::<O>::default();
+    let mut stream = std::pin::pin!(stream);
+    while let Some(item) = stream.next().await {
+        // A failed watch call: the backoff retries it, and the next list repairs the gap.
+        let Ok(event) = item else { continue };
+        let mut errors = Vec::new();
+        for kind in mirror.on_event(event, &mut errors) {
+            if inbox.send(Input::Observed(kind)).is_err() {
+                return;
+            }
+        }
+        errors.into_iter().for_each(&mut *on_error);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use k8s_openapi::api::core::v1::NodeSpec;
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+
+    fn node(name: &str) -> KubeNode {
+        KubeNode {
+            metadata: ObjectMeta {
+                name: Some(name.into()),
+                ..ObjectMeta::default()
+            },
+            spec: Some(NodeSpec::default()),
+            status: None,
+        }
+    }
+
+    fn names(events: &[EventKind]) -> Vec<String> {
+        events
+            .iter()
+            .map(|e| match e {
+                EventKind::NodeApplied(n) => format!("+{}", n.name),
+                EventKind::NodeDeleted { name } => format!("-{name}"),
+                other => format!("{other:?}"),
+            })
+            .collect()
+    }
+
+    #[test]
+    fn a_relist_deletes_what_it_lacks_and_nothing_else() {
+        let mut mirror = Mirror::<Nodes>::default();
+        let mut errors = Vec::new();
+        let mut run = |e| names(&mirror.on_event(e, &mut errors));
+        assert!(run(Event::Init).is_empty());
+        assert_eq!(run(Event::InitApply(node("a"))), ["+a"]);
+        assert_eq!(run(Event::InitApply(node("b"))), ["+b"]);
+        assert!(run(Event::InitDone).is_empty());
+        assert_eq!(run(Event::Apply(node("c"))), ["+c"]);
+        // The watch breaks; b was deleted meanwhile and its deletion never arrived.
+        assert!(run(Event::Init).is_empty());
+        assert_eq!(run(Event::InitApply(node("a"))), ["+a"]);
+        assert_eq!(run(Event::InitApply(node("c"))), ["+c"]);
+        assert_eq!(run(Event::InitDone), ["-b"]);
+        // A deletion the core already had is not sent twice.
+        assert_eq!(run(Event::Delete(node("c"))), ["-c"]);
+        assert!(run(Event::Delete(node("c"))).is_empty());
+        assert!(errors.is_empty());
+    }
+
+    #[test]
+    fn a_node_that_cannot_be_read_is_reported_and_the_rest_served() {
+        let mut bad = node("bad");
+        bad.spec = Some(NodeSpec {
+            taints: Some(vec![k8s_openapi::api::core::v1::Taint {
+                key: "k".into(),
+                effect: "Sometimes".into(),
+                ..Default::default()
+            }]),
+            ..NodeSpec::default()
+        });
+        let mut mirror = Mirror::<Nodes>::default();
+        let mut errors = Vec::new();
+        assert!(mirror.on_event(Event::Apply(bad), &mut errors).is_empty());
+        assert_eq!(errors.len(), 1);
+        assert!(
+            errors[0].to_string().contains("spec.taints[0].effect"),
+            "{}",
+            errors[0]
+        );
+        let served = mirror.on_event(Event::Apply(node("good")), &mut errors);
+        assert_eq!(names(&served), ["+good"]);
+    }
+}
