@@ -11,17 +11,6 @@ use nodewright_controlplane::{ControlPlane, eventually};
 use serde_json::{Value, json};
 use support::{apply, documents, karpenter_examples};
 
-async fn control_plane_with_crds() -> ControlPlane {
-    let control_plane = ControlPlane::start()
-        .await
-        .expect("the control plane starts");
-    control_plane
-        .install_crds()
-        .await
-        .expect("the CRDs are served");
-    control_plane
-}
-
 fn tutorial(file: &str) -> String {
     let path = format!(
         "{}/../scenarios/tutorial/{file}",
@@ -60,7 +49,9 @@ async fn table(client: &kube::Client, path: &str) -> (Vec<String>, Vec<Vec<Value
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn karpenters_manifests_apply_unchanged_and_read_back_into_the_types() {
-    let control_plane = control_plane_with_crds().await;
+    let control_plane = ControlPlane::start_with_crds()
+        .await
+        .expect("the control plane serves the CRDs");
     let client = control_plane.client();
 
     // The guide's NodePool and EC2NodeClass, byte for byte.
@@ -120,7 +111,9 @@ async fn karpenters_manifests_apply_unchanged_and_read_back_into_the_types() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn printer_columns_and_the_status_subresource_work_like_karpenters() {
-    let control_plane = control_plane_with_crds().await;
+    let control_plane = ControlPlane::start_with_crds()
+        .await
+        .expect("the control plane serves the CRDs");
     let client = control_plane.client();
     for doc in documents(&tutorial("nodepool.yaml"))
         .into_iter()
@@ -215,7 +208,9 @@ fn pool(name: &str, requirement: Value, spec_extra: Value) -> Value {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_api_server_refuses_bad_manifests_naming_the_field() {
-    let control_plane = control_plane_with_crds().await;
+    let control_plane = ControlPlane::start_with_crds()
+        .await
+        .expect("the control plane serves the CRDs");
     let client = control_plane.client();
     let arch = json!({"key": "kubernetes.io/arch", "operator": "In", "values": ["amd64"]});
     let class = json!({

@@ -4,39 +4,12 @@
 
 use std::collections::BTreeMap;
 
-use k8s_openapi::api::core::v1::{Container, Node, Pod, PodSpec, ResourceRequirements};
-use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use k8s_openapi::api::core::v1::{Node, Pod};
 use kube::api::{Api, Patch, PatchParams, PostParams};
 use nodewright_adapters::manifest::{nodeclass_from_api, nodepool_from_api};
-use nodewright_controlplane::{ControlPlane, eventually};
+use nodewright_controlplane::{ControlPlane, eventually, pause_pod};
 use nodewright_kubernetes::node::core_node;
 use nodewright_kubernetes::pod::{IgnoredBecause, PodState, pod_state};
-
-fn pod(name: &str, cpu: &str) -> Pod {
-    Pod {
-        metadata: ObjectMeta {
-            name: Some(name.into()),
-            ..ObjectMeta::default()
-        },
-        spec: Some(PodSpec {
-            containers: vec![Container {
-                name: "app".into(),
-                image: Some("registry.k8s.io/pause:3.10".into()),
-                resources: Some(ResourceRequirements {
-                    requests: Some(BTreeMap::from([
-                        ("cpu".into(), Quantity(cpu.into())),
-                        ("memory".into(), Quantity("64Mi".into())),
-                    ])),
-                    ..ResourceRequirements::default()
-                }),
-                ..Container::default()
-            }],
-            ..PodSpec::default()
-        }),
-        status: None,
-    }
-}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn nodes_and_pods_read_as_the_core_needs_them() {
@@ -108,7 +81,7 @@ async fn nodes_and_pods_read_as_the_core_needs_them() {
 
     let pods: Api<Pod> = Api::namespaced(client.clone(), "default");
     // A pod the scheduler has not looked at yet is not pending.
-    let fresh = pod("fresh", "100m");
+    let fresh = pause_pod("fresh", "100m", "64Mi");
     let created = pods
         .create(&PostParams::default(), &fresh)
         .await
@@ -132,7 +105,7 @@ async fn nodes_and_pods_read_as_the_core_needs_them() {
     assert_eq!(bound.requests.get("cpu"), 100);
 
     // Too big for every node: pending, with its request, once the scheduler gives up.
-    pods.create(&PostParams::default(), &pod("huge", "64"))
+    pods.create(&PostParams::default(), &pause_pod("huge", "64", "64Mi"))
         .await
         .expect("created");
     let pending = eventually("huge is pending", || async {

@@ -4,49 +4,36 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use k8s_openapi::api::core::v1::{Container, Node, Pod, PodSpec, ResourceRequirements};
-use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use k8s_openapi::api::core::v1::{Node, Pod};
 use kube::api::{Api, DeleteParams, PostParams};
 use nodewright_adapters::control_loop::{Inbox, Input, inbox};
-use nodewright_controlplane::ControlPlane;
+use nodewright_controlplane::{ControlPlane, pause_pod};
 use nodewright_core::EventKind;
 use nodewright_kubernetes::watch::{self, Nodes, Pods};
 
-fn pod(name: &str, cpu: &str) -> Pod {
-    Pod {
-        metadata: ObjectMeta {
-            name: Some(name.into()),
-            ..ObjectMeta::default()
-        },
-        spec: Some(PodSpec {
-            containers: vec![Container {
-                name: "app".into(),
-                image: Some("registry.k8s.io/pause:3.10".into()),
-                resources: Some(ResourceRequirements {
-                    requests: Some(BTreeMap::from([("cpu".into(), Quantity(cpu.into()))])),
-                    ..ResourceRequirements::default()
-                }),
-                ..Container::default()
-            }],
-            termination_grace_period_seconds: Some(0),
-            ..PodSpec::default()
-        }),
-        status: None,
-    }
+/// The inbox as the test reads it: events arrive in the cluster's order, which is not the
+/// order the test asks about them, so events not yet asked about are kept.
+struct Arrivals {
+    inbox: Inbox,
+    kept: Vec<EventKind>,
 }
 
-/// Reads the inbox until `wanted` matches an event, failing after two minutes with what came.
-async fn until(inbox: &mut Inbox, what: &str, wanted: impl Fn(&EventKind) -> bool) -> EventKind {
-    let mut seen = Vec::new();
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(120);
-    loop {
-        match tokio::time::timeout_at(deadline, inbox.recv()).await {
-            Ok(Some(Input::Observed(event))) if wanted(&event) => return event,
-            Ok(Some(Input::Observed(event))) => seen.push(format!("{event:?}")),
-            Ok(Some(_)) => {}
-            Ok(None) => panic!("{what}: the inbox closed; saw {seen:#?}"),
-            Err(_) => panic!("{what}: not seen in two minutes; saw {seen:#?}"),
+impl Arrivals {
+    /// The first event (kept or arriving) that `wanted` matches, failing after two minutes
+    /// with what came.
+    async fn until(&mut self, what: &str, wanted: impl Fn(&EventKind) -> bool) -> EventKind {
+        if let Some(i) = self.kept.iter().position(&wanted) {
+            return self.kept.remove(i);
+        }
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(120);
+        loop {
+            match tokio::time::timeout_at(deadline, self.inbox.recv()).await {
+                Ok(Some(Input::Observed(event))) if wanted(&event) => return event,
+                Ok(Some(Input::Observed(event))) => self.kept.push(event),
+                Ok(Some(_)) => {}
+                Ok(None) => panic!("{what}: the inbox closed; saw {:#?}", self.kept),
+                Err(_) => panic!("{what}: not seen in two minutes; saw {:#?}", self.kept),
+            }
         }
     }
 }
@@ -57,7 +44,11 @@ async fn the_cluster_reaches_the_inbox_as_core_events() {
         .await
         .expect("the control plane starts");
     let client = control_plane.client();
-    let (sender, mut inbox) = inbox();
+    let (sender, inbox) = inbox();
+    let mut inbox = Arrivals {
+        inbox,
+        kept: Vec::new(),
+    };
     let errors = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
     for task in [
         tokio::spawn(watch::run::<Pods>(
@@ -84,30 +75,30 @@ async fn the_cluster_reaches_the_inbox_as_core_events() {
         .add_fake_node("node-a", "2", "8Gi", "110", BTreeMap::new())
         .await
         .expect("a node");
-    until(
-        &mut inbox,
-        "node-a Ready",
-        |e| matches!(e, EventKind::NodeApplied(n) if n.name == "node-a" && n.ready),
-    )
-    .await;
+    inbox
+        .until(
+            "node-a Ready",
+            |e| matches!(e, EventKind::NodeApplied(n) if n.name == "node-a" && n.ready),
+        )
+        .await;
 
     let pods: Api<Pod> = Api::namespaced(client.clone(), "default");
-    pods.create(&PostParams::default(), &pod("small", "100m"))
+    pods.create(&PostParams::default(), &pause_pod("small", "100m", "64Mi"))
         .await
         .expect("created");
-    pods.create(&PostParams::default(), &pod("huge", "64"))
+    pods.create(&PostParams::default(), &pause_pod("huge", "64", "64Mi"))
         .await
         .expect("created");
-    until(&mut inbox, "small bound to node-a", |e| {
+    inbox.until("small bound to node-a", |e| {
         matches!(e, EventKind::PodApplied(p) if p.key.name == "small" && p.node_name.as_deref() == Some("node-a"))
     })
     .await;
-    let pending = until(
-        &mut inbox,
-        "huge pending",
-        |e| matches!(e, EventKind::PodApplied(p) if p.key.name == "huge"),
-    )
-    .await;
+    let pending = inbox
+        .until(
+            "huge pending",
+            |e| matches!(e, EventKind::PodApplied(p) if p.key.name == "huge"),
+        )
+        .await;
     let EventKind::PodApplied(huge) = pending else {
         unreachable!("matched above")
     };
@@ -117,23 +108,23 @@ async fn the_cluster_reaches_the_inbox_as_core_events() {
     pods.delete("huge", &DeleteParams::default())
         .await
         .expect("deleted");
-    until(
-        &mut inbox,
-        "huge deleted",
-        |e| matches!(e, EventKind::PodDeleted { pod } if pod.name == "huge"),
-    )
-    .await;
+    inbox
+        .until(
+            "huge deleted",
+            |e| matches!(e, EventKind::PodDeleted { pod } if pod.name == "huge"),
+        )
+        .await;
 
     let nodes: Api<Node> = Api::all(client.clone());
     nodes
         .delete("node-a", &DeleteParams::default())
         .await
         .expect("deleted");
-    until(
-        &mut inbox,
-        "node-a deleted",
-        |e| matches!(e, EventKind::NodeDeleted { name } if name == "node-a"),
-    )
-    .await;
+    inbox
+        .until(
+            "node-a deleted",
+            |e| matches!(e, EventKind::NodeDeleted { name } if name == "node-a"),
+        )
+        .await;
     assert!(errors.lock().expect("not poisoned").is_empty());
 }

@@ -15,6 +15,13 @@ const CRDS_TIMEOUT: Duration = Duration::from_secs(60);
 const POLL: Duration = Duration::from_millis(200);
 
 impl ControlPlane {
+    /// [`ControlPlane::start`], then [`ControlPlane::install_crds`].
+    pub async fn start_with_crds() -> Result<ControlPlane, Error> {
+        let control_plane = ControlPlane::start().await?;
+        control_plane.install_crds().await?;
+        Ok(control_plane)
+    }
+
     /// Applies nodewright's CRDs and returns once the API server serves all three kinds
     /// (each CRD Established and its list endpoint answering).
     pub async fn install_crds(&self) -> Result<(), Error> {

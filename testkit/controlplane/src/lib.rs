@@ -36,6 +36,7 @@ mod kubeconfig;
 mod pki;
 mod process;
 mod wait;
+mod workload;
 
 use std::collections::BTreeMap;
 use std::fmt;
@@ -51,6 +52,7 @@ use kube::api::{Api, PostParams};
 pub use binaries::BIN_ENV;
 pub use error::Error;
 pub use wait::eventually;
+pub use workload::{pause_pod, pause_pod_spec};
 
 use binaries::{Binaries, ETCD, KUBE_APISERVER, KUBE_CONTROLLER_MANAGER, KUBE_SCHEDULER, KWOK};
 use kubeconfig::Identity;

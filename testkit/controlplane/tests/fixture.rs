@@ -4,35 +4,10 @@
 use std::collections::BTreeMap;
 
 use k8s_openapi::api::apps::v1::{Deployment, DeploymentSpec};
-use k8s_openapi::api::core::v1::{
-    Container, Node, Pod, PodSpec, PodTemplateSpec, ResourceRequirements,
-};
-use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
+use k8s_openapi::api::core::v1::{Node, Pod, PodTemplateSpec};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta};
 use kube::api::{Api, ListParams, PostParams};
-use nodewright_controlplane::{ControlPlane, eventually};
-
-fn requests(cpu: &str, memory: &str) -> ResourceRequirements {
-    ResourceRequirements {
-        requests: Some(BTreeMap::from([
-            ("cpu".to_owned(), Quantity(cpu.to_owned())),
-            ("memory".to_owned(), Quantity(memory.to_owned())),
-        ])),
-        ..ResourceRequirements::default()
-    }
-}
-
-fn pod_spec(cpu: &str, memory: &str) -> PodSpec {
-    PodSpec {
-        containers: vec![Container {
-            name: "app".to_owned(),
-            image: Some("registry.k8s.io/pause:3.10".to_owned()),
-            resources: Some(requests(cpu, memory)),
-            ..Container::default()
-        }],
-        ..PodSpec::default()
-    }
-}
+use nodewright_controlplane::{ControlPlane, eventually, pause_pod_spec};
 
 /// Waits until kwok has marked the node Ready and kube-controller-manager has removed its
 /// not-ready taint.
@@ -96,7 +71,7 @@ async fn deployment_pods_run_on_a_fake_node() {
                     labels: Some(app),
                     ..ObjectMeta::default()
                 }),
-                spec: Some(pod_spec("100m", "64Mi")),
+                spec: Some(pause_pod_spec("100m", "64Mi")),
             },
             ..DeploymentSpec::default()
         }),
@@ -178,7 +153,7 @@ async fn a_pod_too_big_for_every_node_is_unschedulable() {
             name: Some("huge".to_owned()),
             ..ObjectMeta::default()
         },
-        spec: Some(pod_spec("64", "1Gi")),
+        spec: Some(pause_pod_spec("64", "1Gi")),
         status: None,
     };
     pods.create(&PostParams::default(), &pod)
