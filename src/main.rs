@@ -331,8 +331,7 @@ fn main() -> ExitCode {
 }
 
 fn print_crds() -> Result<u8> {
-    let yaml = nodewright_api::crds_yaml().context("writing the CRDs as YAML")?;
-    print!("{yaml}");
+    print!("{}", nodewright_api::crds_text());
     Ok(0)
 }
 

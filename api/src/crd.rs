@@ -7,12 +7,10 @@ use kube_core::CustomResourceExt;
 
 use crate::{EC2NodeClass, NodeClaim, NodePool};
 
-/// The names of the three CRDs, in the order [`crds`] returns them.
-pub const CRD_NAMES: [&str; 3] = [
-    "nodepools.karpenter.sh",
-    "nodeclaims.karpenter.sh",
-    "ec2nodeclasses.karpenter.k8s.aws",
-];
+/// One CRD as the YAML document [`crds_yaml`] and the files under `crds/` hold.
+pub fn crd_yaml(crd: &CustomResourceDefinition) -> Result<String, serde_saphyr::ser::Error> {
+    serde_saphyr::to_string(crd)
+}
 
 /// NodePool, NodeClaim and EC2NodeClass, ready to apply.
 pub fn crds() -> Vec<CustomResourceDefinition> {
@@ -73,7 +71,7 @@ pub fn crds_yaml() -> Result<String, serde_saphyr::ser::Error> {
     let mut out = String::new();
     for crd in crds() {
         out.push_str("---\n");
-        out.push_str(&serde_saphyr::to_string(&crd)?);
+        out.push_str(&crd_yaml(&crd)?);
     }
     Ok(out)
 }

@@ -3,6 +3,7 @@
 
 use std::collections::BTreeMap;
 
+#[cfg(feature = "crd")]
 use kube_derive::CustomResource;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
@@ -11,33 +12,37 @@ use crate::rules::{self, VOLUME_SIZE};
 use crate::{Condition, Time};
 
 /// How an EC2NodeClass's nodes are launched.
-#[derive(CustomResource, Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
-#[kube(
-    group = "karpenter.k8s.aws",
-    version = "v1",
-    kind = "EC2NodeClass",
-    status = "EC2NodeClassStatus",
-    category = "karpenter",
-    shortname = "ec2nc",
-    shortname = "ec2ncs",
-    crates(kube_core = "::kube_core"),
-    printcolumn(
-        name = "Ready",
-        type_ = "string",
-        json_path = ".status.conditions[?(@.type==\"Ready\")].status"
-    ),
-    printcolumn(
-        name = "Age",
-        type_ = "date",
-        json_path = ".metadata.creationTimestamp"
-    ),
-    printcolumn(
-        name = "Role",
-        type_ = "string",
-        json_path = ".spec.role",
-        priority = "1"
-    ),
-    derive = "PartialEq"
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[cfg_attr(
+    feature = "crd",
+    derive(CustomResource),
+    kube(
+        group = "karpenter.k8s.aws",
+        version = "v1",
+        kind = "EC2NodeClass",
+        status = "EC2NodeClassStatus",
+        category = "karpenter",
+        shortname = "ec2nc",
+        shortname = "ec2ncs",
+        crates(kube_core = "::kube_core"),
+        printcolumn(
+            name = "Ready",
+            type_ = "string",
+            json_path = ".status.conditions[?(@.type==\"Ready\")].status"
+        ),
+        printcolumn(
+            name = "Age",
+            type_ = "date",
+            json_path = ".metadata.creationTimestamp"
+        ),
+        printcolumn(
+            name = "Role",
+            type_ = "string",
+            json_path = ".spec.role",
+            priority = "1"
+        ),
+        derive = "PartialEq"
+    )
 )]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 #[schemars(transform = EC2NodeClassSpec::spec_rules)]
@@ -147,6 +152,14 @@ pub struct EC2NodeClassSpec {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub context: Option<String>,
 }
+
+#[cfg(not(feature = "crd"))]
+crate::meta::plain_resource!(
+    /// A EC2NodeClass as a manifest gives it (the `crd` feature makes this kube's `CustomResource`).
+    EC2NodeClass,
+    EC2NodeClassSpec,
+    EC2NodeClassStatus
+);
 
 impl EC2NodeClassSpec {
     fn spec_rules(schema: &mut schemars::Schema) {

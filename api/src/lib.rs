@@ -7,6 +7,11 @@
 //! them with — field types, defaults, ranges, patterns and Karpenter's CEL rules — so what the
 //! simulator accepts and what a cluster accepts cannot drift apart.
 //!
+//! The Kubernetes API crates (kube's `CustomResource` derive, k8s-openapi) come with the `crd`
+//! feature, which the controller and the CRD generator turn on. Without it the kinds are plain
+//! structs of the same shape, and the CRDs are the YAML files generated from the types and
+//! committed under `crds/` ([`CRD_FILES`]); a test keeps those files equal to [`crds_yaml`].
+//!
 //! The types follow Karpenter's Go API field for field (`camelCase` on the wire). Enumerated
 //! strings (operators, effects, policies) stay strings here, as in Go: the schema lists the
 //! allowed values for the API server, and the manifest translation turns them into the core's
@@ -16,15 +21,20 @@
 // mistakes for a duplicated attribute.
 #![allow(clippy::duplicated_attributes)]
 
+#[cfg(feature = "crd")]
 mod crd;
+mod crd_files;
 mod ec2nodeclass;
+mod meta;
 mod nodeclaim;
 mod nodepool;
 mod quantity;
 mod requirement;
 mod rules;
 
-pub use crd::{CRD_NAMES, crds, crds_yaml};
+#[cfg(feature = "crd")]
+pub use crd::{crd_yaml, crds, crds_yaml};
+pub use crd_files::{CRD_FILES, CRD_NAMES, crds_text};
 pub use ec2nodeclass::{
     AmiRequirement, AmiSelectorTerm, AmiStatus, BlockDevice, BlockDeviceMapping,
     CapacityReservation, CapacityReservationSelectorTerm, ConnectionTracking, CpuOptions,
@@ -32,7 +42,7 @@ pub use ec2nodeclass::{
     NetworkInterface, PlacementGroupSelector, SecurityGroupSelectorTerm, SecurityGroupStatus,
     SubnetSelectorTerm, SubnetStatus,
 };
-pub use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, ObjectMeta, Time};
+pub use meta::{Condition, ObjectMeta, Time};
 pub use nodeclaim::{NodeClaim, NodeClaimSpec, NodeClaimStatus, ResourceRequirements};
 pub use nodepool::{
     Budget, Disruption, NodeClaimTemplate, NodeClaimTemplateMetadata, NodeClaimTemplateSpec,

@@ -3,6 +3,7 @@
 
 use std::collections::BTreeMap;
 
+#[cfg(feature = "crd")]
 use kube_derive::CustomResource;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
@@ -13,71 +14,75 @@ use crate::{Condition, Quantity, Time};
 
 /// What one node must be: the requirements its instance type must meet, the resources it must
 /// hold, its taints and the node class it is launched with. Immutable once created.
-#[derive(CustomResource, Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
-#[kube(
-    group = "karpenter.sh",
-    version = "v1",
-    kind = "NodeClaim",
-    status = "NodeClaimStatus",
-    category = "karpenter",
-    crates(kube_core = "::kube_core"),
-    printcolumn(
-        name = "Type",
-        type_ = "string",
-        json_path = ".metadata.labels.node\\.kubernetes\\.io/instance-type"
-    ),
-    printcolumn(
-        name = "Capacity",
-        type_ = "string",
-        json_path = ".metadata.labels.karpenter\\.sh/capacity-type"
-    ),
-    printcolumn(
-        name = "Zone",
-        type_ = "string",
-        json_path = ".metadata.labels.topology\\.kubernetes\\.io/zone"
-    ),
-    printcolumn(name = "Node", type_ = "string", json_path = ".status.nodeName"),
-    printcolumn(
-        name = "Ready",
-        type_ = "string",
-        json_path = ".status.conditions[?(@.type==\"Ready\")].status"
-    ),
-    printcolumn(
-        name = "Age",
-        type_ = "date",
-        json_path = ".metadata.creationTimestamp"
-    ),
-    printcolumn(
-        name = "ImageID",
-        type_ = "string",
-        json_path = ".status.imageID",
-        priority = "1"
-    ),
-    printcolumn(
-        name = "ID",
-        type_ = "string",
-        json_path = ".status.providerID",
-        priority = "1"
-    ),
-    printcolumn(
-        name = "NodePool",
-        type_ = "string",
-        json_path = ".metadata.labels.karpenter\\.sh/nodepool",
-        priority = "1"
-    ),
-    printcolumn(
-        name = "NodeClass",
-        type_ = "string",
-        json_path = ".spec.nodeClassRef.name",
-        priority = "1"
-    ),
-    printcolumn(
-        name = "Drifted",
-        type_ = "string",
-        json_path = ".status.conditions[?(@.type==\"Drifted\")].status",
-        priority = "1"
-    ),
-    derive = "PartialEq"
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[cfg_attr(
+    feature = "crd",
+    derive(CustomResource),
+    kube(
+        group = "karpenter.sh",
+        version = "v1",
+        kind = "NodeClaim",
+        status = "NodeClaimStatus",
+        category = "karpenter",
+        crates(kube_core = "::kube_core"),
+        printcolumn(
+            name = "Type",
+            type_ = "string",
+            json_path = ".metadata.labels.node\\.kubernetes\\.io/instance-type"
+        ),
+        printcolumn(
+            name = "Capacity",
+            type_ = "string",
+            json_path = ".metadata.labels.karpenter\\.sh/capacity-type"
+        ),
+        printcolumn(
+            name = "Zone",
+            type_ = "string",
+            json_path = ".metadata.labels.topology\\.kubernetes\\.io/zone"
+        ),
+        printcolumn(name = "Node", type_ = "string", json_path = ".status.nodeName"),
+        printcolumn(
+            name = "Ready",
+            type_ = "string",
+            json_path = ".status.conditions[?(@.type==\"Ready\")].status"
+        ),
+        printcolumn(
+            name = "Age",
+            type_ = "date",
+            json_path = ".metadata.creationTimestamp"
+        ),
+        printcolumn(
+            name = "ImageID",
+            type_ = "string",
+            json_path = ".status.imageID",
+            priority = "1"
+        ),
+        printcolumn(
+            name = "ID",
+            type_ = "string",
+            json_path = ".status.providerID",
+            priority = "1"
+        ),
+        printcolumn(
+            name = "NodePool",
+            type_ = "string",
+            json_path = ".metadata.labels.karpenter\\.sh/nodepool",
+            priority = "1"
+        ),
+        printcolumn(
+            name = "NodeClass",
+            type_ = "string",
+            json_path = ".spec.nodeClassRef.name",
+            priority = "1"
+        ),
+        printcolumn(
+            name = "Drifted",
+            type_ = "string",
+            json_path = ".status.conditions[?(@.type==\"Drifted\")].status",
+            priority = "1"
+        ),
+        derive = "PartialEq"
+    )
 )]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 #[schemars(extend("x-kubernetes-validations" = [{"rule": "self == oldSelf", "message": "spec is immutable"}]))]
@@ -107,6 +112,14 @@ pub struct NodeClaimSpec {
     #[schemars(extend("pattern" = DURATION))]
     pub termination_grace_period: Option<String>,
 }
+
+#[cfg(not(feature = "crd"))]
+crate::meta::plain_resource!(
+    /// A NodeClaim as a manifest gives it (the `crd` feature makes this kube's `CustomResource`).
+    NodeClaim,
+    NodeClaimSpec,
+    NodeClaimStatus
+);
 
 /// The resources a NodeClaim's node must have room for.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]

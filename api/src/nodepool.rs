@@ -3,6 +3,7 @@
 
 use std::collections::BTreeMap;
 
+#[cfg(feature = "crd")]
 use kube_derive::CustomResource;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
@@ -15,53 +16,57 @@ use crate::{Condition, Quantity};
 
 /// The top-level NodePool specification: a template of the nodes the pool may launch, their
 /// disruption rules and the pool's limits.
-#[derive(CustomResource, Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
-#[kube(
-    group = "karpenter.sh",
-    version = "v1",
-    kind = "NodePool",
-    status = "NodePoolStatus",
-    category = "karpenter",
-    crates(kube_core = "::kube_core"),
-    scale(
-        spec_replicas_path = ".spec.replicas",
-        status_replicas_path = ".status.nodes"
-    ),
-    printcolumn(
-        name = "NodeClass",
-        type_ = "string",
-        json_path = ".spec.template.spec.nodeClassRef.name"
-    ),
-    printcolumn(name = "Nodes", type_ = "string", json_path = ".status.nodes"),
-    printcolumn(
-        name = "Ready",
-        type_ = "string",
-        json_path = ".status.conditions[?(@.type==\"Ready\")].status"
-    ),
-    printcolumn(
-        name = "Age",
-        type_ = "date",
-        json_path = ".metadata.creationTimestamp"
-    ),
-    printcolumn(
-        name = "Weight",
-        type_ = "integer",
-        json_path = ".spec.weight",
-        priority = "1"
-    ),
-    printcolumn(
-        name = "CPU",
-        type_ = "string",
-        json_path = ".status.resources.cpu",
-        priority = "1"
-    ),
-    printcolumn(
-        name = "Memory",
-        type_ = "string",
-        json_path = ".status.resources.memory",
-        priority = "1"
-    ),
-    derive = "PartialEq"
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[cfg_attr(
+    feature = "crd",
+    derive(CustomResource),
+    kube(
+        group = "karpenter.sh",
+        version = "v1",
+        kind = "NodePool",
+        status = "NodePoolStatus",
+        category = "karpenter",
+        crates(kube_core = "::kube_core"),
+        scale(
+            spec_replicas_path = ".spec.replicas",
+            status_replicas_path = ".status.nodes"
+        ),
+        printcolumn(
+            name = "NodeClass",
+            type_ = "string",
+            json_path = ".spec.template.spec.nodeClassRef.name"
+        ),
+        printcolumn(name = "Nodes", type_ = "string", json_path = ".status.nodes"),
+        printcolumn(
+            name = "Ready",
+            type_ = "string",
+            json_path = ".status.conditions[?(@.type==\"Ready\")].status"
+        ),
+        printcolumn(
+            name = "Age",
+            type_ = "date",
+            json_path = ".metadata.creationTimestamp"
+        ),
+        printcolumn(
+            name = "Weight",
+            type_ = "integer",
+            json_path = ".spec.weight",
+            priority = "1"
+        ),
+        printcolumn(
+            name = "CPU",
+            type_ = "string",
+            json_path = ".status.resources.cpu",
+            priority = "1"
+        ),
+        printcolumn(
+            name = "Memory",
+            type_ = "string",
+            json_path = ".status.resources.memory",
+            priority = "1"
+        ),
+        derive = "PartialEq"
+    )
 )]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 #[schemars(extend("x-kubernetes-validations" = [
@@ -88,6 +93,14 @@ pub struct NodePoolSpec {
     #[schemars(range(min = 0))]
     pub replicas: Option<i64>,
 }
+
+#[cfg(not(feature = "crd"))]
+crate::meta::plain_resource!(
+    /// A NodePool as a manifest gives it (the `crd` feature makes this kube's `CustomResource`).
+    NodePool,
+    NodePoolSpec,
+    NodePoolStatus
+);
 
 /// The template of a NodePool's NodeClaims.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]

@@ -289,8 +289,7 @@ pub fn eviction_soft_grace_period(_: &mut SchemaGenerator) -> Schema {
 
 /// The conditions list of a status: a map keyed by `type`.
 pub fn conditions(generator: &mut SchemaGenerator) -> Schema {
-    let item =
-        generator.subschema_for::<k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition>();
+    let item = generator.subschema_for::<crate::Condition>();
     json_schema!({
         "type": "array",
         "items": item,

@@ -169,3 +169,43 @@ fn the_printed_yaml_is_the_crds() {
         .collect();
     assert_eq!(docs, ours);
 }
+
+/// The YAML files under `crds/` (what `nodewright crds` prints without the `crd` feature, and
+/// what the Helm chart installs) are the CRDs the types generate, byte for byte.
+/// `NODEWRIGHT_WRITE_CRDS=1` rewrites them after a change to the types.
+#[test]
+fn committed_crd_files_are_the_generated_ones() {
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("crds");
+    let rewrite = std::env::var_os("NODEWRIGHT_WRITE_CRDS").is_some_and(|v| v == "1");
+    let crds = nodewright_api::crds();
+    assert_eq!(crds.len(), nodewright_api::CRD_FILES.len());
+    let mut stale = Vec::new();
+    for ((file, committed), crd) in nodewright_api::CRD_FILES.iter().zip(&crds) {
+        let generated = nodewright_api::crd_yaml(crd).expect("YAML");
+        assert!(
+            generated.contains(&format!(
+                "  name: {}\n",
+                crd.metadata.name.as_deref().unwrap_or_default()
+            )),
+            "{file} holds {:?}",
+            crd.metadata.name
+        );
+        if generated != *committed {
+            if rewrite {
+                std::fs::write(dir.join(file), &generated).expect("writing the CRD file");
+            }
+            stale.push(*file);
+        }
+    }
+    assert!(
+        stale.is_empty() || rewrite,
+        "api/crds/{stale:?} differ from the CRDs the types generate; rewrite them with \
+         NODEWRIGHT_WRITE_CRDS=1 cargo test -p nodewright-api --test crds committed_crd_files"
+    );
+    if !rewrite {
+        assert_eq!(
+            nodewright_api::crds_text(),
+            nodewright_api::crds_yaml().expect("YAML")
+        );
+    }
+}
