@@ -14,6 +14,8 @@ use nodewright_testkit::scenario::{self, Scenario};
 
 #[cfg(feature = "controller")]
 mod aws_check;
+#[cfg(feature = "controller")]
+mod controller_cmd;
 
 #[derive(Parser)]
 #[command(
@@ -110,6 +112,10 @@ enum Commands {
     /// Print the CustomResourceDefinitions of NodePool, NodeClaim and EC2NodeClass as YAML,
     /// ready for `kubectl apply -f -` (or `--server-side`).
     Crds,
+    /// Run the in-cluster controller (AWS credentials and endpoint from the environment, the
+    /// API server from the pod's service account or KUBECONFIG).
+    #[cfg(feature = "controller")]
+    Controller(Box<controller_cmd::ControllerArgs>),
     /// Talk to AWS (the region, credentials and endpoint come from the environment:
     /// AWS_REGION, AWS_PROFILE or AWS_ACCESS_KEY_ID..., AWS_ENDPOINT_URL).
     #[cfg(feature = "controller")]
@@ -303,6 +309,8 @@ fn main() -> ExitCode {
             Ok(0)
         }
         Commands::Crds => print_crds(),
+        #[cfg(feature = "controller")]
+        Commands::Controller(args) => controller_cmd::run(&args),
         #[cfg(feature = "controller")]
         Commands::Aws {
             command:

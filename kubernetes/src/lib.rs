@@ -7,8 +7,14 @@
 //! here: which pods are pending the way Karpenter decides it ([`pod`]), and Nodes as kubelets
 //! report them ([`node`]).
 
+pub mod announce;
+pub mod eviction;
+pub mod kinds;
 pub mod node;
+pub mod nodeclaims;
+pub mod nodes;
 pub mod pod;
+pub mod translate;
 pub mod watch;
 
 mod error;

@@ -6,11 +6,12 @@
 //! for one). A pod the scheduler has not tried yet is not pending: it may well fit where it is.
 
 use k8s_openapi::api::core::v1::Pod as KubePod;
-use nodewright_adapters::manifest::{Manifest, parse_manifests};
+use nodewright_adapters::manifest::Manifest;
 use nodewright_core::EventKind;
 use nodewright_core::model::pod::{Pod, PodKey};
 
 use crate::ObserveError;
+use crate::translate::manifest_of;
 
 /// Where a pod stands, for the core.
 #[derive(Debug, Clone, PartialEq)]
@@ -115,14 +116,8 @@ fn key_of(pod: &KubePod) -> PodKey {
 /// The pod in the core's terms, through the scenario loader's translation.
 fn core_pod(pod: &KubePod) -> Result<Pod, ObserveError> {
     let name = key_of(pod).to_string();
-    let json = serde_json::to_string(pod).map_err(|source| ObserveError::Encoding {
-        kind: "Pod",
-        name: name.clone(),
-        source,
-    })?;
-    let mut manifests = parse_manifests(&json, &format!("cluster Pod {name}"))?;
-    let Some(Manifest::Pod(mut core)) = manifests.pop() else {
-        // Invariant: a JSON object of kind Pod, apiVersion v1, reads as exactly one Pod.
+    let Manifest::Pod(mut core) = manifest_of("Pod", &name, pod)? else {
+        // Invariant: a JSON object of kind Pod, apiVersion v1, reads as a Pod.
         unreachable!("a Pod reads as a Pod");
     };
     core.created_at_ms = pod

@@ -12,17 +12,14 @@ use std::collections::BTreeSet;
 use std::fmt::Debug;
 
 use futures::{Stream, StreamExt};
-use k8s_openapi::api::core::v1::{Node as KubeNode, Pod as KubePod};
 use kube::Api;
 use kube::runtime::WatchStreamExt;
 use kube::runtime::watcher::{self, Event};
 use nodewright_adapters::control_loop::{InboxSender, Input};
 use nodewright_core::EventKind;
-use nodewright_core::model::pod::PodKey;
 
 use crate::ObserveError;
-use crate::node::core_node;
-use crate::pod::pod_event;
+pub use crate::kinds::{DaemonSets, NodeClasses, NodePools, Nodes, PodDisruptionBudgets, Pods};
 
 /// A kind the core follows: how its objects are keyed, applied and deleted.
 pub trait Observed {
@@ -33,47 +30,6 @@ pub trait Observed {
     /// scheduler has not tried yet).
     fn applied(object: &Self::Object) -> Result<Option<EventKind>, ObserveError>;
     fn deleted(key: Self::Key) -> EventKind;
-}
-
-/// Pods, by namespace and name.
-pub struct Pods;
-
-impl Observed for Pods {
-    type Object = KubePod;
-    type Key = PodKey;
-    fn key(pod: &KubePod) -> PodKey {
-        PodKey::new(
-            pod.metadata.namespace.as_deref().unwrap_or("default"),
-            pod.metadata.name.as_deref().unwrap_or_default(),
-        )
-    }
-    fn applied(pod: &KubePod) -> Result<Option<EventKind>, ObserveError> {
-        // A finished pod is a deletion: handled by the mirror as one.
-        Ok(match pod_event(pod)? {
-            Some(EventKind::PodDeleted { .. }) => None,
-            other => other,
-        })
-    }
-    fn deleted(key: PodKey) -> EventKind {
-        EventKind::PodDeleted { pod: key }
-    }
-}
-
-/// Nodes, by name.
-pub struct Nodes;
-
-impl Observed for Nodes {
-    type Object = KubeNode;
-    type Key = String;
-    fn key(node: &KubeNode) -> String {
-        node.metadata.name.clone().unwrap_or_default()
-    }
-    fn applied(node: &KubeNode) -> Result<Option<EventKind>, ObserveError> {
-        Ok(Some(EventKind::NodeApplied(Box::new(core_node(node)?))))
-    }
-    fn deleted(name: String) -> EventKind {
-        EventKind::NodeDeleted { name }
-    }
 }
 
 /// What one watcher has told the core, to answer a relist with the right deletions.
@@ -95,6 +51,15 @@ impl<O: Observed> Default for Mirror<O> {
 }
 
 impl<O: Observed> Mirror<O> {
+    /// A mirror of a watcher that starts after a restart: the core already knows `known` (from
+    /// its log), so the first listing deletes those of them that are gone.
+    pub fn knowing(known: BTreeSet<O::Key>) -> Self {
+        Mirror {
+            known,
+            listing: None,
+        }
+    }
+
     /// The core's events for one watch event. An object that cannot be read is reported on
     /// `errors` and left out; the rest of the kind keeps being served.
     pub fn on_event(
@@ -155,23 +120,28 @@ impl<O: Observed> Mirror<O> {
 }
 
 /// Feeds one kind's watch into the control loop's inbox until the inbox closes; objects that
-/// cannot be read go to `on_error`. The watch restarts with kube's default backoff.
-pub async fn run<O>(api: Api<O::Object>, inbox: InboxSender, mut on_error: impl FnMut(ObserveError))
-where
+/// cannot be read go to `on_error`. The watch restarts with kube's default backoff. `known`:
+/// what the core knows of the kind already (see [`Mirror::knowing`]).
+pub async fn run<O>(
+    api: Api<O::Object>,
+    inbox: InboxSender,
+    known: BTreeSet<O::Key>,
+    mut on_error: impl FnMut(ObserveError),
+) where
     O: Observed,
     O::Object: kube::Resource + Clone + serde::de::DeserializeOwned + Debug + Send + 'static,
 {
     let stream = watcher::watcher(api, watcher::Config::default()).default_backoff();
-    feed::<O>(stream, inbox, &mut on_error).await;
+    feed::<O>(stream, inbox, Mirror::knowing(known), &mut on_error).await;
 }
 
 /// [`run`] over any stream of watch events (a test can feed its own).
 pub async fn feed<O: Observed>(
     stream: impl Stream<Item = Result<Event<O::Object>, watcher::Error>>,
     inbox: InboxSender,
+    mut mirror: Mirror<O>,
     on_error: &mut impl FnMut(ObserveError),
 ) {
-    let mut mirror = Mirror::<O>::default();
     let mut stream = std::pin::pin!(stream);
     while let Some(item) = stream.next().await {
         // A failed watch call: the backoff retries it, and the next list repairs the gap.
@@ -189,7 +159,7 @@ pub async fn feed<O: Observed>(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use k8s_openapi::api::core::v1::NodeSpec;
+    use k8s_openapi::api::core::v1::{Node as KubeNode, NodeSpec};
     use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 
     fn node(name: &str) -> KubeNode {

@@ -54,6 +54,7 @@ async fn the_cluster_reaches_the_inbox_as_core_events() {
         tokio::spawn(watch::run::<Pods>(
             Api::all(client.clone()),
             sender.clone(),
+            Default::default(),
             {
                 let errors = errors.clone();
                 move |e| errors.lock().expect("not poisoned").push(e.to_string())
@@ -62,6 +63,7 @@ async fn the_cluster_reaches_the_inbox_as_core_events() {
         tokio::spawn(watch::run::<Nodes>(
             Api::all(client.clone()),
             sender.clone(),
+            Default::default(),
             {
                 let errors = errors.clone();
                 move |e| errors.lock().expect("not poisoned").push(e.to_string())

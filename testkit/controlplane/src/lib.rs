@@ -33,6 +33,8 @@ mod binaries;
 mod crds;
 mod error;
 mod kubeconfig;
+#[cfg(feature = "kubelet")]
+pub mod kubelet;
 mod pki;
 mod process;
 mod wait;

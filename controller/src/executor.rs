@@ -1,0 +1,371 @@
+//! The executors: the core's commands carried out on Kubernetes and EC2, and their results
+//! sent back to the control loop as events.
+//!
+//! The driver calls [`Dispatch::execute`] synchronously, after the commands are logged; it only
+//! queues them. [`Executor::run`] takes them off the queue: the commands of one NodeClaim
+//! (launch, cordon, uncordon, terminate) run one after another in that NodeClaim's lane, in the
+//! order the core gave them; evictions and the rest run concurrently. Every command also gives
+//! its Kubernetes Events (Karpenter's reasons, the decision's reason in the message).
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use k8s_openapi::jiff::Timestamp;
+use nodewright_adapters::control_loop::{InboxSender, Input};
+use nodewright_adapters::driver::CommandExecutor;
+use nodewright_api::Time;
+use nodewright_aws::instances::Instances;
+use nodewright_aws::launch::{LaunchOutcome, Launcher};
+use nodewright_core::model::nodeclaim::{Instance, NodeClaimSpec};
+use nodewright_core::model::pod::PodKey;
+use nodewright_core::{Command, EventKind};
+use nodewright_kubernetes::announce::{Announcer, announcements};
+use nodewright_kubernetes::eviction::{Evicted, evict};
+use nodewright_kubernetes::nodeclaims::{NodeClaims, set_condition};
+use nodewright_kubernetes::nodes::Nodes;
+use tokio::sync::mpsc;
+use tracing::{info, warn};
+
+use crate::launch_classes::LaunchClasses;
+
+/// Labels Karpenter puts on a NodeClaim once its instance is known.
+const INSTANCE_TYPE_LABEL: &str = "node.kubernetes.io/instance-type";
+const ZONE_LABEL: &str = "topology.kubernetes.io/zone";
+const CAPACITY_TYPE_LABEL: &str = "karpenter.sh/capacity-type";
+
+/// How long a failed Kubernetes or EC2 call waits before it is tried again (doubling up to
+/// [`RETRY_MAX`]), for the calls that must succeed in the end (terminating an instance).
+const RETRY_FIRST: Duration = Duration::from_millis(200);
+const RETRY_MAX: Duration = Duration::from_secs(30);
+
+/// The driver's side: queues each command for the [`Executor`].
+pub struct Dispatch {
+    queue: mpsc::UnboundedSender<Command>,
+}
+
+impl CommandExecutor for Dispatch {
+    fn execute(&mut self, command: &Command) {
+        // The executor is gone only when the process is stopping; the command is in the log,
+        // and the next start re-issues what has no result.
+        let _ = self.queue.send(command.clone());
+    }
+}
+
+/// The two halves: the driver's [`Dispatch`] and the [`Executor`]'s queue.
+pub fn dispatch() -> (Dispatch, mpsc::UnboundedReceiver<Command>) {
+    let (queue, commands) = mpsc::unbounded_channel();
+    (Dispatch { queue }, commands)
+}
+
+/// What the commands are carried out with.
+#[derive(Clone)]
+pub struct Hands {
+    pub client: kube::Client,
+    pub claims: NodeClaims,
+    pub nodes: Nodes,
+    pub announcer: Announcer,
+    pub launcher: Launcher,
+    pub instances: Instances,
+    pub classes: LaunchClasses,
+    /// Results go back to the control loop here.
+    pub inbox: InboxSender,
+}
+
+/// Carries out the queued commands.
+pub struct Executor {
+    hands: Arc<Hands>,
+    lanes: BTreeMap<String, mpsc::UnboundedSender<Command>>,
+}
+
+/// The NodeClaim whose lane a command runs in.
+fn lane_of(command: &Command) -> Option<&str> {
+    match command {
+        Command::LaunchNodeClaim { nodeclaim, .. } => Some(&nodeclaim.name),
+        Command::TerminateNodeClaim { nodeclaim, .. }
+        | Command::CordonNode { nodeclaim, .. }
+        | Command::UncordonNode { nodeclaim, .. } => Some(nodeclaim),
+        _ => None,
+    }
+}
+
+fn now() -> Time {
+    Time(Timestamp::now())
+}
+
+impl Executor {
+    pub fn new(hands: Hands) -> Self {
+        Executor {
+            hands: Arc::new(hands),
+            lanes: BTreeMap::new(),
+        }
+    }
+
+    /// Runs until the queue closes (the driver is gone).
+    pub async fn run(mut self, mut commands: mpsc::UnboundedReceiver<Command>) {
+        while let Some(command) = commands.recv().await {
+            self.announce(&command);
+            match lane_of(&command).map(str::to_string) {
+                Some(name) => self.queue_in_lane(name, command),
+                None => {
+                    let hands = Arc::clone(&self.hands);
+                    tokio::spawn(async move { hands.carry_out(command).await });
+                }
+            }
+            // Lanes whose NodeClaim is terminated have ended.
+            if self.lanes.len() > 64 {
+                self.lanes.retain(|_, lane| !lane.is_closed());
+            }
+        }
+    }
+
+    fn announce(&self, command: &Command) {
+        let list = announcements(command);
+        if list.is_empty() {
+            return;
+        }
+        let announcer = self.hands.announcer.clone();
+        tokio::spawn(async move {
+            for a in list {
+                if let Err(e) = announcer.publish(&a).await {
+                    warn!(reason = a.reason, error = %e, "publishing a Kubernetes Event failed");
+                }
+            }
+        });
+    }
+
+    fn queue_in_lane(&mut self, name: String, command: Command) {
+        let command = match self.lanes.get(&name) {
+            Some(lane) => match lane.send(command) {
+                Ok(()) => return,
+                // The lane ended (its NodeClaim was terminated): a new one takes the command.
+                Err(mpsc::error::SendError(command)) => command,
+            },
+            None => command,
+        };
+        let (lane, mut queue) = mpsc::unbounded_channel::<Command>();
+        let hands = Arc::clone(&self.hands);
+        tokio::spawn(async move {
+            while let Some(command) = queue.recv().await {
+                let last = matches!(command, Command::TerminateNodeClaim { .. });
+                hands.carry_out(command).await;
+                if last {
+                    break;
+                }
+            }
+        });
+        // Invariant: the lane's receiver was just created and is alive.
+        let _ = lane.send(command);
+        self.lanes.insert(name, lane);
+    }
+}
+
+/// Runs `call` until it succeeds, waiting longer between attempts.
+async fn until_done<T, E: std::fmt::Display, F, Fut>(what: &str, mut call: F) -> T
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Result<T, E>>,
+{
+    let mut wait = RETRY_FIRST;
+    loop {
+        match call().await {
+            Ok(done) => return done,
+            Err(e) => {
+                warn!(what, error = %e, retry_in_ms = wait.as_millis() as u64, "retrying");
+                tokio::time::sleep(wait).await;
+                wait = (wait * 2).min(RETRY_MAX);
+            }
+        }
+    }
+}
+
+impl Hands {
+    fn send(&self, event: EventKind) {
+        // The loop is gone only when stopping; the next start asks again.
+        let _ = self.inbox.send(Input::Observed(event));
+    }
+
+    /// Carries out one command.
+    pub async fn carry_out(&self, command: Command) {
+        match command {
+            Command::LaunchNodeClaim { nodeclaim, .. } => self.launch(&nodeclaim).await,
+            Command::TerminateNodeClaim {
+                nodeclaim,
+                node,
+                instance_id,
+                ..
+            } => {
+                self.terminate(&nodeclaim, node.as_deref(), instance_id.as_deref())
+                    .await
+            }
+            Command::CordonNode { node, .. } => {
+                until_done("tainting a node karpenter.sh/disrupted", || {
+                    self.nodes.cordon(&node)
+                })
+                .await;
+            }
+            Command::UncordonNode { node, .. } => {
+                until_done("untainting a node", || self.nodes.uncordon(&node)).await;
+            }
+            Command::EvictPod { pod, forced, .. } => self.evict(&pod, forced).await,
+            Command::TerminateOrphanInstance { instance_id, .. } => {
+                info!(instance_id, "terminating an instance no NodeClaim owns");
+                until_done("terminating an orphan instance", || {
+                    self.instances.terminate(&instance_id)
+                })
+                .await;
+            }
+            // Their Events are all they do.
+            Command::NominatePod { .. }
+            | Command::ReportUnschedulable { .. }
+            | Command::WarnMissingRequests { .. }
+            | Command::DisruptionBlocked { .. }
+            | Command::WarnInvalidAnnotation { .. }
+            | Command::ReportInterruption { .. } => {}
+        }
+    }
+
+    /// Creates the NodeClaim, launches its instance, and records the outcome on its status and
+    /// for the core.
+    async fn launch(&self, spec: &NodeClaimSpec) {
+        if let Err(e) = self.claims.create(spec).await {
+            // The launch goes on: the instance is what the core waits for, and the status is
+            // written when the object can be.
+            warn!(nodeclaim = spec.name, error = %e, "creating the NodeClaim failed");
+        }
+        let Some(class) = self.classes.get(&spec.nodeclass) else {
+            let message = format!(
+                "EC2NodeClass {} is not resolved (missing, invalid, or its selectors match nothing): see its status",
+                spec.nodeclass
+            );
+            warn!(nodeclaim = spec.name, "{message}");
+            self.launch_status(&spec.name, None, "NodeClassNotReady", &message)
+                .await;
+            return;
+        };
+        match self.launcher.launch(spec, &class).await {
+            LaunchOutcome::Launched { event, reused } => {
+                let instance = match &event {
+                    EventKind::LaunchSucceeded { instance, .. } => Some(instance.clone()),
+                    _ => None,
+                };
+                info!(nodeclaim = spec.name, instance = ?instance.as_ref().map(|i| &i.instance_id), reused, "launched");
+                self.send(event);
+                if let Some(instance) = instance {
+                    self.launch_status(&spec.name, Some(&instance), "Launched", "")
+                        .await;
+                }
+            }
+            LaunchOutcome::NoCapacity { event } => {
+                let message = match &event {
+                    EventKind::LaunchFailed { message, .. } => message.clone(),
+                    _ => String::new(),
+                };
+                self.send(event);
+                self.launch_status(&spec.name, None, "InsufficientCapacity", &message)
+                    .await;
+            }
+            LaunchOutcome::Failed { error } => {
+                warn!(nodeclaim = spec.name, error = %error, "launch failed");
+                self.launch_status(&spec.name, None, "LaunchFailed", &error.to_string())
+                    .await;
+            }
+        }
+    }
+
+    /// The NodeClaim's `Launched` condition, and with an instance its provider id and labels.
+    async fn launch_status(
+        &self,
+        name: &str,
+        instance: Option<&Instance>,
+        reason: &str,
+        message: &str,
+    ) {
+        let at = now();
+        let result = self
+            .claims
+            .update(name, |claim| {
+                if let Some(i) = instance {
+                    let labels = claim.metadata.labels.get_or_insert_with(Default::default);
+                    labels.insert(INSTANCE_TYPE_LABEL.into(), i.instance_type.clone());
+                    labels.insert(ZONE_LABEL.into(), i.zone.clone());
+                    labels.insert(CAPACITY_TYPE_LABEL.into(), i.capacity_type.as_str().into());
+                }
+                let status = claim.status.get_or_insert_with(Default::default);
+                if let Some(i) = instance {
+                    status.provider_id = Some(i.provider_id());
+                }
+                set_condition(
+                    &mut status.conditions,
+                    "Launched",
+                    instance.is_some(),
+                    reason,
+                    message,
+                    &at,
+                );
+            })
+            .await;
+        if let Err(e) = result {
+            warn!(nodeclaim = name, error = %e, "writing the NodeClaim's status failed");
+        }
+    }
+
+    /// Cordons the node, terminates the instance (once: one that is already going is left
+    /// alone), deletes the node and releases the NodeClaim, then tells the core.
+    async fn terminate(&self, nodeclaim: &str, node: Option<&str>, instance_id: Option<&str>) {
+        if let Some(node) = node {
+            until_done("tainting a node before termination", || {
+                self.nodes.cordon(node)
+            })
+            .await;
+        }
+        let instance = match instance_id {
+            Some(id) => until_done("describing an instance", || self.instances.describe(id)).await,
+            None => {
+                until_done("finding a NodeClaim's instance", || {
+                    self.instances.of_nodeclaim(nodeclaim)
+                })
+                .await
+            }
+        };
+        if let Some(instance) = instance.filter(|i| i.is_live()) {
+            info!(
+                nodeclaim,
+                instance_id = instance.instance_id,
+                "terminating the instance"
+            );
+            until_done("terminating an instance", || {
+                self.instances.terminate(&instance.instance_id)
+            })
+            .await;
+        }
+        if let Some(node) = node {
+            until_done("deleting a node", || self.nodes.delete(node)).await;
+        }
+        until_done("releasing a NodeClaim", || self.claims.release(nodeclaim)).await;
+        self.send(EventKind::NodeClaimTerminated {
+            nodeclaim: nodeclaim.to_string(),
+        });
+    }
+
+    /// Evicts (or, forced, deletes) a pod; a refusal goes back to the core, which asks again
+    /// later.
+    async fn evict(&self, pod: &PodKey, forced: bool) {
+        match evict(&self.client, pod, forced).await {
+            Ok(Evicted::Yes) | Ok(Evicted::Gone) => {}
+            Ok(Evicted::Refused(reason)) => {
+                self.send(EventKind::EvictionRefused {
+                    pod: pod.clone(),
+                    reason,
+                });
+            }
+            Err(e) => {
+                warn!(pod = %pod, error = %e, "eviction failed");
+                self.send(EventKind::EvictionRefused {
+                    pod: pod.clone(),
+                    reason: format!("the Eviction API failed: {e}"),
+                });
+            }
+        }
+    }
+}

@@ -1,0 +1,23 @@
+//! # nodewright-controller
+//!
+//! `nodewright controller`: the driver and control loop that `nodewright simulate` runs, over
+//! the Kubernetes and AWS adapters instead of the simulated world, so that the same code
+//! decides in both.
+//!
+//! - [`settings`]: what it runs with, in Karpenter's names;
+//! - [`run`]: the event store and its recovery, the watchers and the loop;
+//! - [`executor`]: the core's commands on Kubernetes and EC2, results back as events;
+//! - [`nodeclasses`]: EC2NodeClass resolution and status;
+//! - [`registration`]: Nodes linked to their NodeClaims.
+
+pub mod cache;
+pub mod clock;
+pub mod executor;
+pub mod launch_classes;
+pub mod nodeclasses;
+pub mod registration;
+pub mod run;
+pub mod settings;
+
+pub use run::{Connections, ControllerError, run};
+pub use settings::{SettingError, Settings};

@@ -1,0 +1,300 @@
+//! The controller, put together: the event store and its recovery, the watchers, the node
+//! class resolver, the catalog refresher, the instance lister and the interruption queue
+//! feeding the control loop; the executor carrying out its commands; node registration.
+
+use std::collections::BTreeSet;
+use std::future::Future;
+use std::path::Path;
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use k8s_openapi::api::apps::v1::DaemonSet;
+use k8s_openapi::api::core::v1::{Node, Pod};
+use k8s_openapi::api::policy::v1::PodDisruptionBudget;
+use kube::Api;
+use nodewright_adapters::control_loop::{self, InboxSender, Input, Stopped};
+use nodewright_adapters::driver::{CommandExecutor, Driver, DriverError};
+use nodewright_adapters::eventlog::{LogError, LogHeader, LogRecord, RedbStore};
+use nodewright_aws::catalog::CatalogSource;
+use nodewright_aws::instances::Instances;
+use nodewright_aws::launch::Launcher;
+use nodewright_aws::queue::InterruptionQueue;
+use nodewright_aws::refresh::CatalogRefresher;
+use nodewright_aws::resolve::Resolver;
+use nodewright_aws::user_data::ClusterInfo;
+use nodewright_aws::{AwsError, ClientSettings, Clients};
+use nodewright_core::{Config, EventKind};
+use nodewright_kubernetes::announce::Announcer;
+use nodewright_kubernetes::nodeclaims::NodeClaims;
+use nodewright_kubernetes::nodes::Nodes as NodeWrites;
+use nodewright_kubernetes::watch::{
+    self, DaemonSets, NodeClasses, NodePools, Nodes, Observed, PodDisruptionBudgets, Pods,
+};
+use thiserror::Error;
+use tracing::{info, warn};
+
+use crate::clock::WallClock;
+use crate::executor::{Executor, Hands, dispatch};
+use crate::launch_classes::LaunchClasses;
+use crate::nodeclasses::NodeClassResolver;
+use crate::registration;
+use crate::settings::{SettingError, Settings};
+
+pub type Store = RedbStore<LogHeader, LogRecord>;
+
+#[derive(Debug, Error)]
+pub enum ControllerError {
+    #[error(transparent)]
+    Setting(#[from] SettingError),
+    #[error("the event store {path}: {source}")]
+    Store {
+        path: String,
+        #[source]
+        source: LogError,
+    },
+    #[error("recovering from the event store: {0}")]
+    Recover(#[source] DriverError),
+    #[error("the control loop stopped: {0}")]
+    Loop(#[source] DriverError),
+    #[error("AWS: {0}")]
+    Aws(#[from] AwsError),
+    #[error("asking the API server its version: {0}")]
+    Kubernetes(#[source] kube::Error),
+}
+
+/// The core's configuration for a new store: Karpenter's defaults, the cluster's name, the
+/// batch windows, and a seed of its own (NodeClaim names differ between clusters and stores).
+fn new_config(settings: &Settings) -> Config {
+    let seed = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_nanos() as u64)
+        .unwrap_or(1);
+    Config {
+        cluster_name: settings.cluster_name.clone(),
+        seed,
+        batch_idle_ms: settings.batch_idle.as_millis() as u64,
+        batch_max_ms: settings.batch_max.as_millis() as u64,
+        ..Config::default()
+    }
+}
+
+/// Opens the store, or creates it with a new configuration.
+pub fn open_store(settings: &Settings) -> Result<Store, ControllerError> {
+    let path: &Path = &settings.store;
+    let error = |source| ControllerError::Store {
+        path: path.display().to_string(),
+        source,
+    };
+    if path.exists() {
+        let store = Store::open(path).map_err(error)?;
+        let config = &store.header().config;
+        if config.cluster_name != settings.cluster_name {
+            warn!(
+                store = %path.display(),
+                logged = config.cluster_name,
+                given = settings.cluster_name,
+                "the store was written for another cluster name; its configuration is kept (a log replays with the configuration it was written with)"
+            );
+        }
+        Ok(store)
+    } else {
+        if let Some(dir) = path.parent() {
+            std::fs::create_dir_all(dir).map_err(|source| {
+                error(LogError::Io {
+                    path: Some(dir.to_path_buf()),
+                    action: "create the store's folder",
+                    source,
+                })
+            })?;
+        }
+        let header = LogHeader::new(
+            new_config(settings),
+            &format!("controller of cluster {}", settings.cluster_name),
+        );
+        Store::create(path, &header).map_err(error)
+    }
+}
+
+/// Everything the controller talks to.
+pub struct Connections {
+    pub kube: kube::Client,
+    pub aws: ClientSettings,
+}
+
+fn spawn_watch<O>(api: Api<O::Object>, inbox: &InboxSender, known: BTreeSet<O::Key>)
+where
+    O: Observed + 'static,
+    O::Key: Send,
+    O::Object: kube::Resource
+        + Clone
+        + serde::de::DeserializeOwned
+        + std::fmt::Debug
+        + Send
+        + Sync
+        + 'static,
+{
+    let inbox = inbox.clone();
+    tokio::spawn(watch::run::<O>(api, inbox, known, |e| {
+        warn!(error = %e, "an object cannot be read; the rest is served");
+    }));
+}
+
+/// Runs the controller until `stop` completes; the log is durable at every step, so a stop at
+/// any point loses nothing.
+pub async fn run(
+    settings: Settings,
+    connections: Connections,
+    stop: impl Future<Output = ()> + Send + 'static,
+) -> Result<Stopped, ControllerError> {
+    settings.validate()?;
+    let store = open_store(&settings)?;
+    let (mut driver, recovery) = Driver::recover(store).map_err(ControllerError::Recover)?;
+    info!(
+        events = recovery.events,
+        reissued = recovery.reissue().count(),
+        "recovered from the event store"
+    );
+    let seed = driver.core().config().seed;
+    let client = connections.kube;
+    let aws = Clients::connect(&connections.aws).await?;
+    let kubernetes_version = match &settings.kubernetes_version {
+        Some(v) => v.clone(),
+        None => {
+            let v = client
+                .apiserver_version()
+                .await
+                .map_err(ControllerError::Kubernetes)?;
+            format!("{}.{}", v.major, v.minor.trim_end_matches('+'))
+        }
+    };
+
+    let (sender, mut inbox) = control_loop::inbox();
+    let classes = LaunchClasses::default();
+    let (mut to_executor, commands) = dispatch();
+    let hands = Hands {
+        client: client.clone(),
+        claims: NodeClaims::new(client.clone()),
+        nodes: NodeWrites::new(client.clone()),
+        announcer: Announcer::new(client.clone(), Some(settings.identity.clone())),
+        launcher: Launcher::new(
+            aws.ec2.clone(),
+            ClusterInfo {
+                name: settings.cluster_name.clone(),
+                endpoint: settings.cluster_endpoint.clone(),
+                ca_bundle: settings.cluster_ca_bundle.clone(),
+                service_cidr: settings.service_cidr.clone(),
+            },
+            &format!("{}/{seed}", settings.cluster_name),
+        ),
+        instances: Instances::new(aws.ec2.clone(), &settings.cluster_name),
+        classes: classes.clone(),
+        inbox: sender.clone(),
+    };
+    tokio::spawn(Executor::new(hands.clone()).run(commands));
+    // What the last process may not have carried out.
+    for command in recovery.reissue() {
+        to_executor.execute(command);
+    }
+
+    // The watchers, each knowing what the core knows of its kind, so that what was deleted
+    // while no process watched is deleted for the core too.
+    let state = driver.core().state();
+    spawn_watch::<Pods>(
+        Api::<Pod>::all(client.clone()),
+        &sender,
+        state.pods.keys().cloned().collect(),
+    );
+    spawn_watch::<Nodes>(
+        Api::<Node>::all(client.clone()),
+        &sender,
+        state.nodes.keys().cloned().collect(),
+    );
+    spawn_watch::<NodePools>(
+        Api::all(client.clone()),
+        &sender,
+        state.nodepools.keys().cloned().collect(),
+    );
+    spawn_watch::<NodeClasses>(
+        Api::all(client.clone()),
+        &sender,
+        state.nodeclasses.keys().cloned().collect(),
+    );
+    spawn_watch::<PodDisruptionBudgets>(
+        Api::<PodDisruptionBudget>::all(client.clone()),
+        &sender,
+        state.pdbs.keys().cloned().collect(),
+    );
+    spawn_watch::<DaemonSets>(
+        Api::<DaemonSet>::all(client.clone()),
+        &sender,
+        state.daemonsets.keys().cloned().collect(),
+    );
+
+    tokio::spawn(
+        NodeClassResolver {
+            api: Api::all(client.clone()),
+            resolver: Resolver::new(aws.ec2.clone(), aws.ssm.clone(), &kubernetes_version),
+            classes,
+            inbox: sender.clone(),
+            refresh: settings.nodeclass_refresh,
+        }
+        .run(),
+    );
+    tokio::spawn(registration::run(
+        client.clone(),
+        hands.claims.clone(),
+        hands.nodes.clone(),
+    ));
+    tokio::spawn(
+        CatalogRefresher::new(
+            CatalogSource::new(aws.ec2.clone(), &aws.region),
+            &aws.region,
+            None,
+        )
+        .run(sender.clone()),
+    );
+    {
+        let instances = hands.instances.clone();
+        let inbox = sender.clone();
+        let period = settings.instance_gc_period;
+        tokio::spawn(async move {
+            let mut tick = tokio::time::interval(period);
+            while !inbox.is_closed() {
+                tick.tick().await;
+                match instances.listing().await {
+                    Ok(instances) => {
+                        let _ =
+                            inbox.send(Input::Observed(EventKind::InstancesListed { instances }));
+                    }
+                    Err(e) => warn!(error = %e, "listing the cluster's instances failed"),
+                }
+            }
+        });
+    }
+    if let Some(name) = &settings.interruption_queue {
+        let queue = InterruptionQueue::open(aws.sqs.clone(), name).await?;
+        let inbox = sender.clone();
+        tokio::spawn(async move { queue.run(inbox).await });
+    }
+    {
+        let inbox = sender.clone();
+        tokio::spawn(async move {
+            stop.await;
+            let _ = inbox.send(Input::Stop);
+        });
+    }
+    drop(sender);
+
+    info!(
+        cluster = settings.cluster_name,
+        kubernetes_version, "controller running"
+    );
+    let stopped = control_loop::run(&mut driver, &mut inbox, &mut to_executor, &WallClock)
+        .await
+        .map_err(ControllerError::Loop)?;
+    info!(
+        events = driver.events(),
+        commands = driver.commands(),
+        "stopped"
+    );
+    Ok(stopped)
+}

@@ -1,0 +1,148 @@
+//! The controller's settings, in Karpenter's names where Karpenter has one (`CLUSTER_NAME`,
+//! `CLUSTER_ENDPOINT`, `INTERRUPTION_QUEUE`, `BATCH_IDLE_DURATION`, `BATCH_MAX_DURATION`,
+//! `FEATURE_GATES`, ...). The binary reads them from flags and the environment; this is what
+//! they become, checked.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use thiserror::Error;
+
+/// Everything the controller runs with.
+#[derive(Debug, Clone)]
+pub struct Settings {
+    /// `CLUSTER_NAME`: tags instances, names the discovery tag, scopes launch tokens.
+    pub cluster_name: String,
+    /// `CLUSTER_ENDPOINT`: the API server nodes join (in their user data).
+    pub cluster_endpoint: String,
+    /// The cluster's CA bundle (base64 PEM) for the nodes' user data.
+    pub cluster_ca_bundle: String,
+    /// The service CIDR, for the nodes' cluster DNS address.
+    pub service_cidr: String,
+    /// `INTERRUPTION_QUEUE`: the SQS queue of interruption events (none: not watched).
+    pub interruption_queue: Option<String>,
+    /// `BATCH_IDLE_DURATION`: a batch of pending pods closes after this long without a new one.
+    pub batch_idle: Duration,
+    /// `BATCH_MAX_DURATION`: ... and at most this long after it opened.
+    pub batch_max: Duration,
+    /// `FEATURE_GATES` as given (`SpotToSpotConsolidation=true,...`).
+    pub feature_gates: Vec<(String, bool)>,
+    /// `NODEWRIGHT_STORE`: the redb file of the event log (on a persistent volume).
+    pub store: PathBuf,
+    /// `KUBERNETES_VERSION` for AMI aliases (none: asked of the API server).
+    pub kubernetes_version: Option<String>,
+    /// How often the cloud's instances are listed for the garbage collector.
+    pub instance_gc_period: Duration,
+    /// How often EC2NodeClasses are resolved again.
+    pub nodeclass_refresh: Duration,
+    /// This replica's name in the Lease and in Events (`POD_NAME`, else the host name).
+    pub identity: String,
+}
+
+/// A setting that cannot be used.
+#[derive(Debug, Clone, PartialEq, Eq, Error)]
+#[error("{setting}: {problem}; fix: {fix}")]
+pub struct SettingError {
+    pub setting: &'static str,
+    pub problem: String,
+    pub fix: &'static str,
+}
+
+/// The feature gates Karpenter knows, with their defaults.
+pub const FEATURE_GATES: [(&str, bool); 4] = [
+    ("SpotToSpotConsolidation", false),
+    ("NodeRepair", false),
+    ("ReservedCapacity", true),
+    ("StaticCapacity", false),
+];
+
+/// Reads `FEATURE_GATES` (`Name=true,Other=false`).
+pub fn parse_feature_gates(raw: &str) -> Result<Vec<(String, bool)>, SettingError> {
+    let mut gates = Vec::new();
+    for part in raw.split(',').map(str::trim).filter(|p| !p.is_empty()) {
+        let invalid = |problem: String| SettingError {
+            setting: "FEATURE_GATES",
+            problem,
+            fix: "write Name=true or Name=false, separated by commas",
+        };
+        let (name, value) = part
+            .split_once('=')
+            .ok_or_else(|| invalid(format!("{part:?} has no '='")))?;
+        let value = match value.trim() {
+            "true" => true,
+            "false" => false,
+            other => return Err(invalid(format!("{name}={other:?} is not true or false"))),
+        };
+        if !FEATURE_GATES.iter().any(|(known, _)| *known == name.trim()) {
+            return Err(SettingError {
+                setting: "FEATURE_GATES",
+                problem: format!("unknown gate {name:?}"),
+                fix: "use one of SpotToSpotConsolidation, NodeRepair, ReservedCapacity, StaticCapacity",
+            });
+        }
+        gates.push((name.trim().to_string(), value));
+    }
+    Ok(gates)
+}
+
+impl Settings {
+    /// Checks what the settings say together.
+    pub fn validate(&self) -> Result<(), SettingError> {
+        if self.cluster_name.trim().is_empty() {
+            return Err(SettingError {
+                setting: "CLUSTER_NAME",
+                problem: "is empty".into(),
+                fix: "set CLUSTER_NAME (or --cluster-name) to the cluster's name",
+            });
+        }
+        if self.batch_idle.is_zero() || self.batch_max < self.batch_idle {
+            return Err(SettingError {
+                setting: "BATCH_IDLE_DURATION",
+                problem: format!(
+                    "{:?} with BATCH_MAX_DURATION {:?}",
+                    self.batch_idle, self.batch_max
+                ),
+                fix: "use a positive idle duration no longer than the max duration (Karpenter: 1s and 10s)",
+            });
+        }
+        Ok(())
+    }
+
+    /// Whether a feature gate is on (its default when not given).
+    pub fn gate(&self, name: &str) -> bool {
+        self.feature_gates
+            .iter()
+            .rev()
+            .find(|(n, _)| n == name)
+            .map(|(_, on)| *on)
+            .or_else(|| {
+                FEATURE_GATES
+                    .iter()
+                    .find(|(n, _)| *n == name)
+                    .map(|(_, d)| *d)
+            })
+            .unwrap_or(false)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn feature_gates_read_as_karpenter_writes_them() {
+        let gates = parse_feature_gates("SpotToSpotConsolidation=true, NodeRepair=false").unwrap();
+        assert_eq!(
+            gates,
+            [
+                ("SpotToSpotConsolidation".to_string(), true),
+                ("NodeRepair".to_string(), false)
+            ]
+        );
+        let err = parse_feature_gates("Spot=yes").unwrap_err();
+        assert_eq!(err.setting, "FEATURE_GATES");
+        assert!(err.to_string().contains("\"yes\""), "{err}");
+        assert!(parse_feature_gates("Unknown=true").is_err());
+        assert!(parse_feature_gates("").unwrap().is_empty());
+    }
+}

@@ -1,0 +1,268 @@
+//! What the controller's tests share: a real control plane with the CRDs, a moto EC2 with a
+//! discoverable network, the controller running in-process over both, the kubelet stand-in.
+
+#![allow(dead_code)]
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use k8s_openapi::api::core::v1::Pod;
+use kube::Api;
+use kube::api::{ListParams, PostParams};
+use nodewright_adapters::control_loop::Stopped;
+use nodewright_api::{EC2NodeClass, NodeClaim, NodePool};
+use nodewright_aws::aws_sdk_ec2::types::{ResourceType, Tag, TagSpecification};
+use nodewright_aws::instances::{Described, Instances};
+use nodewright_aws::{ClientSettings, Clients};
+use nodewright_controller::{ControllerError, Settings};
+use nodewright_controlplane::ControlPlane;
+use nodewright_controlplane::kubelet::KubeletStandIn;
+use nodewright_testkit::services::moto::Moto;
+use tokio::sync::oneshot;
+use tokio::task::JoinHandle;
+
+pub const CLUSTER: &str = "demo";
+
+pub fn aws_settings(moto: &Moto) -> ClientSettings {
+    ClientSettings {
+        region: Some("us-east-1".into()),
+        endpoint_url: Some(moto.endpoint()),
+        static_credentials: Some(("testing".into(), "testing".into())),
+    }
+}
+
+pub async fn clients(moto: &Moto) -> Clients {
+    Clients::connect(&aws_settings(moto))
+        .await
+        .expect("clients for the moto server")
+}
+
+fn tagged(kind: ResourceType) -> TagSpecification {
+    TagSpecification::builder()
+        .resource_type(kind)
+        .tags(
+            Tag::builder()
+                .key("karpenter.sh/discovery")
+                .value(CLUSTER)
+                .build(),
+        )
+        .build()
+}
+
+/// A VPC with two discoverable subnets (us-east-1a, us-east-1b) and a discoverable security
+/// group; returns an amd64 AMI moto lists.
+pub async fn network(c: &Clients) -> String {
+    let vpc = c
+        .ec2
+        .create_vpc()
+        .cidr_block("10.0.0.0/16")
+        .send()
+        .await
+        .expect("a VPC");
+    let vpc_id = vpc
+        .vpc()
+        .and_then(|v| v.vpc_id())
+        .expect("its id")
+        .to_string();
+    for (i, zone) in [(1, "us-east-1a"), (2, "us-east-1b")] {
+        c.ec2
+            .create_subnet()
+            .vpc_id(&vpc_id)
+            .cidr_block(format!("10.0.{i}.0/24"))
+            .availability_zone(zone)
+            .tag_specifications(tagged(ResourceType::Subnet))
+            .send()
+            .await
+            .expect("a subnet");
+    }
+    c.ec2
+        .create_security_group()
+        .group_name("demo-nodes")
+        .description("nodes")
+        .vpc_id(&vpc_id)
+        .tag_specifications(tagged(ResourceType::SecurityGroup))
+        .send()
+        .await
+        .expect("a security group");
+    let images = c
+        .ec2
+        .describe_images()
+        .owners("amazon")
+        .send()
+        .await
+        .expect("images");
+    let mut ids: Vec<String> = images
+        .images()
+        .iter()
+        .filter(|i| i.architecture().map(|a| a.as_str()) == Some("x86_64"))
+        .filter_map(|i| i.image_id().map(str::to_string))
+        .collect();
+    ids.sort();
+    ids.into_iter().next().expect("moto lists an x86_64 AMI")
+}
+
+pub fn nodeclass(ami: &str) -> EC2NodeClass {
+    serde_json::from_value(serde_json::json!({
+        "apiVersion": "karpenter.k8s.aws/v1",
+        "kind": "EC2NodeClass",
+        "metadata": {"name": "default"},
+        "spec": {
+            "amiFamily": "AL2023",
+            "role": "KarpenterNodeRole-demo",
+            "subnetSelectorTerms": [{"tags": {"karpenter.sh/discovery": CLUSTER}}],
+            "securityGroupSelectorTerms": [{"tags": {"karpenter.sh/discovery": CLUSTER}}],
+            "amiSelectorTerms": [{"id": ami}],
+        }
+    }))
+    .expect("an EC2NodeClass")
+}
+
+/// An on-demand pool of m5 types that never consolidates (the tests watch launches).
+pub fn nodepool(name: &str, nodeclass: &str) -> NodePool {
+    serde_json::from_value(serde_json::json!({
+        "apiVersion": "karpenter.sh/v1",
+        "kind": "NodePool",
+        "metadata": {"name": name},
+        "spec": {
+            "template": {"spec": {
+                "requirements": [
+                    {"key": "karpenter.sh/capacity-type", "operator": "In", "values": ["on-demand"]},
+                    {"key": "node.kubernetes.io/instance-type", "operator": "In", "values": ["m5.large", "m5.xlarge", "m5.2xlarge"]},
+                ],
+                "nodeClassRef": {"group": "karpenter.k8s.aws", "kind": "EC2NodeClass", "name": nodeclass},
+            }},
+            "disruption": {"consolidateAfter": "Never"},
+        }
+    }))
+    .expect("a NodePool")
+}
+
+pub async fn create<K>(client: &kube::Client, object: &K)
+where
+    K: kube::Resource<Scope = k8s_openapi::ClusterResourceScope>
+        + Clone
+        + serde::Serialize
+        + serde::de::DeserializeOwned
+        + std::fmt::Debug,
+    K::DynamicType: Default,
+{
+    Api::<K>::all(client.clone())
+        .create(&PostParams::default(), object)
+        .await
+        .expect("created");
+}
+
+pub fn settings(store: &Path) -> Settings {
+    Settings {
+        cluster_name: CLUSTER.into(),
+        cluster_endpoint: "https://demo.example".into(),
+        cluster_ca_bundle: "Q0E=".into(),
+        service_cidr: "10.100.0.0/16".into(),
+        interruption_queue: None,
+        batch_idle: Duration::from_secs(1),
+        batch_max: Duration::from_secs(10),
+        feature_gates: Vec::new(),
+        store: store.to_path_buf(),
+        kubernetes_version: Some("1.33".into()),
+        instance_gc_period: Duration::from_secs(30),
+        nodeclass_refresh: Duration::from_secs(60),
+        identity: "nodewright-test".into(),
+    }
+}
+
+/// A controller running in the test's runtime until [`Running::stop`].
+pub struct Running {
+    stop: Option<oneshot::Sender<()>>,
+    task: JoinHandle<Result<Stopped, ControllerError>>,
+}
+
+impl Running {
+    pub fn start(control_plane: &ControlPlane, moto: &Moto, store: &Path) -> Running {
+        // The controller's log, shown with a failing test's output.
+        let _ = tracing_subscriber::fmt()
+            .with_test_writer()
+            .with_env_filter(tracing_subscriber::EnvFilter::new("info"))
+            .try_init();
+        let (stop, stopped) = oneshot::channel::<()>();
+        let connections = nodewright_controller::Connections {
+            kube: control_plane.client(),
+            aws: aws_settings(moto),
+        };
+        let task = tokio::spawn(nodewright_controller::run(
+            settings(store),
+            connections,
+            async move {
+                let _ = stopped.await;
+            },
+        ));
+        Running {
+            stop: Some(stop),
+            task,
+        }
+    }
+
+    /// Asks it to stop and waits until it has.
+    pub async fn stop(mut self) -> Stopped {
+        if let Some(stop) = self.stop.take() {
+            let _ = stop.send(());
+        }
+        (&mut self.task)
+            .await
+            .expect("the controller task")
+            .expect("the controller stopped cleanly")
+    }
+
+    /// Kills it where it stands (a crashed process): nothing after this point is done.
+    pub fn kill(self) {
+        self.task.abort();
+    }
+}
+
+pub fn kubelet(control_plane: &ControlPlane, c: &Clients, delay: Duration) -> JoinHandle<()> {
+    KubeletStandIn::new(
+        control_plane.client(),
+        Instances::new(c.ec2.clone(), CLUSTER),
+        delay,
+    )
+    .spawn()
+}
+
+/// The cluster's live instances in EC2.
+pub async fn live_instances(c: &Clients) -> Vec<Described> {
+    Instances::new(c.ec2.clone(), CLUSTER)
+        .list()
+        .await
+        .expect("instances")
+        .into_iter()
+        .filter(Described::is_live)
+        .collect()
+}
+
+pub async fn nodeclaims(client: &kube::Client) -> Vec<NodeClaim> {
+    Api::<NodeClaim>::all(client.clone())
+        .list(&ListParams::default())
+        .await
+        .expect("NodeClaims")
+        .items
+}
+
+pub async fn pods(client: &kube::Client) -> Vec<Pod> {
+    Api::<Pod>::namespaced(client.clone(), "default")
+        .list(&ListParams::default())
+        .await
+        .expect("pods")
+        .items
+}
+
+/// Exports the store to a portable log and replays it: every command must come out as logged.
+pub fn replay_verifies(store: &Path, dir: &Path) -> nodewright_replay::verify::VerifyOutcome {
+    let log: PathBuf = dir.join("controller.nwlog");
+    nodewright_replay::export::export(store, &log, None, None, false).expect("exported");
+    let outcome = nodewright_replay::verify_file(&log).expect("the log reads");
+    assert!(
+        outcome.divergence.is_none(),
+        "the recorded log does not replay: {:?}",
+        outcome.divergence
+    );
+    outcome
+}

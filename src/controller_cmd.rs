@@ -1,0 +1,132 @@
+//! `nodewright controller`: its flags and environment (Karpenter's names where Karpenter has
+//! one), JSON logs, and a graceful stop on SIGTERM or Ctrl-C.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use anyhow::{Context, Result};
+use nodewright_controller::settings::parse_feature_gates;
+use nodewright_controller::{Connections, Settings};
+
+/// The controller's settings; every flag can be given in the environment instead.
+#[derive(clap::Args)]
+pub struct ControllerArgs {
+    /// The cluster's name: instances are tagged with it and launch tokens are scoped by it.
+    #[arg(long, env = "CLUSTER_NAME")]
+    cluster_name: String,
+    /// The API server's URL that new nodes join.
+    #[arg(long, env = "CLUSTER_ENDPOINT", default_value = "")]
+    cluster_endpoint: String,
+    /// The cluster's CA bundle (base64 PEM), for the nodes' bootstrap.
+    #[arg(long, env = "CLUSTER_CA_BUNDLE", default_value = "")]
+    cluster_ca_bundle: String,
+    /// The cluster's service CIDR, for the nodes' cluster DNS address.
+    #[arg(long, env = "SERVICE_CIDR", default_value = "10.100.0.0/16")]
+    service_cidr: String,
+    /// The SQS queue of interruption events (EventBridge rules feed it).
+    #[arg(long, env = "INTERRUPTION_QUEUE")]
+    interruption_queue: Option<String>,
+    /// A batch of pending pods closes this long after the last one arrived.
+    #[arg(long, env = "BATCH_IDLE_DURATION", default_value = "1s", value_parser = humantime::parse_duration)]
+    batch_idle_duration: Duration,
+    /// ... and at most this long after it opened.
+    #[arg(long, env = "BATCH_MAX_DURATION", default_value = "10s", value_parser = humantime::parse_duration)]
+    batch_max_duration: Duration,
+    /// Karpenter's feature gates: `SpotToSpotConsolidation=true,...`.
+    #[arg(long, env = "FEATURE_GATES", default_value = "")]
+    feature_gates: String,
+    /// The event store (a redb file; keep it on a persistent volume).
+    #[arg(
+        long,
+        env = "NODEWRIGHT_STORE",
+        default_value = "/var/lib/nodewright/events.redb"
+    )]
+    store: PathBuf,
+    /// The Kubernetes version AMI aliases resolve for (default: the API server's).
+    #[arg(long, env = "KUBERNETES_VERSION")]
+    kubernetes_version: Option<String>,
+    /// How often the cluster's instances are listed for the garbage collector.
+    #[arg(long, env = "NODEWRIGHT_INSTANCE_GC_PERIOD", default_value = "2m", value_parser = humantime::parse_duration)]
+    instance_gc_period: Duration,
+    /// How often EC2NodeClasses are resolved again.
+    #[arg(long, env = "NODEWRIGHT_NODECLASS_REFRESH", default_value = "5m", value_parser = humantime::parse_duration)]
+    nodeclass_refresh: Duration,
+    /// This replica's name in Events (the pod's name in a cluster).
+    #[arg(long, env = "POD_NAME")]
+    identity: Option<String>,
+    /// error, warn, info, debug or trace (or a tracing filter).
+    #[arg(long, env = "LOG_LEVEL", default_value = "info")]
+    log_level: String,
+}
+
+impl ControllerArgs {
+    fn settings(&self) -> Result<Settings> {
+        Ok(Settings {
+            cluster_name: self.cluster_name.clone(),
+            cluster_endpoint: self.cluster_endpoint.clone(),
+            cluster_ca_bundle: self.cluster_ca_bundle.clone(),
+            service_cidr: self.service_cidr.clone(),
+            interruption_queue: self.interruption_queue.clone().filter(|q| !q.is_empty()),
+            batch_idle: self.batch_idle_duration,
+            batch_max: self.batch_max_duration,
+            feature_gates: parse_feature_gates(&self.feature_gates)?,
+            store: self.store.clone(),
+            kubernetes_version: self.kubernetes_version.clone(),
+            instance_gc_period: self.instance_gc_period,
+            nodeclass_refresh: self.nodeclass_refresh,
+            identity: self
+                .identity
+                .clone()
+                .unwrap_or_else(|| "nodewright".to_string()),
+        })
+    }
+}
+
+/// Completes at SIGTERM (the kubelet stopping the pod) or Ctrl-C.
+async fn stop_signal() {
+    #[cfg(unix)]
+    {
+        use tokio::signal::unix::{SignalKind, signal};
+        if let Ok(mut term) = signal(SignalKind::terminate()) {
+            tokio::select! {
+                _ = term.recv() => {}
+                _ = tokio::signal::ctrl_c() => {}
+            }
+            return;
+        }
+    }
+    let _ = tokio::signal::ctrl_c().await;
+}
+
+/// Runs the controller until it is stopped; exit 0 after a graceful stop.
+pub fn run(args: &ControllerArgs) -> Result<u8> {
+    let settings = args.settings()?;
+    settings.validate()?;
+    tracing_subscriber::fmt()
+        .json()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_new(&args.log_level).with_context(|| {
+                format!(
+                    "LOG_LEVEL {:?} is not a log level or filter; fix: use info, debug, ...",
+                    args.log_level
+                )
+            })?,
+        )
+        .with_writer(std::io::stderr)
+        .init();
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .context("starting the async runtime")?;
+    runtime.block_on(async {
+        let kube = kube::Client::try_default()
+            .await
+            .context("connecting to the API server (in-cluster, or KUBECONFIG)")?;
+        let connections = Connections {
+            kube,
+            aws: nodewright_aws::ClientSettings::default(),
+        };
+        nodewright_controller::run(settings, connections, stop_signal()).await?;
+        Ok(0)
+    })
+}
