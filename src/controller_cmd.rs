@@ -119,9 +119,9 @@ pub fn run(args: &ControllerArgs) -> Result<u8> {
         .build()
         .context("starting the async runtime")?;
     runtime.block_on(async {
-        let kube = kube::Client::try_default()
+        let kube = kube::Config::infer()
             .await
-            .context("connecting to the API server (in-cluster, or KUBECONFIG)")?;
+            .context("finding the API server (in-cluster, or KUBECONFIG)")?;
         let connections = Connections {
             kube,
             aws: nodewright_aws::ClientSettings::default(),

@@ -39,6 +39,10 @@ const CAPACITY_TYPE_LABEL: &str = "karpenter.sh/capacity-type";
 const RETRY_FIRST: Duration = Duration::from_millis(200);
 const RETRY_MAX: Duration = Duration::from_secs(30);
 
+/// How long a launch waits for its node class to be resolved (after a start, or right after
+/// the class was created) before it is reported as not ready.
+const NODECLASS_WAIT: Duration = Duration::from_secs(60);
+
 /// The driver's side: queues each command for the [`Executor`].
 pub struct Dispatch {
     queue: mpsc::UnboundedSender<Command>,
@@ -61,7 +65,8 @@ pub fn dispatch() -> (Dispatch, mpsc::UnboundedReceiver<Command>) {
 /// What the commands are carried out with.
 #[derive(Clone)]
 pub struct Hands {
-    pub client: kube::Client,
+    /// A client that does not retry 429 answers (the Eviction API's refusals).
+    pub eviction_client: kube::Client,
     pub claims: NodeClaims,
     pub nodes: Nodes,
     pub announcer: Announcer,
@@ -233,7 +238,7 @@ impl Hands {
             // written when the object can be.
             warn!(nodeclaim = spec.name, error = %e, "creating the NodeClaim failed");
         }
-        let Some(class) = self.classes.get(&spec.nodeclass) else {
+        let Some(class) = self.classes.ready(&spec.nodeclass, NODECLASS_WAIT).await else {
             let message = format!(
                 "EC2NodeClass {} is not resolved (missing, invalid, or its selectors match nothing): see its status",
                 spec.nodeclass
@@ -351,7 +356,7 @@ impl Hands {
     /// Evicts (or, forced, deletes) a pod; a refusal goes back to the core, which asks again
     /// later.
     async fn evict(&self, pod: &PodKey, forced: bool) {
-        match evict(&self.client, pod, forced).await {
+        match evict(&self.eviction_client, pod, forced).await {
             Ok(Evicted::Yes) | Ok(Evicted::Gone) => {}
             Ok(Evicted::Refused(reason)) => {
                 self.send(EventKind::EvictionRefused {

@@ -57,7 +57,7 @@ pub enum ControllerError {
     Loop(#[source] DriverError),
     #[error("AWS: {0}")]
     Aws(#[from] AwsError),
-    #[error("asking the API server its version: {0}")]
+    #[error("the API server: {0}")]
     Kubernetes(#[source] kube::Error),
 }
 
@@ -116,7 +116,8 @@ pub fn open_store(settings: &Settings) -> Result<Store, ControllerError> {
 
 /// Everything the controller talks to.
 pub struct Connections {
-    pub kube: kube::Client,
+    /// The API server (in-cluster, or a kubeconfig).
+    pub kube: kube::Config,
     pub aws: ClientSettings,
 }
 
@@ -154,7 +155,13 @@ pub async fn run(
         "recovered from the event store"
     );
     let seed = driver.core().config().seed;
-    let client = connections.kube;
+    let client =
+        kube::Client::try_from(connections.kube.clone()).map_err(ControllerError::Kubernetes)?;
+    // kube retries a 429 by default, for minutes; the Eviction API's 429 is an answer (a
+    // PodDisruptionBudget allows no disruption now) that the core must hear at once.
+    let mut no_retry = connections.kube.clone();
+    no_retry.default_retry = false;
+    let eviction_client = kube::Client::try_from(no_retry).map_err(ControllerError::Kubernetes)?;
     let aws = Clients::connect(&connections.aws).await?;
     let kubernetes_version = match &settings.kubernetes_version {
         Some(v) => v.clone(),
@@ -171,7 +178,7 @@ pub async fn run(
     let classes = LaunchClasses::default();
     let (mut to_executor, commands) = dispatch();
     let hands = Hands {
-        client: client.clone(),
+        eviction_client,
         claims: NodeClaims::new(client.clone()),
         nodes: NodeWrites::new(client.clone()),
         announcer: Announcer::new(client.clone(), Some(settings.identity.clone())),

@@ -36,7 +36,7 @@ async fn pending_pods_get_machines_that_register_and_run_them() {
 
     let dir = tempfile::tempdir().expect("a folder");
     let store = dir.path().join("events.redb");
-    let controller = Running::start(&control_plane, &moto, &store);
+    let controller = Running::start(&control_plane, &moto, &store).await;
     let kubelet = kubelet(&control_plane, &c, Duration::from_secs(1));
 
     // The node class resolves: its status says Ready, with the subnets found.
@@ -163,4 +163,217 @@ async fn pending_pods_get_machines_that_register_and_run_them() {
     kubelet.abort();
     let outcome = replay_verifies(&store, dir.path());
     assert!(outcome.commands >= 2, "{outcome:?}");
+}
+
+/// The process dies right after it created a NodeClaim, before (or while) its instance is
+/// launched. The next process recovers from its store and the relist: the launch is asked
+/// again with the same client token, so no instance is launched twice and none is orphaned.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_restart_between_create_and_launch_launches_once() {
+    let control_plane = ControlPlane::start_with_crds()
+        .await
+        .expect("a control plane");
+    let moto = Moto::start();
+    let c = clients(&moto).await;
+    let ami = network(&c).await;
+    let client = control_plane.client();
+    create(&client, &nodeclass(&ami)).await;
+    create(&client, &support::nodepool("default", "default")).await;
+    let dir = tempfile::tempdir().expect("a folder");
+    let store = dir.path().join("events.redb");
+    let kubelet = kubelet(&control_plane, &c, Duration::from_secs(1));
+
+    let first = Running::start(&control_plane, &moto, &store).await;
+    let pods_api: Api<Pod> = Api::namespaced(client.clone(), "default");
+    for i in 0..2 {
+        pods_api
+            .create(
+                &PostParams::default(),
+                &pause_pod(&format!("api-{i}"), "1", "2Gi"),
+            )
+            .await
+            .expect("a pod");
+    }
+    eventually("a NodeClaim is created", || async {
+        let claims = nodeclaims(&client).await;
+        if claims.is_empty() {
+            Err("none yet".to_string())
+        } else {
+            Ok(())
+        }
+    })
+    .await;
+    first.kill().await;
+    let launched_before_restart = live_instances(&c).await.len();
+
+    let second = Running::start(&control_plane, &moto, &store).await;
+    eventually("every pod runs", || async {
+        let pods = pods(&client).await;
+        let on: Vec<Option<String>> = pods.iter().map(running_on).collect();
+        if on.iter().all(Option::is_some) {
+            Ok(())
+        } else {
+            Err(format!("{on:?}"))
+        }
+    })
+    .await;
+    let claims = nodeclaims(&client).await;
+    let live = live_instances(&c).await;
+    assert!(launched_before_restart <= live.len());
+    assert_eq!(
+        live.len(),
+        claims.len(),
+        "one instance per NodeClaim: {live:?} for {:?}",
+        claims
+            .iter()
+            .map(|c| c.metadata.name.clone())
+            .collect::<Vec<_>>()
+    );
+    for instance in &live {
+        let owner = instance
+            .nodeclaim
+            .as_deref()
+            .expect("tagged with its NodeClaim");
+        assert!(
+            claims
+                .iter()
+                .any(|c| c.metadata.name.as_deref() == Some(owner)),
+            "{} is orphaned",
+            instance.instance_id
+        );
+    }
+    assert_eq!(second.stop().await, Stopped::Asked);
+    kubelet.abort();
+    replay_verifies(&store, dir.path());
+}
+
+/// A node expires and is drained: its pod's PodDisruptionBudget allows no disruption, so the
+/// pod stays (the core, which watches the budget, holds the eviction back; a refusal by the
+/// API server of an eviction asked for comes back as `EvictionRefused`, see
+/// `kubernetes/tests/writes.rs`); nothing is forced. Once the budget is gone the pod is
+/// evicted, and the instance is terminated once, with its Node and NodeClaim.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_drain_waits_for_the_budget_and_terminates_once() {
+    let control_plane = ControlPlane::start_with_crds()
+        .await
+        .expect("a control plane");
+    let moto = Moto::start();
+    let c = clients(&moto).await;
+    let ami = network(&c).await;
+    let client = control_plane.client();
+    create(&client, &nodeclass(&ami)).await;
+    create(
+        &client,
+        &support::nodepool_expiring("default", "default", "25s"),
+    )
+    .await;
+    let dir = tempfile::tempdir().expect("a folder");
+    let store = dir.path().join("events.redb");
+    let kubelet = kubelet(&control_plane, &c, Duration::from_secs(1));
+    let controller = Running::start(&control_plane, &moto, &store).await;
+
+    let pods_api: Api<Pod> = Api::namespaced(client.clone(), "default");
+    let mut db = pause_pod("db-0", "500m", "1Gi");
+    db.metadata.labels = Some([("app".to_string(), "db".to_string())].into());
+    pods_api
+        .create(&PostParams::default(), &db)
+        .await
+        .expect("a pod");
+    let budget: k8s_openapi::api::policy::v1::PodDisruptionBudget =
+        serde_json::from_value(serde_json::json!({
+            "apiVersion": "policy/v1",
+            "kind": "PodDisruptionBudget",
+            "metadata": {"name": "db"},
+            "spec": {"minAvailable": 1, "selector": {"matchLabels": {"app": "db"}}}
+        }))
+        .expect("a PDB");
+    let budgets: Api<k8s_openapi::api::policy::v1::PodDisruptionBudget> =
+        Api::namespaced(client.clone(), "default");
+    budgets
+        .create(&PostParams::default(), &budget)
+        .await
+        .expect("created");
+
+    let node = eventually("db-0 runs", || async {
+        let pod = pods_api.get("db-0").await.map_err(|e| e.to_string())?;
+        running_on(&pod).ok_or_else(|| format!("{:?}", pod.status))
+    })
+    .await;
+    let instance = live_instances(&c).await;
+    assert_eq!(instance.len(), 1);
+    let instance_id = instance[0].instance_id.clone();
+
+    // Expired: tainted, drained, and the budget holds the pod.
+    let nodes_api: Api<k8s_openapi::api::core::v1::Node> = Api::all(client.clone());
+    eventually("the node is tainted karpenter.sh/disrupted", || async {
+        let n = nodes_api.get(&node).await.map_err(|e| e.to_string())?;
+        let tainted = n
+            .spec
+            .and_then(|s| s.taints)
+            .unwrap_or_default()
+            .iter()
+            .any(|t| t.key == "karpenter.sh/disrupted");
+        if tainted {
+            Ok(())
+        } else {
+            Err("not yet".into())
+        }
+    })
+    .await;
+    // Several drain rounds (every 5 s) later the pod is still there, unforced.
+    tokio::time::sleep(Duration::from_secs(15)).await;
+    let pod = pods_api.get_opt("db-0").await.expect("read");
+    assert!(
+        pod.is_some_and(|p| p.metadata.deletion_timestamp.is_none()),
+        "the budget's pod was removed"
+    );
+    assert_eq!(
+        live_instances(&c).await.len(),
+        1,
+        "terminated before the drain"
+    );
+
+    // The budget goes: the drain finishes and the machine goes, once.
+    budgets
+        .delete("db", &Default::default())
+        .await
+        .expect("deleted");
+    eventually("the pod, node, NodeClaim and instance are gone", || async {
+        let pod = pods_api.get_opt("db-0").await.map_err(|e| e.to_string())?;
+        let node = nodes_api.get_opt(&node).await.map_err(|e| e.to_string())?;
+        let claims = nodeclaims(&client).await;
+        let live = live_instances(&c).await;
+        let old_gone = !live.iter().any(|i| i.instance_id == instance_id);
+        if pod.is_none() && node.is_none() && claims.is_empty() && old_gone {
+            Ok(())
+        } else {
+            Err(format!(
+                "pod {}, node {}, {} NodeClaims, old instance live {}",
+                pod.is_some(),
+                node.is_some(),
+                claims.len(),
+                !old_gone
+            ))
+        }
+    })
+    .await;
+
+    assert_eq!(controller.stop().await, Stopped::Asked);
+    kubelet.abort();
+    replay_verifies(&store, dir.path());
+    // The log holds one eviction (after the budget went) and one termination.
+    let log = dir.path().join("controller.nwlog");
+    let summary = nodewright_replay::inspect_file(&log).expect("inspected");
+    let evictions = summary
+        .commands_by_kind
+        .get("EvictPod")
+        .copied()
+        .unwrap_or(0);
+    assert_eq!(evictions, 1, "{summary:?}");
+    let terminations = summary
+        .commands_by_kind
+        .get("TerminateNodeClaim")
+        .copied()
+        .unwrap_or(0);
+    assert_eq!(terminations, 1, "{summary:?}");
 }

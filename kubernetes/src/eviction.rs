@@ -18,7 +18,9 @@ pub enum Evicted {
     Gone,
 }
 
-/// Evicts `pod`, or deletes it with no grace period when `forced`.
+/// Evicts `pod`, or deletes it with no grace period when `forced`. `client` must not retry 429
+/// answers (`kube::Config::default_retry` off): kube's default retries them for minutes, and
+/// a refusal is an answer the caller needs at once.
 pub async fn evict(
     client: &kube::Client,
     pod: &PodKey,

@@ -119,6 +119,11 @@ pub fn nodeclass(ami: &str) -> EC2NodeClass {
 
 /// An on-demand pool of m5 types that never consolidates (the tests watch launches).
 pub fn nodepool(name: &str, nodeclass: &str) -> NodePool {
+    nodepool_expiring(name, nodeclass, "720h")
+}
+
+/// [`nodepool`] whose nodes expire after `expire_after`.
+pub fn nodepool_expiring(name: &str, nodeclass: &str, expire_after: &str) -> NodePool {
     serde_json::from_value(serde_json::json!({
         "apiVersion": "karpenter.sh/v1",
         "kind": "NodePool",
@@ -130,6 +135,7 @@ pub fn nodepool(name: &str, nodeclass: &str) -> NodePool {
                     {"key": "node.kubernetes.io/instance-type", "operator": "In", "values": ["m5.large", "m5.xlarge", "m5.2xlarge"]},
                 ],
                 "nodeClassRef": {"group": "karpenter.k8s.aws", "kind": "EC2NodeClass", "name": nodeclass},
+                "expireAfter": expire_after,
             }},
             "disruption": {"consolidateAfter": "Never"},
         }
@@ -170,34 +176,52 @@ pub fn settings(store: &Path) -> Settings {
     }
 }
 
-/// A controller running in the test's runtime until [`Running::stop`].
+/// A controller running in a runtime of its own (as a process would) until
+/// [`Running::stop`] or [`Running::kill`].
 pub struct Running {
     stop: Option<oneshot::Sender<()>>,
-    task: JoinHandle<Result<Stopped, ControllerError>>,
+    kill: Option<oneshot::Sender<()>>,
+    thread: Option<std::thread::JoinHandle<Option<Result<Stopped, ControllerError>>>>,
 }
 
 impl Running {
-    pub fn start(control_plane: &ControlPlane, moto: &Moto, store: &Path) -> Running {
+    pub async fn start(control_plane: &ControlPlane, moto: &Moto, store: &Path) -> Running {
         // The controller's log, shown with a failing test's output.
         let _ = tracing_subscriber::fmt()
             .with_test_writer()
             .with_env_filter(tracing_subscriber::EnvFilter::new("info"))
             .try_init();
         let (stop, stopped) = oneshot::channel::<()>();
+        let (kill, killed) = oneshot::channel::<()>();
         let connections = nodewright_controller::Connections {
-            kube: control_plane.client(),
+            kube: control_plane
+                .config()
+                .await
+                .expect("the client configuration"),
             aws: aws_settings(moto),
         };
-        let task = tokio::spawn(nodewright_controller::run(
-            settings(store),
-            connections,
-            async move {
-                let _ = stopped.await;
-            },
-        ));
+        let settings = settings(store);
+        let thread = std::thread::spawn(move || {
+            let runtime = tokio::runtime::Builder::new_multi_thread()
+                .worker_threads(2)
+                .enable_all()
+                .build()
+                .expect("a runtime");
+            // Killed: the runtime is dropped with every task of the controller in it, wherever
+            // they stand, as when a process dies.
+            runtime.block_on(async move {
+                tokio::select! {
+                    stopped = nodewright_controller::run(settings, connections, async move {
+                        let _ = stopped.await;
+                    }) => Some(stopped),
+                    _ = killed => None,
+                }
+            })
+        });
         Running {
             stop: Some(stop),
-            task,
+            kill: Some(kill),
+            thread: Some(thread),
         }
     }
 
@@ -206,15 +230,30 @@ impl Running {
         if let Some(stop) = self.stop.take() {
             let _ = stop.send(());
         }
-        (&mut self.task)
+        let thread = self.thread.take().expect("running");
+        tokio::task::spawn_blocking(move || thread.join())
             .await
-            .expect("the controller task")
+            .expect("joined")
+            .expect("the controller's thread")
+            .expect("stopped, not killed")
             .expect("the controller stopped cleanly")
     }
 
-    /// Kills it where it stands (a crashed process): nothing after this point is done.
-    pub fn kill(self) {
-        self.task.abort();
+    /// Kills it where it stands: nothing after this point is done.
+    pub async fn kill(mut self) {
+        if let Some(kill) = self.kill.take() {
+            let _ = kill.send(());
+        }
+        let thread = self.thread.take().expect("running");
+        let _ = tokio::task::spawn_blocking(move || thread.join()).await;
+    }
+}
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        if let Some(kill) = self.kill.take() {
+            let _ = kill.send(());
+        }
     }
 }
 

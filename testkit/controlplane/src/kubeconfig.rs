@@ -107,16 +107,21 @@ leaderElection:
     write(path, &contents)
 }
 
-/// A client configured from a kubeconfig file.
-pub(crate) async fn client(path: &PathBuf) -> Result<kube::Client, Error> {
+/// The client configuration a kubeconfig file gives.
+pub(crate) async fn config(path: &PathBuf) -> Result<kube::Config, Error> {
     let kubeconfig_error = |source| Error::Kubeconfig {
         path: path.clone(),
         source,
     };
     let kubeconfig = Kubeconfig::read_from(path).map_err(kubeconfig_error)?;
-    let config = kube::Config::from_custom_kubeconfig(kubeconfig, &KubeConfigOptions::default())
+    kube::Config::from_custom_kubeconfig(kubeconfig, &KubeConfigOptions::default())
         .await
-        .map_err(kubeconfig_error)?;
+        .map_err(kubeconfig_error)
+}
+
+/// A client configured from a kubeconfig file.
+pub(crate) async fn client(path: &PathBuf) -> Result<kube::Client, Error> {
+    let config = config(path).await?;
     kube::Client::try_from(config).map_err(|source| Error::Api {
         action: format!("build a client from {}", path.display()),
         source,

@@ -155,6 +155,11 @@ impl ControlPlane {
         &self.kubeconfig
     }
 
+    /// The cluster-admin client configuration (for a client built with other settings).
+    pub async fn config(&self) -> Result<kube::Config, Error> {
+        kubeconfig::config(&self.kubeconfig).await
+    }
+
     /// kube-apiserver's address, `https://127.0.0.1:<port>`.
     pub fn server_url(&self) -> String {
         self.server_url.clone()
