@@ -272,3 +272,31 @@ fn crds_prints_the_three_crds_as_yaml() {
     assert_eq!(yaml.matches("kind: CustomResourceDefinition").count(), 3);
     assert!(yaml.contains("x-kubernetes-validations"));
 }
+
+#[cfg(feature = "controller")]
+#[test]
+fn controller_refuses_a_bad_setting_naming_it_and_the_fix() {
+    let out = nodewright(&[
+        "controller",
+        "--cluster-name",
+        "demo",
+        "--feature-gates",
+        "SpotToSpotConsolidation=yes",
+    ]);
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("FEATURE_GATES"), "{stderr}");
+    assert!(stderr.contains("fix:"), "{stderr}");
+
+    let out = nodewright(&[
+        "controller",
+        "--cluster-name",
+        "demo",
+        "--batch-idle-duration",
+        "20s",
+        "--batch-max-duration",
+        "10s",
+    ]);
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("BATCH_IDLE_DURATION"));
+}
