@@ -11,9 +11,8 @@ use kube::Api;
 use kube::api::{ListParams, PostParams};
 use nodewright_adapters::control_loop::Stopped;
 use nodewright_api::EC2NodeClass;
-use nodewright_controlplane::{ControlPlane, eventually, pause_pod};
+use nodewright_controlplane::{eventually, pause_pod};
 use nodewright_kubernetes::nodeclaims::condition_is;
-use nodewright_testkit::services::moto::Moto;
 use support::*;
 
 fn running_on(pod: &Pod) -> Option<String> {
@@ -24,20 +23,9 @@ fn running_on(pod: &Pod) -> Option<String> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn pending_pods_get_machines_that_register_and_run_them() {
-    let control_plane = ControlPlane::start_with_crds()
-        .await
-        .expect("a control plane");
-    let moto = Moto::start();
-    let c = clients(&moto).await;
-    let ami = network(&c).await;
-    let client = control_plane.client();
-    create(&client, &nodeclass(&ami)).await;
-    create(&client, &support::nodepool("default", "default")).await;
-
-    let dir = tempfile::tempdir().expect("a folder");
-    let store = dir.path().join("events.redb");
-    let controller = Running::start(&control_plane, &moto, &store).await;
-    let kubelet = kubelet(&control_plane, &c, Duration::from_secs(1));
+    let world = World::start(support::nodepool("default", "default")).await;
+    let (client, c) = (world.client.clone(), &world.aws);
+    let controller = world.controller().await;
 
     // The node class resolves: its status says Ready, with the subnets found.
     let classes: Api<EC2NodeClass> = Api::all(client.clone());
@@ -132,7 +120,7 @@ async fn pending_pods_get_machines_that_register_and_run_them() {
     }
 
     // EC2 runs exactly the instances the NodeClaims name.
-    let mut live: Vec<String> = live_instances(&c)
+    let mut live: Vec<String> = live_instances(c)
         .await
         .into_iter()
         .map(|i| i.instance_id)
@@ -160,8 +148,7 @@ async fn pending_pods_get_machines_that_register_and_run_them() {
     assert!(nominated >= 1, "no Nominated Event");
 
     assert_eq!(controller.stop().await, Stopped::Asked);
-    kubelet.abort();
-    let outcome = replay_verifies(&store, dir.path());
+    let outcome = world.replay_verifies();
     assert!(outcome.commands >= 2, "{outcome:?}");
 }
 
@@ -170,20 +157,9 @@ async fn pending_pods_get_machines_that_register_and_run_them() {
 /// again with the same client token, so no instance is launched twice and none is orphaned.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_restart_between_create_and_launch_launches_once() {
-    let control_plane = ControlPlane::start_with_crds()
-        .await
-        .expect("a control plane");
-    let moto = Moto::start();
-    let c = clients(&moto).await;
-    let ami = network(&c).await;
-    let client = control_plane.client();
-    create(&client, &nodeclass(&ami)).await;
-    create(&client, &support::nodepool("default", "default")).await;
-    let dir = tempfile::tempdir().expect("a folder");
-    let store = dir.path().join("events.redb");
-    let kubelet = kubelet(&control_plane, &c, Duration::from_secs(1));
-
-    let first = Running::start(&control_plane, &moto, &store).await;
+    let world = World::start(support::nodepool("default", "default")).await;
+    let (client, c) = (world.client.clone(), &world.aws);
+    let first = world.controller().await;
     let pods_api: Api<Pod> = Api::namespaced(client.clone(), "default");
     for i in 0..2 {
         pods_api
@@ -204,9 +180,9 @@ async fn a_restart_between_create_and_launch_launches_once() {
     })
     .await;
     first.kill().await;
-    let launched_before_restart = live_instances(&c).await.len();
+    let launched_before_restart = live_instances(c).await.len();
 
-    let second = Running::start(&control_plane, &moto, &store).await;
+    let second = world.controller().await;
     eventually("every pod runs", || async {
         let pods = pods(&client).await;
         let on: Vec<Option<String>> = pods.iter().map(running_on).collect();
@@ -218,7 +194,7 @@ async fn a_restart_between_create_and_launch_launches_once() {
     })
     .await;
     let claims = nodeclaims(&client).await;
-    let live = live_instances(&c).await;
+    let live = live_instances(c).await;
     assert!(launched_before_restart <= live.len());
     assert_eq!(
         live.len(),
@@ -243,8 +219,7 @@ async fn a_restart_between_create_and_launch_launches_once() {
         );
     }
     assert_eq!(second.stop().await, Stopped::Asked);
-    kubelet.abort();
-    replay_verifies(&store, dir.path());
+    world.replay_verifies();
 }
 
 /// A node expires and is drained: its pod's PodDisruptionBudget allows no disruption, so the
@@ -254,23 +229,9 @@ async fn a_restart_between_create_and_launch_launches_once() {
 /// evicted, and the instance is terminated once, with its Node and NodeClaim.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_drain_waits_for_the_budget_and_terminates_once() {
-    let control_plane = ControlPlane::start_with_crds()
-        .await
-        .expect("a control plane");
-    let moto = Moto::start();
-    let c = clients(&moto).await;
-    let ami = network(&c).await;
-    let client = control_plane.client();
-    create(&client, &nodeclass(&ami)).await;
-    create(
-        &client,
-        &support::nodepool_expiring("default", "default", "25s"),
-    )
-    .await;
-    let dir = tempfile::tempdir().expect("a folder");
-    let store = dir.path().join("events.redb");
-    let kubelet = kubelet(&control_plane, &c, Duration::from_secs(1));
-    let controller = Running::start(&control_plane, &moto, &store).await;
+    let world = World::start(support::nodepool_expiring("default", "default", "25s")).await;
+    let (client, c) = (world.client.clone(), &world.aws);
+    let controller = world.controller().await;
 
     let pods_api: Api<Pod> = Api::namespaced(client.clone(), "default");
     let mut db = pause_pod("db-0", "500m", "1Gi");
@@ -299,7 +260,7 @@ async fn a_drain_waits_for_the_budget_and_terminates_once() {
         running_on(&pod).ok_or_else(|| format!("{:?}", pod.status))
     })
     .await;
-    let instance = live_instances(&c).await;
+    let instance = live_instances(c).await;
     assert_eq!(instance.len(), 1);
     let instance_id = instance[0].instance_id.clone();
 
@@ -328,7 +289,7 @@ async fn a_drain_waits_for_the_budget_and_terminates_once() {
         "the budget's pod was removed"
     );
     assert_eq!(
-        live_instances(&c).await.len(),
+        live_instances(c).await.len(),
         1,
         "terminated before the drain"
     );
@@ -342,7 +303,7 @@ async fn a_drain_waits_for_the_budget_and_terminates_once() {
         let pod = pods_api.get_opt("db-0").await.map_err(|e| e.to_string())?;
         let node = nodes_api.get_opt(&node).await.map_err(|e| e.to_string())?;
         let claims = nodeclaims(&client).await;
-        let live = live_instances(&c).await;
+        let live = live_instances(c).await;
         let old_gone = !live.iter().any(|i| i.instance_id == instance_id);
         if pod.is_none() && node.is_none() && claims.is_empty() && old_gone {
             Ok(())
@@ -359,10 +320,9 @@ async fn a_drain_waits_for_the_budget_and_terminates_once() {
     .await;
 
     assert_eq!(controller.stop().await, Stopped::Asked);
-    kubelet.abort();
-    replay_verifies(&store, dir.path());
+    world.replay_verifies();
     // The log holds one eviction (after the budget went) and one termination.
-    let log = dir.path().join("controller.nwlog");
+    let log = world.dir.path().join("controller.nwlog");
     let summary = nodewright_replay::inspect_file(&log).expect("inspected");
     let evictions = summary
         .commands_by_kind

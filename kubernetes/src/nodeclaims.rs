@@ -146,7 +146,8 @@ pub struct NodeClaims {
     api: Api<NodeClaim>,
 }
 
-fn is_status(error: &kube::Error, code: u16) -> bool {
+/// Whether the API server answered with HTTP status `code`.
+pub(crate) fn is_status(error: &kube::Error, code: u16) -> bool {
     matches!(error, kube::Error::Api(status) if status.code == code)
 }
 

@@ -8,15 +8,12 @@ use kube::api::{DeleteParams, PostParams};
 use nodewright_api::NodeClaim;
 
 use crate::nodeclaims::{
-    CONFLICT_RETRIES, INITIALIZED_LABEL, REGISTERED_LABEL, TERMINATION_FINALIZER, remove_finalizer,
+    CONFLICT_RETRIES, INITIALIZED_LABEL, REGISTERED_LABEL, TERMINATION_FINALIZER, is_status,
+    remove_finalizer,
 };
 
 /// The taint that keeps new pods off a node being disrupted.
 pub const DISRUPTED_TAINT: &str = "karpenter.sh/disrupted";
-
-fn is_status(error: &kube::Error, code: u16) -> bool {
-    matches!(error, kube::Error::Api(status) if status.code == code)
-}
 
 /// The Nodes of the cluster, as nodewright writes them.
 #[derive(Clone)]

@@ -257,6 +257,62 @@ impl Drop for Running {
     }
 }
 
+/// One test's world: a control plane with the CRDs, moto with a discoverable network, the
+/// EC2NodeClass `default` and a NodePool, a kubelet stand-in registering launched instances
+/// after a second, and a folder for the controller's store.
+pub struct World {
+    pub control_plane: ControlPlane,
+    pub moto: Moto,
+    pub aws: Clients,
+    pub client: kube::Client,
+    pub dir: tempfile::TempDir,
+    pub store: PathBuf,
+    kubelet: JoinHandle<()>,
+}
+
+impl World {
+    pub async fn start(pool: NodePool) -> World {
+        let control_plane = ControlPlane::start_with_crds()
+            .await
+            .expect("a control plane");
+        let moto = Moto::start();
+        let aws = clients(&moto).await;
+        let ami = network(&aws).await;
+        let client = control_plane.client();
+        create(&client, &nodeclass(&ami)).await;
+        create(&client, &pool).await;
+        let dir = tempfile::tempdir().expect("a folder");
+        let store = dir.path().join("events.redb");
+        let kubelet = kubelet(&control_plane, &aws, Duration::from_secs(1));
+        World {
+            control_plane,
+            moto,
+            aws,
+            client,
+            dir,
+            store,
+            kubelet,
+        }
+    }
+
+    /// A controller over this world's store.
+    pub async fn controller(&self) -> Running {
+        Running::start(&self.control_plane, &self.moto, &self.store).await
+    }
+
+    /// The store exported and replayed (see [`replay_verifies`]); the log stays in the folder
+    /// as `controller.nwlog`.
+    pub fn replay_verifies(&self) -> nodewright_replay::verify::VerifyOutcome {
+        replay_verifies(&self.store, self.dir.path())
+    }
+}
+
+impl Drop for World {
+    fn drop(&mut self) {
+        self.kubelet.abort();
+    }
+}
+
 pub fn kubelet(control_plane: &ControlPlane, c: &Clients, delay: Duration) -> JoinHandle<()> {
     KubeletStandIn::new(
         control_plane.client(),
