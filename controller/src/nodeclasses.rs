@@ -34,10 +34,13 @@ const SETTLE: Duration = Duration::from_millis(100);
 /// What one resolution of a node class came to.
 enum Outcome {
     Ready(Box<LaunchClass>),
-    /// The field and why, for the `Ready=False` condition.
+    /// The field and why, for the `Ready=False` condition; `found`: what the selectors did
+    /// find, when they were resolved (the core must know that a list came back empty, so
+    /// that it plans no machine of this class).
     NotReady {
         reason: &'static str,
         message: String,
+        found: Option<ResolvedNodeClass>,
     },
 }
 
@@ -134,9 +137,23 @@ impl NodeClassResolver {
                     self.classes.insert(*launch);
                     self.write_status(&name, status, generation).await;
                 }
-                Outcome::NotReady { reason, message } => {
+                Outcome::NotReady {
+                    reason,
+                    message,
+                    found,
+                } => {
                     warn!(nodeclass = name, reason, "{message}");
                     self.classes.remove(&name);
+                    if let Some(found) = found
+                        && sent.get(&name) != Some(&found)
+                    {
+                        sent.insert(name.clone(), found.clone());
+                        let _ = self
+                            .inbox
+                            .send(Input::Observed(EventKind::NodeClassResolved(Box::new(
+                                found,
+                            ))));
+                    }
                     let status = EC2NodeClassStatus {
                         conditions: vec![nodewright_api::Condition {
                             type_: "Ready".into(),
@@ -163,6 +180,7 @@ impl NodeClassResolver {
                     return Outcome::NotReady {
                         reason: "ValidationFailed",
                         message: e.to_string(),
+                        found: None,
                     };
                 }
             };
@@ -176,11 +194,14 @@ impl NodeClassResolver {
                 Err(e) => Outcome::NotReady {
                     reason: "SelectorsMatchedNothing",
                     message: e.to_string(),
+                    found: Some(resolution.resolved),
                 },
             },
+            // EC2 did not answer: what was found last stays.
             Err(e) => Outcome::NotReady {
                 reason: "ResolutionFailed",
                 message: e.to_string(),
+                found: None,
             },
         }
     }

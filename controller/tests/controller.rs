@@ -337,3 +337,105 @@ async fn a_drain_waits_for_the_budget_and_terminates_once() {
         .unwrap_or(0);
     assert_eq!(terminations, 1, "{summary:?}");
 }
+
+/// Bad input stays with its owner: an EC2NodeClass whose subnet selector matches nothing says
+/// so on its status (naming the field and the fix), nothing is launched for the NodePool that
+/// uses it, its pod is told why it waits, and the rest of the cluster keeps being served.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_broken_node_class_stops_only_its_own_launches() {
+    let world = World::start(support::nodepool("default", "default")).await;
+    let client = world.client.clone();
+    let mut broken = nodeclass("ami-00000000");
+    broken.metadata.name = Some("broken".into());
+    broken.spec.subnet_selector_terms[0].tags =
+        [("karpenter.sh/discovery".to_string(), "nowhere".to_string())].into();
+    create(&client, &broken).await;
+    let pool: nodewright_api::NodePool = serde_json::from_value(serde_json::json!({
+        "apiVersion": "karpenter.sh/v1",
+        "kind": "NodePool",
+        "metadata": {"name": "broken"},
+        "spec": {"template": {
+            "metadata": {"labels": {"pool": "broken"}},
+            "spec": {
+                "requirements": [{"key": "karpenter.sh/capacity-type", "operator": "In", "values": ["on-demand"]}],
+                "nodeClassRef": {"group": "karpenter.k8s.aws", "kind": "EC2NodeClass", "name": "broken"},
+            }
+        }}
+    }))
+    .expect("a NodePool");
+    create(&client, &pool).await;
+    let controller = world.controller().await;
+
+    let classes: Api<EC2NodeClass> = Api::all(client.clone());
+    let message = eventually(
+        "the broken EC2NodeClass says why it is not Ready",
+        || async {
+            let class = classes.get("broken").await.map_err(|e| e.to_string())?;
+            let status = class.status.unwrap_or_default();
+            status
+                .conditions
+                .iter()
+                .find(|c| c.type_ == "Ready" && c.status == "False")
+                .map(|c| c.message.clone())
+                .ok_or_else(|| format!("{:?}", status.conditions))
+        },
+    )
+    .await;
+    assert!(message.contains("spec.subnetSelectorTerms"), "{message}");
+    assert!(message.contains("fix:"), "{message}");
+
+    let pods_api: Api<Pod> = Api::namespaced(client.clone(), "default");
+    let mut stuck = pause_pod("stuck", "500m", "1Gi");
+    stuck.spec.as_mut().expect("a spec").node_selector =
+        Some([("pool".to_string(), "broken".to_string())].into());
+    pods_api
+        .create(&PostParams::default(), &stuck)
+        .await
+        .expect("a pod");
+    pods_api
+        .create(&PostParams::default(), &pause_pod("fine", "500m", "1Gi"))
+        .await
+        .expect("a pod");
+
+    eventually("the pod of the working pool runs", || async {
+        let pod = pods_api.get("fine").await.map_err(|e| e.to_string())?;
+        running_on(&pod).ok_or_else(|| format!("{:?}", pod.status))
+    })
+    .await;
+    let events: Api<k8s_openapi::api::events::v1::Event> =
+        Api::namespaced(client.clone(), "default");
+    let why = eventually("the stuck pod is told why it waits", || async {
+        let list = events
+            .list(&ListParams::default())
+            .await
+            .map_err(|e| e.to_string())?;
+        list.items
+            .into_iter()
+            .find(|e| {
+                e.reason.as_deref() == Some("FailedScheduling")
+                    && e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some("stuck")
+            })
+            .and_then(|e| e.note)
+            .ok_or_else(|| "no FailedScheduling Event for stuck".to_string())
+    })
+    .await;
+    assert!(!why.is_empty());
+    let stuck = pods_api.get("stuck").await.expect("the pod");
+    assert!(running_on(&stuck).is_none(), "nothing was launched for it");
+    for claim in nodeclaims(&client).await {
+        let pool = claim
+            .metadata
+            .labels
+            .unwrap_or_default()
+            .get("karpenter.sh/nodepool")
+            .cloned();
+        assert_eq!(
+            pool.as_deref(),
+            Some("default"),
+            "launched for the broken pool"
+        );
+    }
+
+    assert_eq!(controller.stop().await, Stopped::Asked);
+    world.replay_verifies();
+}
