@@ -328,6 +328,44 @@ fn a_machine_whose_node_is_deleted_from_outside_is_terminated() {
 }
 
 #[test]
+fn a_deleted_nodeclaim_is_drained_then_terminated_once() {
+    let mut h = CoreHarness::new();
+    h.nodepool(pool(0));
+    let (claim, instance, node) = running_machine(&mut h, "a");
+    let cmds = h.send(EventKind::NodeClaimDeleted {
+        nodeclaim: claim.name.clone(),
+    });
+    // Its pod is evicted first (PodDisruptionBudgets apply): no termination yet.
+    assert!(terminations(&cmds).is_empty(), "{cmds:?}");
+    assert!(
+        cmds.iter()
+            .any(|c| matches!(c, Command::CordonNode { node: n, .. } if *n == node)),
+        "{cmds:?}"
+    );
+    assert!(
+        cmds.iter()
+            .any(|c| matches!(c, Command::EvictPod { pod, forced: false, .. } if pod.name == "a")),
+        "{cmds:?}"
+    );
+    // Told twice (the watcher sees the object again): nothing more.
+    let again = h.send(EventKind::NodeClaimDeleted {
+        nodeclaim: claim.name.clone(),
+    });
+    assert!(again.is_empty(), "{again:?}");
+    let after = h.complete_evictions();
+    let t = terminations(&after);
+    assert_eq!(t.len(), 1, "{after:?}");
+    assert_eq!(t[0].0, claim.name);
+    assert_eq!(t[0].1, TerminationReason::Deleted);
+    assert!(after.iter().any(|c| matches!(c, Command::TerminateNodeClaim { instance_id: Some(id), .. } if *id == instance.instance_id)));
+    // Unknown NodeClaims (deleted before the core heard of them) change nothing.
+    let unknown = h.send(EventKind::NodeClaimDeleted {
+        nodeclaim: "default-unknown".into(),
+    });
+    assert!(unknown.is_empty(), "{unknown:?}");
+}
+
+#[test]
 fn a_do_not_disrupt_duration_on_a_node_counts_from_its_nodeclaim() {
     let mut h = CoreHarness::new();
     h.nodepool(pool(0));

@@ -8,10 +8,12 @@
 //! - [`run`]: the event store and its recovery, the watchers and the loop;
 //! - [`executor`]: the core's commands on Kubernetes and EC2, results back as events;
 //! - [`nodeclasses`]: EC2NodeClass resolution and status;
-//! - [`registration`]: Nodes linked to their NodeClaims.
+//! - [`registration`]: Nodes linked to their NodeClaims;
+//! - [`deletions`]: NodeClaims deleted by hand, drained and terminated.
 
 pub mod cache;
 pub mod clock;
+pub mod deletions;
 pub mod executor;
 pub mod launch_classes;
 pub mod nodeclasses;

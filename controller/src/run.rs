@@ -33,6 +33,7 @@ use thiserror::Error;
 use tracing::{info, warn};
 
 use crate::clock::WallClock;
+use crate::deletions;
 use crate::executor::{Executor, Hands, dispatch};
 use crate::launch_classes::LaunchClasses;
 use crate::nodeclasses::NodeClassResolver;
@@ -246,6 +247,7 @@ pub async fn run(
         }
         .run(),
     );
+    tokio::spawn(deletions::run(Api::all(client.clone()), sender.clone()));
     tokio::spawn(registration::run(
         client.clone(),
         hands.claims.clone(),

@@ -338,6 +338,86 @@ async fn a_drain_waits_for_the_budget_and_terminates_once() {
     assert_eq!(terminations, 1, "{summary:?}");
 }
 
+/// `kubectl delete nodeclaim`: the termination finalizer holds the object while its pod is
+/// evicted; then the instance is terminated, once, and the Node and NodeClaim go.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_nodeclaim_deleted_by_hand_is_drained_and_terminated_once() {
+    let world = World::start(support::nodepool("default", "default")).await;
+    let (client, c) = (world.client.clone(), &world.aws);
+    let controller = world.controller().await;
+
+    let pods_api: Api<Pod> = Api::namespaced(client.clone(), "default");
+    pods_api
+        .create(&PostParams::default(), &pause_pod("web-0", "500m", "1Gi"))
+        .await
+        .expect("a pod");
+    let node = eventually("web-0 runs", || async {
+        let pod = pods_api.get("web-0").await.map_err(|e| e.to_string())?;
+        running_on(&pod).ok_or_else(|| format!("{:?}", pod.status))
+    })
+    .await;
+    let claims = nodeclaims(&client).await;
+    assert_eq!(claims.len(), 1);
+    let claim = claims[0].metadata.name.clone().expect("a name");
+    let instance_id = live_instances(c).await[0].instance_id.clone();
+
+    let claims_api: Api<nodewright_api::NodeClaim> = Api::all(client.clone());
+    claims_api
+        .delete(&claim, &Default::default())
+        .await
+        .expect("deleted");
+    let nodes_api: Api<k8s_openapi::api::core::v1::Node> = Api::all(client.clone());
+    eventually("the pod, node, NodeClaim and instance are gone", || async {
+        let pod = pods_api.get_opt("web-0").await.map_err(|e| e.to_string())?;
+        let node = nodes_api.get_opt(&node).await.map_err(|e| e.to_string())?;
+        let claim = claims_api
+            .get_opt(&claim)
+            .await
+            .map_err(|e| e.to_string())?;
+        let live = live_instances(c).await;
+        let gone = !live.iter().any(|i| i.instance_id == instance_id);
+        if pod.is_none() && node.is_none() && claim.is_none() && gone {
+            Ok(())
+        } else {
+            Err(format!(
+                "pod {}, node {}, NodeClaim {}, instance live {}",
+                pod.is_some(),
+                node.is_some(),
+                claim.is_some(),
+                !gone
+            ))
+        }
+    })
+    .await;
+
+    assert_eq!(controller.stop().await, Stopped::Asked);
+    world.replay_verifies();
+    let summary = nodewright_replay::inspect_file(&world.dir.path().join("controller.nwlog"))
+        .expect("inspected");
+    let count = |kinds: &std::collections::BTreeMap<&'static str, u64>, kind| {
+        kinds.get(kind).copied().unwrap_or(0)
+    };
+    assert!(
+        count(&summary.events_by_kind, "NodeClaimDeleted") >= 1,
+        "{summary:?}"
+    );
+    assert_eq!(
+        count(&summary.commands_by_kind, "EvictPod"),
+        1,
+        "{summary:?}"
+    );
+    assert_eq!(
+        count(&summary.commands_by_kind, "TerminateNodeClaim"),
+        1,
+        "{summary:?}"
+    );
+    assert_eq!(
+        count(&summary.commands_by_kind, "TerminateOrphanInstance"),
+        0,
+        "{summary:?}"
+    );
+}
+
 /// Bad input stays with its owner: an EC2NodeClass whose subnet selector matches nothing says
 /// so on its status (naming the field and the fix), nothing is launched for the NodePool that
 /// uses it, its pod is told why it waits, and the rest of the cluster keeps being served.

@@ -622,6 +622,17 @@ impl Core {
                 self.state.subnet_zones.insert(resolved.name.clone(), zones);
                 self.trigger_if_pending();
             }
+            EventKind::NodeClaimDeleted { nodeclaim } => {
+                // Karpenter's termination finalizer: drained (PodDisruptionBudgets apply, up
+                // to the pool's terminationGracePeriod), then terminated.
+                self.replacements.remove(nodeclaim);
+                self.terminate(
+                    nodeclaim,
+                    TerminationReason::Deleted,
+                    "its NodeClaim was deleted".to_string(),
+                    commands,
+                );
+            }
         }
         if matches!(
             kind,
@@ -659,6 +670,10 @@ impl Core {
             EventKind::NodeClaimTerminated { nodeclaim } => {
                 !state.nodeclaims.contains_key(nodeclaim)
             }
+            EventKind::NodeClaimDeleted { nodeclaim } => state
+                .nodeclaims
+                .get(nodeclaim)
+                .is_none_or(|c| c.terminating.is_some()),
             EventKind::PodDeleted { pod } => !state.pods.contains_key(pod),
             EventKind::NodeDeleted { name } => !state.nodes.contains_key(name),
             EventKind::PodApplied(pod) => state.pods.get(&pod.key) == Some(pod.as_ref()),

@@ -104,6 +104,12 @@ pub enum EventKind {
     /// What an EC2NodeClass's selectors found in the cloud (subnets, security groups, AMIs).
     /// Appended last: the variants' order is the log's format.
     NodeClassResolved(Box<crate::model::nodeclass::ResolvedNodeClass>),
+    /// A NodeClaim was deleted from outside nodewright (`kubectl delete nodeclaim`): its
+    /// machine is drained and terminated, as Karpenter's termination finalizer does.
+    /// Appended last: the variants' order is the log's format.
+    NodeClaimDeleted {
+        nodeclaim: String,
+    },
 }
 
 /// A DaemonSet: its pod template (the pod's name is empty).
@@ -140,6 +146,7 @@ impl EventKind {
             EventKind::InterruptionReceived { .. } => "InterruptionReceived",
             EventKind::InstancesListed { .. } => "InstancesListed",
             EventKind::NodeClassResolved(_) => "NodeClassResolved",
+            EventKind::NodeClaimDeleted { .. } => "NodeClaimDeleted",
         }
     }
 }

@@ -102,6 +102,8 @@ fn termination_reason(reason: TerminationReason) -> (&'static str, bool) {
         TerminationReason::NodeDeleted | TerminationReason::InstanceGone => {
             ("InstanceTerminating", true)
         }
+        // Karpenter's termination controller, on a NodeClaim deleted by hand.
+        TerminationReason::Deleted => ("InstanceTerminating", false),
     }
 }
 

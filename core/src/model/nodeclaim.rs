@@ -175,6 +175,9 @@ pub enum TerminationReason {
     Interrupted,
     /// Its instance no longer exists in the cloud's listing.
     InstanceGone,
+    /// Forced: its NodeClaim was deleted from outside nodewright. Appended last: the
+    /// variants' order is the log's format.
+    Deleted,
 }
 
 impl TerminationReason {
