@@ -1,10 +1,12 @@
 //! `nodewright controller`: its flags and environment (Karpenter's names where Karpenter has
 //! one), JSON logs, and a graceful stop on SIGTERM or Ctrl-C.
 
+use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::time::Duration;
 
 use anyhow::{Context, Result};
+use nodewright_controller::leadership::LeaderElection;
 use nodewright_controller::settings::parse_feature_gates;
 use nodewright_controller::{Connections, Settings};
 
@@ -54,6 +56,28 @@ pub struct ControllerArgs {
     /// This replica's name in Events (the pod's name in a cluster).
     #[arg(long, env = "POD_NAME")]
     identity: Option<String>,
+    /// Run without a Lease (one replica only).
+    #[arg(long, env = "DISABLE_LEADER_ELECTION")]
+    disable_leader_election: bool,
+    /// The Lease the replicas elect a leader on.
+    #[arg(
+        long,
+        env = "LEADER_ELECTION_NAME",
+        default_value = "nodewright-leader-election"
+    )]
+    leader_election_name: String,
+    /// The Lease's namespace (default: SYSTEM_NAMESPACE, the controller's own, else kube-system).
+    #[arg(long, env = "LEADER_ELECTION_NAMESPACE")]
+    leader_election_namespace: Option<String>,
+    /// How long the Lease holds without renewal: how long a standby waits for a dead leader.
+    #[arg(long, env = "LEADER_ELECTION_LEASE_DURATION", default_value = "15s", value_parser = humantime::parse_duration)]
+    leader_election_lease_duration: Duration,
+    /// The port of /metrics.
+    #[arg(long, env = "METRICS_PORT", default_value_t = 8080)]
+    metrics_port: u16,
+    /// The port of /healthz and /readyz.
+    #[arg(long, env = "HEALTH_PROBE_PORT", default_value_t = 8081)]
+    health_probe_port: u16,
     /// error, warn, info, debug or trace (or a tracing filter).
     #[arg(long, env = "LOG_LEVEL", default_value = "info")]
     log_level: String,
@@ -78,6 +102,18 @@ impl ControllerArgs {
                 .identity
                 .clone()
                 .unwrap_or_else(|| "nodewright".to_string()),
+            leader_election: (!self.disable_leader_election).then(|| LeaderElection {
+                name: self.leader_election_name.clone(),
+                namespace: self
+                    .leader_election_namespace
+                    .clone()
+                    .or_else(|| std::env::var("SYSTEM_NAMESPACE").ok())
+                    .filter(|n| !n.is_empty())
+                    .unwrap_or_else(|| "kube-system".to_string()),
+                lease_duration: self.leader_election_lease_duration,
+            }),
+            metrics_address: SocketAddr::from(([0, 0, 0, 0], self.metrics_port)),
+            health_address: SocketAddr::from(([0, 0, 0, 0], self.health_probe_port)),
         })
     }
 }

@@ -22,6 +22,10 @@ const SNAPSHOT_SCAN_CHUNK: u64 = 4_096;
 pub trait CommandExecutor {
     fn execute(&mut self, command: &Command);
 
+    /// Called once the event is logged, right before the core handles it: the controller
+    /// times the decision from here to [`CommandExecutor::stepped`].
+    fn stepping(&mut self, _core: &Core, _event: &Event) {}
+
     /// Called once a step's commands are dispatched, with the core as the step left it: the
     /// controller counts the step in its metrics, the simulator checks its invariants.
     fn stepped(&mut self, _core: &Core, _event: &Event, _commands: &[Command]) {}
@@ -393,6 +397,7 @@ impl<S: EventStore<LogHeader, LogRecord>> Driver<S> {
         if is_catalog(&event) {
             self.catalog_record = Some(index);
         }
+        executor.stepping(&self.core, &event);
         let commands = self.core.handle(&event);
         if !commands.is_empty() {
             if let Err(e) = self

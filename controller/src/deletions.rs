@@ -102,7 +102,7 @@ mod tests {
         let mut claim = NodeClaim::new(name, spec);
         claim.metadata = ObjectMeta {
             name: Some(name.into()),
-            deletion_timestamp: deleting.then(|| Time(k8s_openapi::jiff::Timestamp::UNIX_EPOCH)),
+            deletion_timestamp: deleting.then_some(Time(k8s_openapi::jiff::Timestamp::UNIX_EPOCH)),
             finalizers: finalizer.then(|| vec![TERMINATION_FINALIZER.to_string()]),
             ..ObjectMeta::default()
         };

@@ -9,16 +9,21 @@
 //! - [`executor`]: the core's commands on Kubernetes and EC2, results back as events;
 //! - [`nodeclasses`]: EC2NodeClass resolution and status;
 //! - [`registration`]: Nodes linked to their NodeClaims;
-//! - [`deletions`]: NodeClaims deleted by hand, drained and terminated.
+//! - [`deletions`]: NodeClaims deleted by hand, drained and terminated;
+//! - [`leadership`]: the Lease one replica holds while the others stand by;
+//! - [`metrics`] and [`serve`]: Prometheus metrics and the health probes.
 
 pub mod cache;
 pub mod clock;
 pub mod deletions;
 pub mod executor;
 pub mod launch_classes;
+pub mod leadership;
+pub mod metrics;
 pub mod nodeclasses;
 pub mod registration;
 pub mod run;
+pub mod serve;
 pub mod settings;
 
 pub use run::{Connections, ControllerError, run};

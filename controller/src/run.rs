@@ -5,7 +5,8 @@
 use std::collections::BTreeSet;
 use std::future::Future;
 use std::path::Path;
-use std::time::{SystemTime, UNIX_EPOCH};
+use std::sync::Arc;
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use k8s_openapi::api::apps::v1::DaemonSet;
 use k8s_openapi::api::core::v1::{Node, Pod};
@@ -36,8 +37,11 @@ use crate::clock::WallClock;
 use crate::deletions;
 use crate::executor::{Executor, Hands, dispatch};
 use crate::launch_classes::LaunchClasses;
+use crate::leadership::{self, Leading};
+use crate::metrics::{Measured, Metrics, Timed};
 use crate::nodeclasses::NodeClassResolver;
 use crate::registration;
+use crate::serve::{Phase, Probes, serve};
 use crate::settings::{SettingError, Settings};
 
 pub type Store = RedbStore<LogHeader, LogRecord>;
@@ -60,6 +64,22 @@ pub enum ControllerError {
     Aws(#[from] AwsError),
     #[error("the API server: {0}")]
     Kubernetes(#[source] kube::Error),
+    #[error(
+        "serving {what} on {address}: {source}; fix: free the port or choose another ({setting})"
+    )]
+    Serve {
+        what: &'static str,
+        address: std::net::SocketAddr,
+        setting: &'static str,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("leader election: {0}")]
+    Lease(#[source] kube_lease_manager::LeaseManagerError),
+    #[error(
+        "the lease was lost: another replica leads now; this one stops (it comes back as a standby)"
+    )]
+    LostLease,
 }
 
 /// The core's configuration for a new store: Karpenter's defaults, the cluster's name, the
@@ -140,22 +160,69 @@ where
     }));
 }
 
+/// How long a new leader waits for the store while the last one still has it open.
+const STORE_IN_USE_PATIENCE: Duration = Duration::from_secs(60);
+
+/// Opens the store, waiting while another process (a leader still stopping) has it open.
+async fn open_store_when_free(settings: &Settings) -> Result<Store, ControllerError> {
+    let since = Instant::now();
+    loop {
+        match open_store(settings) {
+            Err(ControllerError::Store { source, .. })
+                if source.is_store_in_use() && since.elapsed() < STORE_IN_USE_PATIENCE =>
+            {
+                info!(store = %settings.store.display(), "the store is still open in the last leader; waiting");
+                tokio::time::sleep(Duration::from_millis(500)).await;
+            }
+            other => return other,
+        }
+    }
+}
+
+/// Serves the metrics and probe endpoints.
+async fn serve_endpoints(
+    settings: &Settings,
+    probes: &Probes,
+    metrics: &Arc<Metrics>,
+) -> Result<(), ControllerError> {
+    let metrics_at = serve(
+        settings.metrics_address,
+        probes.clone(),
+        Arc::clone(metrics),
+    )
+    .await
+    .map_err(|source| ControllerError::Serve {
+        what: "/metrics",
+        address: settings.metrics_address,
+        setting: "METRICS_PORT",
+        source,
+    })?;
+    let health_at = serve(settings.health_address, probes.clone(), Arc::clone(metrics))
+        .await
+        .map_err(|source| ControllerError::Serve {
+            what: "/healthz and /readyz",
+            address: settings.health_address,
+            setting: "HEALTH_PROBE_PORT",
+            source,
+        })?;
+    info!(metrics = %metrics_at, probes = %health_at, "serving /metrics, /healthz and /readyz");
+    Ok(())
+}
+
 /// Runs the controller until `stop` completes; the log is durable at every step, so a stop at
-/// any point loses nothing.
+/// any point loses nothing. With leader election on, it first waits, connected and ready, for
+/// the lease; it stops with [`ControllerError::LostLease`] if the lease is lost.
 pub async fn run(
     settings: Settings,
     connections: Connections,
     stop: impl Future<Output = ()> + Send + 'static,
 ) -> Result<Stopped, ControllerError> {
     settings.validate()?;
-    let store = open_store(&settings)?;
-    let (mut driver, recovery) = Driver::recover(store).map_err(ControllerError::Recover)?;
-    info!(
-        events = recovery.events,
-        reissued = recovery.reissue().count(),
-        "recovered from the event store"
-    );
-    let seed = driver.core().config().seed;
+    let metrics = Arc::new(Metrics::new());
+    let probes = Probes::default();
+    serve_endpoints(&settings, &probes, &metrics).await?;
+    let mut stop = Box::pin(stop);
+
     let client =
         kube::Client::try_from(connections.kube.clone()).map_err(ControllerError::Kubernetes)?;
     // kube retries a 429 by default, for minutes; the Eviction API's 429 is an answer (a
@@ -175,9 +242,42 @@ pub async fn run(
         }
     };
 
+    // A warm standby: connected, ready, waiting for the lease.
+    let mut leading: Option<Leading> = None;
+    if let Some(election) = &settings.leader_election {
+        probes.set(Phase::Standby);
+        let identity = leadership::holder_identity(&settings.identity);
+        tokio::select! {
+            acquired = leadership::acquire(client.clone(), election, &identity) => {
+                leading = Some(acquired.map_err(ControllerError::Lease)?);
+            }
+            _ = &mut stop => {
+                probes.set(Phase::Stopping);
+                return Ok(Stopped::Asked);
+            }
+        }
+    }
+    probes.set(Phase::Recovering);
+    metrics.set_leader(true);
+
+    let store = Timed::new(open_store_when_free(&settings).await?, Arc::clone(&metrics));
+    let (mut driver, recovery) = Driver::recover(store).map_err(ControllerError::Recover)?;
+    info!(
+        events = recovery.events,
+        reissued = recovery.reissue().count(),
+        "recovered from the event store"
+    );
+    let seed = driver.core().config().seed;
+
     let (sender, mut inbox) = control_loop::inbox();
     let classes = LaunchClasses::default();
-    let (mut to_executor, commands) = dispatch();
+    let (to_executor, commands) = dispatch();
+    let mut to_executor = Measured::new(
+        to_executor,
+        Arc::clone(&metrics),
+        driver.core(),
+        settings.store.clone(),
+    );
     let hands = Hands {
         eviction_client,
         claims: NodeClaims::new(client.clone()),
@@ -297,13 +397,27 @@ pub async fn run(
         cluster = settings.cluster_name,
         kubernetes_version, "controller running"
     );
-    let stopped = control_loop::run(&mut driver, &mut inbox, &mut to_executor, &WallClock)
-        .await
-        .map_err(ControllerError::Loop)?;
+    probes.set(Phase::Leading);
+    let looping = control_loop::run(&mut driver, &mut inbox, &mut to_executor, &WallClock);
+    let outcome = match &mut leading {
+        // The loop waits only between events: ending it there leaves the log whole.
+        Some(lease) => tokio::select! {
+            outcome = looping => outcome.map_err(ControllerError::Loop),
+            _ = lease.lost() => Err(ControllerError::LostLease),
+        },
+        None => looping.await.map_err(ControllerError::Loop),
+    };
+    probes.set(Phase::Stopping);
+    metrics.set_leader(false);
     info!(
         events = driver.events(),
         commands = driver.commands(),
         "stopped"
     );
-    Ok(stopped)
+    // The store is closed before the lease goes, so that the next leader can open it.
+    drop(driver);
+    if let Some(lease) = leading {
+        lease.release().await;
+    }
+    outcome
 }

@@ -3,10 +3,13 @@
 //! `FEATURE_GATES`, ...). The binary reads them from flags and the environment; this is what
 //! they become, checked.
 
+use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::time::Duration;
 
 use thiserror::Error;
+
+use crate::leadership::LeaderElection;
 
 /// Everything the controller runs with.
 #[derive(Debug, Clone)]
@@ -37,6 +40,12 @@ pub struct Settings {
     pub nodeclass_refresh: Duration,
     /// This replica's name in the Lease and in Events (`POD_NAME`, else the host name).
     pub identity: String,
+    /// The Lease replicas elect a leader on (none: `DISABLE_LEADER_ELECTION`, one replica).
+    pub leader_election: Option<LeaderElection>,
+    /// `METRICS_PORT`: where `/metrics` is served.
+    pub metrics_address: SocketAddr,
+    /// `HEALTH_PROBE_PORT`: where `/healthz` and `/readyz` are served.
+    pub health_address: SocketAddr,
 }
 
 /// A setting that cannot be used.
@@ -103,6 +112,29 @@ impl Settings {
                     self.batch_idle, self.batch_max
                 ),
                 fix: "use a positive idle duration no longer than the max duration (Karpenter: 1s and 10s)",
+            });
+        }
+        if let Some(election) = &self.leader_election {
+            if election.name.trim().is_empty() || election.namespace.trim().is_empty() {
+                return Err(SettingError {
+                    setting: "LEADER_ELECTION_NAME",
+                    problem: "the Lease's name or namespace is empty".into(),
+                    fix: "set LEADER_ELECTION_NAME and LEADER_ELECTION_NAMESPACE, or DISABLE_LEADER_ELECTION=true for one replica",
+                });
+            }
+            if election.lease_duration < Duration::from_secs(2) {
+                return Err(SettingError {
+                    setting: "LEADER_ELECTION_LEASE_DURATION",
+                    problem: format!("{:?} is shorter than 2s", election.lease_duration),
+                    fix: "use at least 2s (Karpenter: 15s)",
+                });
+            }
+        }
+        if self.metrics_address.port() != 0 && self.metrics_address == self.health_address {
+            return Err(SettingError {
+                setting: "HEALTH_PROBE_PORT",
+                problem: format!("is METRICS_PORT too ({})", self.metrics_address.port()),
+                fix: "give the probes and the metrics two ports (Karpenter: 8081 and 8080)",
             });
         }
         Ok(())

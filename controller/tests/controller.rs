@@ -147,6 +147,34 @@ async fn pending_pods_get_machines_that_register_and_run_them() {
         .count();
     assert!(nominated >= 1, "no Nominated Event");
 
+    // Prometheus sees it, in Karpenter's names (gauges refresh every few seconds).
+    assert!(controller.ready().await, "/readyz");
+    let text = eventually("the gauges show the three pods bound", || async {
+        let text = controller.metrics().await;
+        let bound = text
+            .lines()
+            .filter(|l| l.starts_with("karpenter_pods_state{") && l.contains("phase=\"Bound\""))
+            .count();
+        if bound == 3 { Ok(text) } else { Err(text) }
+    })
+    .await;
+    let created: f64 = text
+        .lines()
+        .filter(|l| l.starts_with("karpenter_nodeclaims_created_total{"))
+        .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+        .sum();
+    assert_eq!(created as usize, claims.len(), "{text}");
+    for family in [
+        "karpenter_nodes_allocatable{",
+        "karpenter_cluster_state_node_count ",
+        "nodewright_decision_duration_seconds_count ",
+        "nodewright_log_append_duration_seconds_count ",
+        "nodewright_log_bytes ",
+        "nodewright_leader 1",
+    ] {
+        assert!(text.contains(family), "{family} missing from\n{text}");
+    }
+
     assert_eq!(controller.stop().await, Stopped::Asked);
     let outcome = world.replay_verifies();
     assert!(outcome.commands >= 2, "{outcome:?}");
@@ -336,6 +364,98 @@ async fn a_drain_waits_for_the_budget_and_terminates_once() {
         .copied()
         .unwrap_or(0);
     assert_eq!(terminations, 1, "{summary:?}");
+}
+
+/// Two replicas on one store: one leads, the other waits connected and ready. The leader dies
+/// in the middle of a scale-up; the standby takes the lease when it runs out, recovers from the
+/// same store, and finishes the job: every pod runs, no instance is launched twice, none is
+/// left without its NodeClaim.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_standby_takes_over_from_the_store_when_the_leader_dies() {
+    let world = World::start(support::nodepool("default", "default")).await;
+    let (client, c) = (world.client.clone(), &world.aws);
+    let first = world.controller().await;
+    eventually("the first replica leads", || async {
+        if first.leads().await {
+            Ok(())
+        } else {
+            Err("not yet".to_string())
+        }
+    })
+    .await;
+    let second = world.controller().await;
+    eventually("the second replica stands by, ready", || async {
+        if second.ready().await {
+            Ok(())
+        } else {
+            Err("not ready".to_string())
+        }
+    })
+    .await;
+    assert!(!second.leads().await, "two leaders");
+
+    // A scale-up: pods of several sizes, so that several machines are planned.
+    let pods_api: Api<Pod> = Api::namespaced(client.clone(), "default");
+    for i in 0..6 {
+        pods_api
+            .create(
+                &PostParams::default(),
+                &pause_pod(&format!("web-{i}"), "1500m", "3Gi"),
+            )
+            .await
+            .expect("a pod");
+    }
+    // The leader dies as soon as the first NodeClaim exists, mid-way through its launches.
+    eventually("a NodeClaim is created", || async {
+        let n = nodeclaims(&client).await.len();
+        if n > 0 {
+            Ok(())
+        } else {
+            Err("none yet".to_string())
+        }
+    })
+    .await;
+    first.kill().await;
+
+    eventually("the standby leads", || async {
+        if second.leads().await {
+            Ok(())
+        } else {
+            Err("not yet".to_string())
+        }
+    })
+    .await;
+    let on = eventually("every pod runs on a node nodewright launched", || async {
+        let pods = pods(&client).await;
+        let on: Vec<Option<String>> = pods.iter().map(running_on).collect();
+        if pods.len() == 6 && on.iter().all(Option::is_some) {
+            Ok(on)
+        } else {
+            Err(format!("{on:?}"))
+        }
+    })
+    .await;
+    assert!(on.iter().flatten().all(|n| n.ends_with(".ec2.internal")));
+
+    // One instance per NodeClaim, and no other: no duplicate launch, no orphan.
+    let claims = nodeclaims(&client).await;
+    let mut claimed: Vec<String> = claims
+        .iter()
+        .filter_map(|c| c.status.as_ref()?.provider_id.clone())
+        .filter_map(|p| p.rsplit('/').next().map(str::to_string))
+        .collect();
+    claimed.sort();
+    let mut live: Vec<String> = live_instances(c)
+        .await
+        .into_iter()
+        .map(|i| i.instance_id)
+        .collect();
+    live.sort();
+    assert_eq!(claimed.len(), claims.len(), "every NodeClaim launched");
+    assert_eq!(live, claimed, "EC2 runs exactly the NodeClaims' instances");
+
+    assert_eq!(second.stop().await, Stopped::Asked);
+    world.replay_verifies();
 }
 
 /// `kubectl delete nodeclaim`: the termination finalizer holds the object while its pod is

@@ -310,6 +310,12 @@ pub enum LogError {
 }
 
 impl LogError {
+    /// Another process (or another handle in this one) has the store open: a leader that is
+    /// still stopping, say. Opening it again later may succeed.
+    pub fn is_store_in_use(&self) -> bool {
+        matches!(self, LogError::Store { source, .. } if matches!(**source, redb::Error::DatabaseAlreadyOpen))
+    }
+
     /// The file the error is about, if any.
     pub fn path(&self) -> Option<&Path> {
         match self {

@@ -14,6 +14,7 @@ use nodewright_api::{EC2NodeClass, NodeClaim, NodePool};
 use nodewright_aws::aws_sdk_ec2::types::{ResourceType, Tag, TagSpecification};
 use nodewright_aws::instances::{Described, Instances};
 use nodewright_aws::{ClientSettings, Clients};
+use nodewright_controller::leadership::LeaderElection;
 use nodewright_controller::{ControllerError, Settings};
 use nodewright_controlplane::ControlPlane;
 use nodewright_controlplane::kubelet::KubeletStandIn;
@@ -158,6 +159,13 @@ where
         .expect("created");
 }
 
+/// A port nothing listens on now.
+pub fn free_address() -> std::net::SocketAddr {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .expect("a free port")
+}
+
 pub fn settings(store: &Path) -> Settings {
     Settings {
         cluster_name: CLUSTER.into(),
@@ -173,12 +181,22 @@ pub fn settings(store: &Path) -> Settings {
         instance_gc_period: Duration::from_secs(30),
         nodeclass_refresh: Duration::from_secs(60),
         identity: "nodewright-test".into(),
+        leader_election: Some(LeaderElection {
+            name: "nodewright-leader-election".into(),
+            namespace: "default".into(),
+            lease_duration: Duration::from_secs(3),
+        }),
+        metrics_address: free_address(),
+        health_address: free_address(),
     }
 }
 
 /// A controller running in a runtime of its own (as a process would) until
 /// [`Running::stop`] or [`Running::kill`].
 pub struct Running {
+    /// Where its `/metrics` and its probes are served.
+    pub metrics: std::net::SocketAddr,
+    pub health: std::net::SocketAddr,
     stop: Option<oneshot::Sender<()>>,
     kill: Option<oneshot::Sender<()>>,
     thread: Option<std::thread::JoinHandle<Option<Result<Stopped, ControllerError>>>>,
@@ -201,6 +219,7 @@ impl Running {
             aws: aws_settings(moto),
         };
         let settings = settings(store);
+        let (metrics, health) = (settings.metrics_address, settings.health_address);
         let thread = std::thread::spawn(move || {
             let runtime = tokio::runtime::Builder::new_multi_thread()
                 .worker_threads(2)
@@ -219,10 +238,48 @@ impl Running {
             })
         });
         Running {
+            metrics,
+            health,
             stop: Some(stop),
             kill: Some(kill),
             thread: Some(thread),
         }
+    }
+
+    /// `GET path` on `address`: the status code and the body (None: nothing answers).
+    pub async fn get(address: std::net::SocketAddr, path: &str) -> Option<(u16, String)> {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let mut stream = tokio::net::TcpStream::connect(address).await.ok()?;
+        let request = format!("GET {path} HTTP/1.0\r\nHost: localhost\r\n\r\n");
+        stream.write_all(request.as_bytes()).await.ok()?;
+        let mut response = String::new();
+        stream.read_to_string(&mut response).await.ok()?;
+        let status = response.split(' ').nth(1)?.parse().ok()?;
+        let body = response.split_once("\r\n\r\n")?.1.to_string();
+        Some((status, body))
+    }
+
+    /// Its metrics, as Prometheus reads them.
+    pub async fn metrics(&self) -> String {
+        Self::get(self.metrics, "/metrics")
+            .await
+            .map(|(_, body)| body)
+            .unwrap_or_default()
+    }
+
+    /// Whether `/readyz` answers 200.
+    pub async fn ready(&self) -> bool {
+        Self::get(self.health, "/readyz")
+            .await
+            .is_some_and(|(status, _)| status == 200)
+    }
+
+    /// Whether it holds the lease and runs the core (its `nodewright_leader` gauge).
+    pub async fn leads(&self) -> bool {
+        self.metrics()
+            .await
+            .lines()
+            .any(|l| l == "nodewright_leader 1")
     }
 
     /// Asks it to stop and waits until it has.

@@ -1,0 +1,693 @@
+//! Prometheus metrics: Karpenter's families (the names dashboards are built on) and
+//! nodewright's own (how long a decision and a log append take, how large the log is).
+//!
+//! Counters and histograms are recorded as the driver steps ([`Measured`] wraps the command
+//! dispatch and hears every step); the gauges that describe the cluster (nodes, pods, pools)
+//! are rebuilt from the core's state at most every [`GAUGE_REFRESH`], so a step stays cheap
+//! in a cluster of thousands of pods.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::PathBuf;
+use std::sync::atomic::AtomicU64;
+use std::time::{Duration, Instant};
+
+use nodewright_adapters::driver::CommandExecutor;
+use nodewright_adapters::eventlog::{EventStore, LogError};
+use nodewright_core::model::nodeclaim::TerminationReason;
+use nodewright_core::model::resources::Resources;
+use nodewright_core::{Command, Core, Event, EventKind};
+use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
+use prometheus_client::registry::Registry;
+
+/// The cluster's gauges are rebuilt at most this often.
+pub const GAUGE_REFRESH: Duration = Duration::from_secs(5);
+
+const NODEPOOL_LABEL: &str = "karpenter.sh/nodepool";
+
+type FloatGauge = Gauge<f64, AtomicU64>;
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct PoolReason {
+    nodepool: String,
+    reason: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct Pool {
+    nodepool: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct NodeResource {
+    node_name: String,
+    nodepool: String,
+    resource_type: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct PoolResource {
+    nodepool: String,
+    resource_type: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct PodState {
+    name: String,
+    namespace: String,
+    node: String,
+    nodepool: String,
+    phase: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct Decision {
+    decision: String,
+    reason: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct MessageType {
+    message_type: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct Kind {
+    kind: String,
+}
+
+fn seconds_histogram() -> Histogram {
+    // 100 µs to ~100 s.
+    Histogram::new(exponential_buckets(0.0001, 2.0, 21))
+}
+
+/// Every metric the controller exports, and the registry that encodes them.
+pub struct Metrics {
+    registry: Registry,
+    nodeclaims_created: Family<PoolReason, Counter>,
+    nodeclaims_terminated: Family<PoolReason, Counter>,
+    nodeclaims_disrupted: Family<PoolReason, Counter>,
+    nodes_created: Family<Pool, Counter>,
+    nodes_terminated: Family<Pool, Counter>,
+    nodes_allocatable: Family<NodeResource, FloatGauge>,
+    nodes_total_pod_requests: Family<NodeResource, FloatGauge>,
+    pods_state: Family<PodState, Gauge>,
+    pods_startup: Histogram,
+    nodepools_usage: Family<PoolResource, FloatGauge>,
+    nodepools_limit: Family<PoolResource, FloatGauge>,
+    node_count: Gauge,
+    queue_depth: Gauge,
+    scheduling_duration: Histogram,
+    disruption_decisions: Family<Decision, Counter>,
+    interruptions: Family<MessageType, Counter>,
+    decision_duration: Histogram,
+    log_append_duration: Histogram,
+    log_bytes: Gauge,
+    log_records: Gauge,
+    events: Family<Kind, Counter>,
+    commands: Family<Kind, Counter>,
+    leader: Gauge,
+}
+
+impl Default for Metrics {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl Metrics {
+    pub fn new() -> Self {
+        let mut r = Registry::default();
+        let m = Metrics {
+            nodeclaims_created: Family::default(),
+            nodeclaims_terminated: Family::default(),
+            nodeclaims_disrupted: Family::default(),
+            nodes_created: Family::default(),
+            nodes_terminated: Family::default(),
+            nodes_allocatable: Family::default(),
+            nodes_total_pod_requests: Family::default(),
+            pods_state: Family::default(),
+            pods_startup: Histogram::new(exponential_buckets(0.25, 2.0, 12)),
+            nodepools_usage: Family::default(),
+            nodepools_limit: Family::default(),
+            node_count: Gauge::default(),
+            queue_depth: Gauge::default(),
+            scheduling_duration: seconds_histogram(),
+            disruption_decisions: Family::default(),
+            interruptions: Family::default(),
+            decision_duration: seconds_histogram(),
+            log_append_duration: seconds_histogram(),
+            log_bytes: Gauge::default(),
+            log_records: Gauge::default(),
+            events: Family::default(),
+            commands: Family::default(),
+            leader: Gauge::default(),
+            registry: Registry::default(),
+        };
+        // Counters are encoded with `_total` appended.
+        r.register(
+            "karpenter_nodeclaims_created",
+            "NodeClaims created, by NodePool and reason (provisioning, or disruption for a replacement)",
+            m.nodeclaims_created.clone(),
+        );
+        r.register(
+            "karpenter_nodeclaims_terminated",
+            "NodeClaims whose termination was decided, by NodePool and reason",
+            m.nodeclaims_terminated.clone(),
+        );
+        r.register(
+            "karpenter_nodeclaims_disrupted",
+            "NodeClaims disrupted (empty, underutilized, drifted, expired, interrupted, deleted), by NodePool and reason",
+            m.nodeclaims_disrupted.clone(),
+        );
+        r.register(
+            "karpenter_nodes_created",
+            "Nodes of NodeClaims that appeared, by NodePool",
+            m.nodes_created.clone(),
+        );
+        r.register(
+            "karpenter_nodes_terminated",
+            "Nodes of NodeClaims that were deleted, by NodePool",
+            m.nodes_terminated.clone(),
+        );
+        r.register(
+            "karpenter_nodes_allocatable",
+            "Allocatable of each node (cpu in cores, memory in bytes, pods, extended resources)",
+            m.nodes_allocatable.clone(),
+        );
+        r.register(
+            "karpenter_nodes_total_pod_requests",
+            "The summed requests of the pods bound to each node",
+            m.nodes_total_pod_requests.clone(),
+        );
+        r.register(
+            "karpenter_pods_state",
+            "One series per pod: its node and NodePool, phase Pending (unbound) or Bound",
+            m.pods_state.clone(),
+        );
+        r.register(
+            "karpenter_pods_startup_duration_seconds",
+            "From a pod's creation to its binding to a node",
+            m.pods_startup.clone(),
+        );
+        r.register(
+            "karpenter_nodepools_usage",
+            "The allocatable of each NodePool's nodes, summed",
+            m.nodepools_usage.clone(),
+        );
+        r.register(
+            "karpenter_nodepools_limit",
+            "Each NodePool's limits (cpu in cores, memory in bytes, nodes)",
+            m.nodepools_limit.clone(),
+        );
+        r.register(
+            "karpenter_cluster_state_node_count",
+            "Nodes the core knows",
+            m.node_count.clone(),
+        );
+        r.register(
+            "karpenter_scheduler_queue_depth",
+            "Pods waiting for a machine",
+            m.queue_depth.clone(),
+        );
+        r.register(
+            "karpenter_scheduler_scheduling_duration_seconds",
+            "Steps that scheduled pods (launched, nominated or reported them): the core's time",
+            m.scheduling_duration.clone(),
+        );
+        r.register(
+            "karpenter_voluntary_disruption_decisions",
+            "Voluntary disruptions carried out, by decision (delete, replace) and reason",
+            m.disruption_decisions.clone(),
+        );
+        r.register(
+            "karpenter_interruption_received_messages",
+            "Interruption messages received, by type",
+            m.interruptions.clone(),
+        );
+        r.register(
+            "nodewright_decision_duration_seconds",
+            "From an event being durable to its commands being durable and dispatched",
+            m.decision_duration.clone(),
+        );
+        r.register(
+            "nodewright_log_append_duration_seconds",
+            "One durable append to the event store",
+            m.log_append_duration.clone(),
+        );
+        r.register(
+            "nodewright_log_bytes",
+            "The event store's size on disk",
+            m.log_bytes.clone(),
+        );
+        r.register(
+            "nodewright_log_records",
+            "Records in the event store (events, commands, snapshots)",
+            m.log_records.clone(),
+        );
+        r.register(
+            "nodewright_events",
+            "Events handled, by kind",
+            m.events.clone(),
+        );
+        r.register(
+            "nodewright_commands",
+            "Commands issued, by kind",
+            m.commands.clone(),
+        );
+        r.register(
+            "nodewright_leader",
+            "1 while this replica holds the lease and runs the core",
+            m.leader.clone(),
+        );
+        Metrics { registry: r, ..m }
+    }
+
+    /// The text exposition format (`/metrics`).
+    pub fn encode(&self) -> String {
+        let mut out = String::new();
+        // Invariant: writing to a String cannot fail.
+        let _ = prometheus_client::encoding::text::encode(&mut out, &self.registry);
+        out
+    }
+
+    pub fn set_leader(&self, leading: bool) {
+        self.leader.set(i64::from(leading));
+    }
+
+    pub fn observe_append(&self, took: Duration) {
+        self.log_append_duration.observe(took.as_secs_f64());
+    }
+}
+
+/// Karpenter's lowercase name of a termination reason.
+fn reason_label(reason: TerminationReason) -> &'static str {
+    match reason {
+        TerminationReason::Empty => "empty",
+        TerminationReason::Expired => "expired",
+        TerminationReason::LaunchTimeout => "launch_timeout",
+        TerminationReason::RegistrationTimeout => "registration_timeout",
+        TerminationReason::LaunchFailed => "launch_failed",
+        TerminationReason::Underutilized => "underutilized",
+        TerminationReason::NodeDeleted => "node_deleted",
+        TerminationReason::Drifted => "drifted",
+        TerminationReason::Interrupted => "interrupted",
+        TerminationReason::InstanceGone => "instance_gone",
+        TerminationReason::Deleted => "deleted",
+    }
+}
+
+fn is_disruption(reason: TerminationReason) -> bool {
+    matches!(
+        reason,
+        TerminationReason::Empty
+            | TerminationReason::Underutilized
+            | TerminationReason::Drifted
+            | TerminationReason::Expired
+            | TerminationReason::Interrupted
+            | TerminationReason::Deleted
+    )
+}
+
+fn is_voluntary(reason: TerminationReason) -> bool {
+    matches!(
+        reason,
+        TerminationReason::Empty | TerminationReason::Underutilized | TerminationReason::Drifted
+    )
+}
+
+/// Karpenter's `message_type` of an interruption.
+fn message_type(kind: &nodewright_core::interruption::Interruption) -> &'static str {
+    use nodewright_core::interruption::Interruption;
+    match kind {
+        Interruption::SpotInterruption { .. } => "spot_interrupted",
+        Interruption::RebalanceRecommendation => "rebalance_recommendation",
+        Interruption::ScheduledChange { .. } => "scheduled_change",
+        Interruption::StateChange { .. } => "instance_state_change",
+    }
+}
+
+/// Resources as Prometheus reads them: cpu in cores, memory in bytes.
+fn resource_values(r: &Resources) -> Vec<(String, f64)> {
+    let mut out = vec![
+        ("cpu".to_string(), r.cpu_milli as f64 / 1000.0),
+        ("memory".to_string(), r.memory_bytes as f64),
+        ("pods".to_string(), r.pods as f64),
+    ];
+    out.extend(r.extended.iter().map(|(k, v)| (k.clone(), *v as f64)));
+    out
+}
+
+/// The command dispatch with the metrics listening: every step is counted and timed.
+pub struct Measured<E> {
+    inner: E,
+    metrics: std::sync::Arc<Metrics>,
+    store: PathBuf,
+    started: Option<Instant>,
+    refreshed: Option<Instant>,
+    /// Nodes seen, with their NodePool (for `karpenter_nodes_*`).
+    nodes: BTreeMap<String, String>,
+    /// NodeClaims cordoned for a replacement (their termination is a `replace` decision).
+    replacing: BTreeSet<String>,
+    /// Whether the pod of the step's event was bound before it.
+    was_bound: Option<bool>,
+}
+
+impl<E> Measured<E> {
+    /// Starts from what the core knows (after a recovery), so that nodes that were there
+    /// before are not counted as created.
+    pub fn new(inner: E, metrics: std::sync::Arc<Metrics>, core: &Core, store: PathBuf) -> Self {
+        let nodes = core
+            .state()
+            .nodes
+            .iter()
+            .map(|(name, n)| {
+                let pool = n.node.labels.get(NODEPOOL_LABEL).cloned();
+                (name.clone(), pool.unwrap_or_default())
+            })
+            .collect();
+        Measured {
+            inner,
+            metrics,
+            store,
+            started: None,
+            refreshed: None,
+            nodes,
+            replacing: BTreeSet::new(),
+            was_bound: None,
+        }
+    }
+
+    fn record_commands(&mut self, core: &Core, commands: &[Command]) {
+        let m = &*self.metrics;
+        let launches = commands
+            .iter()
+            .any(|c| matches!(c, Command::LaunchNodeClaim { .. }));
+        let cordons = commands
+            .iter()
+            .any(|c| matches!(c, Command::CordonNode { .. }));
+        for command in commands {
+            m.commands
+                .get_or_create(&Kind {
+                    kind: command.name().to_string(),
+                })
+                .inc();
+            match command {
+                Command::LaunchNodeClaim { nodeclaim, .. } => {
+                    let reason = if cordons {
+                        "disruption"
+                    } else {
+                        "provisioning"
+                    };
+                    m.nodeclaims_created
+                        .get_or_create(&PoolReason {
+                            nodepool: nodeclaim.nodepool.clone(),
+                            reason: reason.into(),
+                        })
+                        .inc();
+                }
+                Command::CordonNode { nodeclaim, .. } if launches => {
+                    self.replacing.insert(nodeclaim.clone());
+                }
+                Command::UncordonNode { nodeclaim, .. } => {
+                    self.replacing.remove(nodeclaim);
+                }
+                Command::TerminateNodeClaim {
+                    nodeclaim, reason, ..
+                } => {
+                    let nodepool = core
+                        .state()
+                        .nodeclaims
+                        .get(nodeclaim)
+                        .map(|c| c.spec.nodepool.clone())
+                        .unwrap_or_default();
+                    let labels = PoolReason {
+                        nodepool,
+                        reason: reason_label(*reason).into(),
+                    };
+                    m.nodeclaims_terminated.get_or_create(&labels).inc();
+                    if is_disruption(*reason) {
+                        m.nodeclaims_disrupted.get_or_create(&labels).inc();
+                    }
+                    let replaced = self.replacing.remove(nodeclaim);
+                    if is_voluntary(*reason) {
+                        let decision = if replaced { "replace" } else { "delete" };
+                        m.disruption_decisions
+                            .get_or_create(&Decision {
+                                decision: decision.into(),
+                                reason: labels.reason.clone(),
+                            })
+                            .inc();
+                    }
+                }
+                _ => {}
+            }
+        }
+    }
+
+    fn record_event(&mut self, core: &Core, event: &Event) {
+        let m = &*self.metrics;
+        m.events
+            .get_or_create(&Kind {
+                kind: event.kind.name().to_string(),
+            })
+            .inc();
+        match &event.kind {
+            EventKind::InterruptionReceived { interruption, .. } => {
+                m.interruptions
+                    .get_or_create(&MessageType {
+                        message_type: message_type(interruption).into(),
+                    })
+                    .inc();
+            }
+            EventKind::NodeApplied(node) => {
+                let known = core
+                    .state()
+                    .nodes
+                    .get(&node.name)
+                    .is_some_and(|n| n.nodeclaim.is_some());
+                if known && !self.nodes.contains_key(&node.name) {
+                    let nodepool = node.labels.get(NODEPOOL_LABEL).cloned().unwrap_or_default();
+                    m.nodes_created
+                        .get_or_create(&Pool {
+                            nodepool: nodepool.clone(),
+                        })
+                        .inc();
+                    self.nodes.insert(node.name.clone(), nodepool);
+                }
+            }
+            EventKind::NodeDeleted { name } => {
+                if let Some(nodepool) = self.nodes.remove(name) {
+                    m.nodes_terminated.get_or_create(&Pool { nodepool }).inc();
+                }
+            }
+            EventKind::PodApplied(pod)
+                if self.was_bound == Some(false) && pod.node_name.is_some() =>
+            {
+                let waited = event.at_ms.saturating_sub(pod.created_at_ms);
+                m.pods_startup.observe(waited as f64 / 1000.0);
+            }
+            EventKind::PodBound { pod, .. } if self.was_bound == Some(false) => {
+                if let Some(pod) = core.state().pods.get(pod) {
+                    let waited = event.at_ms.saturating_sub(pod.created_at_ms);
+                    m.pods_startup.observe(waited as f64 / 1000.0);
+                }
+            }
+            _ => {}
+        }
+    }
+
+    /// The gauges that describe the cluster, rebuilt from the core's state.
+    fn refresh_gauges(&mut self, core: &Core) {
+        let m = &*self.metrics;
+        let state = core.state();
+        m.node_count.set(state.nodes.len() as i64);
+        m.queue_depth.set(state.pending_pods().count() as i64);
+
+        m.nodes_allocatable.clear();
+        m.nodes_total_pod_requests.clear();
+        let mut usage: BTreeMap<String, Resources> = BTreeMap::new();
+        for (name, node) in &state.nodes {
+            let nodepool = node
+                .node
+                .labels
+                .get(NODEPOOL_LABEL)
+                .cloned()
+                .unwrap_or_default();
+            let mut requests = Resources::default();
+            for key in &node.pods {
+                if let Some(pod) = state.pods.get(key) {
+                    requests.add(&pod.requests);
+                }
+            }
+            for (resource_type, value) in resource_values(&node.node.allocatable) {
+                let labels = NodeResource {
+                    node_name: name.clone(),
+                    nodepool: nodepool.clone(),
+                    resource_type,
+                };
+                m.nodes_allocatable.get_or_create(&labels).set(value);
+            }
+            for (resource_type, value) in resource_values(&requests) {
+                let labels = NodeResource {
+                    node_name: name.clone(),
+                    nodepool: nodepool.clone(),
+                    resource_type,
+                };
+                m.nodes_total_pod_requests.get_or_create(&labels).set(value);
+            }
+            if node.nodeclaim.is_some() {
+                usage
+                    .entry(nodepool)
+                    .or_default()
+                    .add(&node.node.allocatable);
+            }
+        }
+
+        m.nodepools_usage.clear();
+        m.nodepools_limit.clear();
+        for (name, pool) in &state.nodepools {
+            let used = usage.get(name).cloned().unwrap_or_default();
+            for (resource_type, value) in resource_values(&used) {
+                m.nodepools_usage
+                    .get_or_create(&PoolResource {
+                        nodepool: name.clone(),
+                        resource_type,
+                    })
+                    .set(value);
+            }
+            for (resource_type, limit) in &pool.limits {
+                let value = if resource_type == "cpu" {
+                    *limit as f64 / 1000.0
+                } else {
+                    *limit as f64
+                };
+                m.nodepools_limit
+                    .get_or_create(&PoolResource {
+                        nodepool: name.clone(),
+                        resource_type: resource_type.clone(),
+                    })
+                    .set(value);
+            }
+        }
+
+        m.pods_state.clear();
+        for (key, pod) in &state.pods {
+            let node = pod.node_name.clone().unwrap_or_default();
+            let nodepool = state
+                .nodes
+                .get(&node)
+                .and_then(|n| n.node.labels.get(NODEPOOL_LABEL).cloned())
+                .unwrap_or_default();
+            let phase = if pod.node_name.is_some() {
+                "Bound"
+            } else {
+                "Pending"
+            };
+            m.pods_state
+                .get_or_create(&PodState {
+                    name: key.name.clone(),
+                    namespace: key.namespace.clone(),
+                    node,
+                    nodepool,
+                    phase: phase.into(),
+                })
+                .set(1);
+        }
+
+        if let Ok(meta) = std::fs::metadata(&self.store) {
+            m.log_bytes.set(meta.len() as i64);
+        }
+    }
+}
+
+impl<E: CommandExecutor> CommandExecutor for Measured<E> {
+    fn execute(&mut self, command: &Command) {
+        self.inner.execute(command);
+    }
+
+    fn stepping(&mut self, core: &Core, event: &Event) {
+        self.was_bound = match &event.kind {
+            EventKind::PodApplied(pod) => Some(
+                core.state()
+                    .pods
+                    .get(&pod.key)
+                    .is_some_and(|p| p.node_name.is_some()),
+            ),
+            EventKind::PodBound { pod, .. } => Some(
+                core.state()
+                    .pods
+                    .get(pod)
+                    .is_some_and(|p| p.node_name.is_some()),
+            ),
+            _ => None,
+        };
+        self.started = Some(Instant::now());
+        self.inner.stepping(core, event);
+    }
+
+    fn stepped(&mut self, core: &Core, event: &Event, commands: &[Command]) {
+        self.inner.stepped(core, event, commands);
+        if let Some(started) = self.started.take() {
+            let took = started.elapsed().as_secs_f64();
+            self.metrics.decision_duration.observe(took);
+            let scheduled = commands.iter().any(|c| {
+                matches!(
+                    c,
+                    Command::LaunchNodeClaim { .. }
+                        | Command::NominatePod { .. }
+                        | Command::ReportUnschedulable { .. }
+                )
+            });
+            if scheduled {
+                self.metrics.scheduling_duration.observe(took);
+            }
+        }
+        self.record_event(core, event);
+        self.record_commands(core, commands);
+        if self
+            .refreshed
+            .is_none_or(|at| at.elapsed() >= GAUGE_REFRESH)
+        {
+            self.refreshed = Some(Instant::now());
+            self.refresh_gauges(core);
+        }
+    }
+}
+
+/// The event store with its appends timed and counted.
+pub struct Timed<S> {
+    inner: S,
+    metrics: std::sync::Arc<Metrics>,
+}
+
+impl<S> Timed<S> {
+    pub fn new(inner: S, metrics: std::sync::Arc<Metrics>) -> Self {
+        Timed { inner, metrics }
+    }
+}
+
+impl<H, R, S: EventStore<H, R>> EventStore<H, R> for Timed<S> {
+    fn header(&self) -> &H {
+        self.inner.header()
+    }
+
+    fn append(&mut self, records: &[R]) -> Result<(), LogError> {
+        let started = Instant::now();
+        let result = self.inner.append(records);
+        self.metrics.observe_append(started.elapsed());
+        self.metrics.log_records.set(self.inner.len() as i64);
+        result
+    }
+
+    fn len(&self) -> u64 {
+        self.inner.len()
+    }
+
+    fn read_range(&self, from: u64, to: u64) -> Result<Vec<R>, LogError> {
+        self.inner.read_range(from, to)
+    }
+}

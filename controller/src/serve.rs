@@ -1,0 +1,181 @@
+//! The controller's HTTP endpoints, on Karpenter's ports: `/metrics` (Prometheus text format)
+//! on the metrics port, `/healthz` and `/readyz` on the health-probe port. hyper serves them:
+//! it is already in the build as kube's HTTP stack.
+
+use std::convert::Infallible;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU8, Ordering};
+
+use bytes::Bytes;
+use http_body_util::Full;
+use hyper::body::Incoming;
+use hyper::server::conn::http1;
+use hyper::service::service_fn;
+use hyper::{Request, Response, StatusCode};
+use hyper_util::rt::TokioIo;
+use tokio::net::TcpListener;
+use tracing::warn;
+
+use crate::metrics::Metrics;
+
+/// Where the replica stands, for `/readyz`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[repr(u8)]
+pub enum Phase {
+    /// Connecting to the API server and AWS.
+    Starting = 0,
+    /// Connected; waiting for the lease (a warm standby).
+    Standby = 1,
+    /// Holds the lease; recovering the core from the store.
+    Recovering = 2,
+    /// Runs the core.
+    Leading = 3,
+    /// Stopping.
+    Stopping = 4,
+}
+
+/// The replica's phase, shared with the endpoints.
+#[derive(Debug, Clone, Default)]
+pub struct Probes {
+    phase: Arc<AtomicU8>,
+}
+
+impl Probes {
+    pub fn set(&self, phase: Phase) {
+        self.phase.store(phase as u8, Ordering::Release);
+    }
+
+    pub fn phase(&self) -> Phase {
+        match self.phase.load(Ordering::Acquire) {
+            1 => Phase::Standby,
+            2 => Phase::Recovering,
+            3 => Phase::Leading,
+            4 => Phase::Stopping,
+            _ => Phase::Starting,
+        }
+    }
+
+    /// Ready: a standby that can take over, or the leader running the core.
+    pub fn ready(&self) -> bool {
+        matches!(self.phase(), Phase::Standby | Phase::Leading)
+    }
+}
+
+fn text(status: StatusCode, body: String) -> Response<Full<Bytes>> {
+    let mut response = Response::new(Full::new(Bytes::from(body)));
+    *response.status_mut() = status;
+    response
+}
+
+fn answer(path: &str, probes: &Probes, metrics: &Metrics) -> Response<Full<Bytes>> {
+    match path {
+        "/healthz" => text(StatusCode::OK, "ok\n".into()),
+        "/readyz" => {
+            let phase = probes.phase();
+            if probes.ready() {
+                text(StatusCode::OK, format!("ready: {phase:?}\n"))
+            } else {
+                text(
+                    StatusCode::SERVICE_UNAVAILABLE,
+                    format!("not ready: {phase:?}\n"),
+                )
+            }
+        }
+        "/metrics" => {
+            let mut response = text(StatusCode::OK, metrics.encode());
+            response.headers_mut().insert(
+                hyper::header::CONTENT_TYPE,
+                hyper::header::HeaderValue::from_static(
+                    "application/openmetrics-text; version=1.0.0; charset=utf-8",
+                ),
+            );
+            response
+        }
+        _ => text(
+            StatusCode::NOT_FOUND,
+            "not found; try /metrics, /healthz or /readyz\n".into(),
+        ),
+    }
+}
+
+/// Binds `address` (fails at once if it cannot) and serves the endpoints on it until the
+/// process stops.
+pub async fn serve(
+    address: SocketAddr,
+    probes: Probes,
+    metrics: Arc<Metrics>,
+) -> std::io::Result<SocketAddr> {
+    let listener = TcpListener::bind(address).await?;
+    let bound = listener.local_addr()?;
+    tokio::spawn(async move {
+        loop {
+            let (stream, _) = match listener.accept().await {
+                Ok(accepted) => accepted,
+                Err(e) => {
+                    warn!(error = %e, "accepting a connection failed");
+                    continue;
+                }
+            };
+            let probes = probes.clone();
+            let metrics = Arc::clone(&metrics);
+            tokio::spawn(async move {
+                let service = service_fn(move |request: Request<Incoming>| {
+                    let response = answer(request.uri().path(), &probes, &metrics);
+                    async move { Ok::<_, Infallible>(response) }
+                });
+                if let Err(e) = http1::Builder::new()
+                    .serve_connection(TokioIo::new(stream), service)
+                    .await
+                {
+                    warn!(error = %e, "serving a connection failed");
+                }
+            });
+        }
+    });
+    Ok(bound)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn readiness_follows_the_phase() {
+        let probes = Probes::default();
+        let metrics = Metrics::new();
+        let status = |p: &Probes| answer("/readyz", p, &metrics).status();
+        assert_eq!(status(&probes), StatusCode::SERVICE_UNAVAILABLE);
+        probes.set(Phase::Standby);
+        assert_eq!(status(&probes), StatusCode::OK);
+        probes.set(Phase::Recovering);
+        assert_eq!(status(&probes), StatusCode::SERVICE_UNAVAILABLE);
+        probes.set(Phase::Leading);
+        assert_eq!(status(&probes), StatusCode::OK);
+        assert_eq!(
+            answer("/healthz", &probes, &metrics).status(),
+            StatusCode::OK
+        );
+        assert_eq!(
+            answer("/nope", &probes, &metrics).status(),
+            StatusCode::NOT_FOUND
+        );
+    }
+
+    #[test]
+    fn metrics_carry_karpenters_names() {
+        let metrics = Metrics::new();
+        metrics.set_leader(true);
+        let text = metrics.encode();
+        // Families without a series yet (counters by label) are left out until they have one.
+        for name in [
+            "karpenter_cluster_state_node_count",
+            "karpenter_scheduler_queue_depth",
+            "nodewright_decision_duration_seconds",
+            "nodewright_log_append_duration_seconds",
+            "nodewright_leader 1",
+        ] {
+            assert!(text.contains(name), "{name} missing from\n{text}");
+        }
+    }
+}
