@@ -8,6 +8,7 @@
 //! - [`run`]: the event store and its recovery, the watchers and the loop;
 //! - [`executor`]: the core's commands on Kubernetes and EC2, results back as events;
 //! - [`nodeclasses`]: EC2NodeClass resolution and status;
+//! - [`nodepools`]: NodePool status;
 //! - [`registration`]: Nodes linked to their NodeClaims;
 //! - [`deletions`]: NodeClaims deleted by hand, drained and terminated;
 //! - [`leadership`]: the Lease one replica holds while the others stand by;
@@ -21,6 +22,7 @@ pub mod launch_classes;
 pub mod leadership;
 pub mod metrics;
 pub mod nodeclasses;
+pub mod nodepools;
 pub mod registration;
 pub mod run;
 pub mod serve;

@@ -23,6 +23,8 @@ use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
 use prometheus_client::registry::Registry;
 
+use crate::nodepools::PoolUsage;
+
 /// The cluster's gauges are rebuilt at most this often.
 pub const GAUGE_REFRESH: Duration = Duration::from_secs(5);
 
@@ -354,6 +356,8 @@ pub struct Measured<E> {
     replacing: BTreeSet<String>,
     /// Whether the pod of the step's event was bound before it.
     was_bound: Option<bool>,
+    /// Where each refresh publishes the pools' nodes (for the NodePool status).
+    pools: Option<tokio::sync::watch::Sender<PoolUsage>>,
 }
 
 impl<E> Measured<E> {
@@ -378,7 +382,14 @@ impl<E> Measured<E> {
             nodes,
             replacing: BTreeSet::new(),
             was_bound: None,
+            pools: None,
         }
+    }
+
+    /// Publishes the pools' nodes at every refresh of the gauges.
+    pub fn publishing_pools(mut self, pools: tokio::sync::watch::Sender<PoolUsage>) -> Self {
+        self.pools = Some(pools);
+        self
     }
 
     fn record_commands(&mut self, core: &Core, commands: &[Command]) {
@@ -509,7 +520,7 @@ impl<E> Measured<E> {
 
         m.nodes_allocatable.clear();
         m.nodes_total_pod_requests.clear();
-        let mut usage: BTreeMap<String, Resources> = BTreeMap::new();
+        let mut usage: PoolUsage = BTreeMap::new();
         for (name, node) in &state.nodes {
             let nodepool = node
                 .node
@@ -540,10 +551,9 @@ impl<E> Measured<E> {
                 m.nodes_total_pod_requests.get_or_create(&labels).set(value);
             }
             if node.nodeclaim.is_some() {
-                usage
-                    .entry(nodepool)
-                    .or_default()
-                    .add(&node.node.allocatable);
+                let pool = usage.entry(nodepool).or_default();
+                pool.nodes += 1;
+                pool.resources.add(&node.node.allocatable);
             }
         }
 
@@ -551,7 +561,7 @@ impl<E> Measured<E> {
         m.nodepools_limit.clear();
         for (name, pool) in &state.nodepools {
             let used = usage.get(name).cloned().unwrap_or_default();
-            for (resource_type, value) in resource_values(&used) {
+            for (resource_type, value) in resource_values(&used.resources) {
                 m.nodepools_usage
                     .get_or_create(&PoolResource {
                         nodepool: name.clone(),
@@ -596,6 +606,16 @@ impl<E> Measured<E> {
                     phase: phase.into(),
                 })
                 .set(1);
+        }
+
+        if let Some(pools) = &self.pools {
+            pools.send_if_modified(|published| {
+                let changed = *published != usage;
+                if changed {
+                    *published = usage;
+                }
+                changed
+            });
         }
 
         if let Ok(meta) = std::fs::metadata(&self.store) {

@@ -40,6 +40,7 @@ use crate::launch_classes::LaunchClasses;
 use crate::leadership::{self, Leading};
 use crate::metrics::{Measured, Metrics, Timed};
 use crate::nodeclasses::NodeClassResolver;
+use crate::nodepools;
 use crate::registration;
 use crate::serve::{Phase, Probes, serve};
 use crate::settings::{SettingError, Settings};
@@ -272,12 +273,14 @@ pub async fn run(
     let (sender, mut inbox) = control_loop::inbox();
     let classes = LaunchClasses::default();
     let (to_executor, commands) = dispatch();
+    let (pool_usage, pool_usage_changes) = tokio::sync::watch::channel(Default::default());
     let mut to_executor = Measured::new(
         to_executor,
         Arc::clone(&metrics),
         driver.core(),
         settings.store.clone(),
-    );
+    )
+    .publishing_pools(pool_usage);
     let hands = Hands {
         eviction_client,
         claims: NodeClaims::new(client.clone()),
@@ -348,6 +351,11 @@ pub async fn run(
         .run(),
     );
     tokio::spawn(deletions::run(Api::all(client.clone()), sender.clone()));
+    tokio::spawn(nodepools::run(
+        client.clone(),
+        hands.announcer.clone(),
+        pool_usage_changes,
+    ));
     tokio::spawn(registration::run(
         client.clone(),
         hands.claims.clone(),

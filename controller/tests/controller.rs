@@ -564,7 +564,75 @@ async fn a_broken_node_class_stops_only_its_own_launches() {
     }))
     .expect("a NodePool");
     create(&client, &pool).await;
+    // A NodePool naming an EC2NodeClass that does not exist.
+    let mut orphaned = pool.clone();
+    orphaned.metadata.name = Some("orphaned".into());
+    orphaned.spec.template.spec.node_class_ref.name = "missing".into();
+    create(&client, &orphaned).await;
     let controller = world.controller().await;
+
+    // Each NodePool's status says whether it can launch, and why not.
+    let pools: Api<nodewright_api::NodePool> = Api::all(client.clone());
+    let condition = |pool: &nodewright_api::NodePool, type_: &str| {
+        pool.status
+            .as_ref()
+            .and_then(|s| s.conditions.iter().find(|c| c.type_ == type_).cloned())
+    };
+    let missing = eventually(
+        "the orphaned NodePool names its missing node class",
+        || async {
+            let pool = pools.get("orphaned").await.map_err(|e| e.to_string())?;
+            match condition(&pool, "NodeClassReady") {
+                Some(c) if c.status == "False" => Ok(c),
+                other => Err(format!("{other:?}")),
+            }
+        },
+    )
+    .await;
+    assert_eq!(missing.reason, "NodeClassNotFound");
+    assert!(
+        missing
+            .message
+            .contains("spec.template.spec.nodeClassRef.name")
+            && missing.message.contains("fix:"),
+        "{}",
+        missing.message
+    );
+    eventually(
+        "the broken NodePool is not ready, the default one is",
+        || async {
+            let broken = pools.get("broken").await.map_err(|e| e.to_string())?;
+            let default = pools.get("default").await.map_err(|e| e.to_string())?;
+            let broken_ready = condition(&broken, "Ready").map(|c| c.status);
+            let class = condition(&broken, "NodeClassReady").map(|c| c.reason);
+            let default_ready = condition(&default, "Ready").map(|c| c.status);
+            if broken_ready.as_deref() == Some("False")
+                && class.as_deref() == Some("NodeClassNotReady")
+                && default_ready.as_deref() == Some("True")
+            {
+                Ok(())
+            } else {
+                Err(format!("{broken_ready:?} {class:?} {default_ready:?}"))
+            }
+        },
+    )
+    .await;
+    let all_events: Api<k8s_openapi::api::events::v1::Event> = Api::all(client.clone());
+    eventually("a Warning Event on the orphaned NodePool", || async {
+        let list = all_events
+            .list(&ListParams::default())
+            .await
+            .map_err(|e| e.to_string())?;
+        list.items
+            .iter()
+            .any(|e| {
+                e.reason.as_deref() == Some("NodePoolNotReady")
+                    && e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some("orphaned")
+            })
+            .then_some(())
+            .ok_or_else(|| "none yet".to_string())
+    })
+    .await;
 
     let classes: Api<EC2NodeClass> = Api::all(client.clone());
     let message = eventually(
@@ -635,6 +703,18 @@ async fn a_broken_node_class_stops_only_its_own_launches() {
             "launched for the broken pool"
         );
     }
+
+    // The working pool's status counts its node.
+    eventually("the default NodePool counts its node", || async {
+        let pool = pools.get("default").await.map_err(|e| e.to_string())?;
+        let nodes = pool.status.as_ref().and_then(|s| s.nodes);
+        if nodes.unwrap_or(0) >= 1 {
+            Ok(())
+        } else {
+            Err(format!("{:?}", pool.status))
+        }
+    })
+    .await;
 
     assert_eq!(controller.stop().await, Stopped::Asked);
     world.replay_verifies();
