@@ -22,6 +22,8 @@ pub mod preflight;
 pub mod queue;
 pub mod refresh;
 pub mod resolve;
+#[cfg(feature = "testing")]
+pub mod testing;
 pub mod user_data;
 
 pub use clients::{ClientSettings, Clients};

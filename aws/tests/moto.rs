@@ -4,18 +4,18 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use aws_sdk_ec2::types::{ResourceType, Tag, TagSpecification};
 use nodewright_adapters::control_loop::{self, Clock, Input};
 use nodewright_adapters::driver::{CommandExecutor, Driver};
 use nodewright_adapters::eventlog::{EventStore, LogHeader, LogRecord, MemoryStore};
 use nodewright_adapters::manifest::parse_node_classes;
+use nodewright_aws::Clients;
 use nodewright_aws::catalog::CatalogSource;
 use nodewright_aws::instances::Instances;
 use nodewright_aws::launch::{LaunchClass, LaunchOutcome, Launcher};
 use nodewright_aws::queue::InterruptionQueue;
 use nodewright_aws::resolve::{ResolveError, Resolver};
+use nodewright_aws::testing::{self, Network};
 use nodewright_aws::user_data::ClusterInfo;
-use nodewright_aws::{ClientSettings, Clients};
 use nodewright_core::catalog::{CapacityType, Price, builtin};
 use nodewright_core::model::nodeclaim::{LaunchOption, NodeClaimSpec};
 use nodewright_core::{Command, Config, EventKind};
@@ -24,95 +24,22 @@ use nodewright_testkit::services::moto::Moto;
 const CLUSTER: &str = "demo";
 
 async fn clients(moto: &Moto) -> Clients {
-    Clients::connect(&ClientSettings {
-        region: Some("us-east-1".into()),
-        endpoint_url: Some(moto.endpoint()),
-        static_credentials: Some(("testing".into(), "testing".into())),
-    })
-    .await
-    .expect("clients for the moto server")
-}
-
-fn tags(pairs: &[(&str, &str)]) -> TagSpecification {
-    let mut spec = TagSpecification::builder().resource_type(ResourceType::Subnet);
-    for (k, v) in pairs {
-        spec = spec.tags(Tag::builder().key(*k).value(*v).build());
-    }
-    spec.build()
+    testing::local_clients(&moto.endpoint())
+        .await
+        .expect("clients for the moto server")
 }
 
 /// A VPC with two subnets tagged for discovery (us-east-1a, us-east-1b), one that is not,
 /// and a tagged security group.
-async fn network(c: &Clients) -> (Vec<String>, String) {
-    let vpc = c
-        .ec2
-        .create_vpc()
-        .cidr_block("10.0.0.0/16")
-        .send()
+async fn network(c: &Clients) -> Network {
+    let network = Network::create(c, CLUSTER, &["us-east-1a", "us-east-1b"])
         .await
-        .unwrap();
-    let vpc_id = vpc.vpc().unwrap().vpc_id().unwrap().to_string();
-    let mut tagged = Vec::new();
-    for (i, zone, discovery) in [
-        (1, "us-east-1a", true),
-        (2, "us-east-1b", true),
-        (3, "us-east-1c", false),
-    ] {
-        let mut req = c
-            .ec2
-            .create_subnet()
-            .vpc_id(&vpc_id)
-            .cidr_block(format!("10.0.{i}.0/24"))
-            .availability_zone(zone);
-        if discovery {
-            req = req.tag_specifications(tags(&[("karpenter.sh/discovery", CLUSTER)]));
-        }
-        let out = req.send().await.unwrap();
-        if discovery {
-            tagged.push(out.subnet().unwrap().subnet_id().unwrap().to_string());
-        }
-    }
-    let sg = c
-        .ec2
-        .create_security_group()
-        .group_name("demo-nodes")
-        .description("nodes")
-        .vpc_id(&vpc_id)
-        .tag_specifications(
-            TagSpecification::builder()
-                .resource_type(ResourceType::SecurityGroup)
-                .tags(
-                    Tag::builder()
-                        .key("karpenter.sh/discovery")
-                        .value(CLUSTER)
-                        .build(),
-                )
-                .build(),
-        )
-        .send()
+        .expect("a network");
+    network
+        .add_subnet(c, "us-east-1c", false)
         .await
-        .unwrap();
-    tagged.sort();
-    (tagged, sg.group_id().unwrap().to_string())
-}
-
-/// An amd64 AMI moto lists.
-async fn some_ami(c: &Clients) -> String {
-    let images = c
-        .ec2
-        .describe_images()
-        .owners("amazon")
-        .send()
-        .await
-        .unwrap();
-    let mut ids: Vec<String> = images
-        .images()
-        .iter()
-        .filter(|i| i.architecture().map(|a| a.as_str()) == Some("x86_64"))
-        .filter_map(|i| i.image_id().map(str::to_string))
-        .collect();
-    ids.sort();
-    ids.into_iter().next().expect("moto lists an x86_64 AMI")
+        .expect("an untagged subnet");
+    network
 }
 
 fn nodeclass_yaml(ami: &str) -> String {
@@ -158,8 +85,7 @@ fn claim(name: &str) -> NodeClaimSpec {
 }
 
 async fn launch_class(c: &Clients) -> (LaunchClass, Vec<String>) {
-    let (subnets, _sg) = network(c).await;
-    let ami = some_ami(c).await;
+    let Network { subnets, ami, .. } = network(c).await;
     let mut classes = parse_node_classes(&nodeclass_yaml(&ami), "nodeclass.yaml").unwrap();
     let (class, settings) = classes.remove(0);
     let resolution = Resolver::new(c.ec2.clone(), c.ssm.clone(), "1.34")
@@ -237,13 +163,9 @@ async fn the_builtin_catalog_serves_when_the_api_is_unreachable() {
         .local_addr()
         .unwrap()
         .port();
-    let c = Clients::connect(&ClientSettings {
-        region: Some("us-east-1".into()),
-        endpoint_url: Some(format!("http://127.0.0.1:{port}")),
-        static_credentials: Some(("testing".into(), "testing".into())),
-    })
-    .await
-    .unwrap();
+    let c = testing::local_clients(&format!("http://127.0.0.1:{port}"))
+        .await
+        .unwrap();
     let (catalog, warning) = CatalogSource::new(c.ec2.clone(), "us-east-1")
         .initial()
         .await;
@@ -256,8 +178,12 @@ async fn the_builtin_catalog_serves_when_the_api_is_unreachable() {
 async fn node_class_selectors_find_what_was_created_and_name_what_matched_nothing() {
     let moto = Moto::start();
     let c = clients(&moto).await;
-    let (subnets, sg) = network(&c).await;
-    let ami = some_ami(&c).await;
+    let Network {
+        subnets,
+        security_group: sg,
+        ami,
+        ..
+    } = network(&c).await;
     let (class, _) = parse_node_classes(&nodeclass_yaml(&ami), "nc.yaml")
         .unwrap()
         .remove(0);

@@ -11,8 +11,8 @@ use kube::Api;
 use kube::api::{ListParams, PostParams};
 use nodewright_adapters::control_loop::Stopped;
 use nodewright_api::{EC2NodeClass, NodeClaim, NodePool};
-use nodewright_aws::aws_sdk_ec2::types::{ResourceType, Tag, TagSpecification};
 use nodewright_aws::instances::{Described, Instances};
+use nodewright_aws::testing::{self, Network};
 use nodewright_aws::{ClientSettings, Clients};
 use nodewright_controller::leadership::LeaderElection;
 use nodewright_controller::{ControllerError, Settings};
@@ -25,81 +25,22 @@ use tokio::task::JoinHandle;
 pub const CLUSTER: &str = "demo";
 
 pub fn aws_settings(moto: &Moto) -> ClientSettings {
-    ClientSettings {
-        region: Some("us-east-1".into()),
-        endpoint_url: Some(moto.endpoint()),
-        static_credentials: Some(("testing".into(), "testing".into())),
-    }
+    testing::local_settings(&moto.endpoint())
 }
 
 pub async fn clients(moto: &Moto) -> Clients {
-    Clients::connect(&aws_settings(moto))
+    testing::local_clients(&moto.endpoint())
         .await
         .expect("clients for the moto server")
-}
-
-fn tagged(kind: ResourceType) -> TagSpecification {
-    TagSpecification::builder()
-        .resource_type(kind)
-        .tags(
-            Tag::builder()
-                .key("karpenter.sh/discovery")
-                .value(CLUSTER)
-                .build(),
-        )
-        .build()
 }
 
 /// A VPC with two discoverable subnets (us-east-1a, us-east-1b) and a discoverable security
 /// group; returns an amd64 AMI moto lists.
 pub async fn network(c: &Clients) -> String {
-    let vpc = c
-        .ec2
-        .create_vpc()
-        .cidr_block("10.0.0.0/16")
-        .send()
+    Network::create(c, CLUSTER, &["us-east-1a", "us-east-1b"])
         .await
-        .expect("a VPC");
-    let vpc_id = vpc
-        .vpc()
-        .and_then(|v| v.vpc_id())
-        .expect("its id")
-        .to_string();
-    for (i, zone) in [(1, "us-east-1a"), (2, "us-east-1b")] {
-        c.ec2
-            .create_subnet()
-            .vpc_id(&vpc_id)
-            .cidr_block(format!("10.0.{i}.0/24"))
-            .availability_zone(zone)
-            .tag_specifications(tagged(ResourceType::Subnet))
-            .send()
-            .await
-            .expect("a subnet");
-    }
-    c.ec2
-        .create_security_group()
-        .group_name("demo-nodes")
-        .description("nodes")
-        .vpc_id(&vpc_id)
-        .tag_specifications(tagged(ResourceType::SecurityGroup))
-        .send()
-        .await
-        .expect("a security group");
-    let images = c
-        .ec2
-        .describe_images()
-        .owners("amazon")
-        .send()
-        .await
-        .expect("images");
-    let mut ids: Vec<String> = images
-        .images()
-        .iter()
-        .filter(|i| i.architecture().map(|a| a.as_str()) == Some("x86_64"))
-        .filter_map(|i| i.image_id().map(str::to_string))
-        .collect();
-    ids.sort();
-    ids.into_iter().next().expect("moto lists an x86_64 AMI")
+        .expect("a network")
+        .ami
 }
 
 pub fn nodeclass(ami: &str) -> EC2NodeClass {
