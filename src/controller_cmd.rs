@@ -135,7 +135,20 @@ async fn stop_signal() {
 }
 
 /// Runs the controller until it is stopped; exit 0 after a graceful stop.
+/// glibc gives each thread that allocates an arena of its own (up to eight per core): with the
+/// runtime's threads, a controller of 10,000 pods held 105 MB resident for a heap of 52 MB.
+/// Two arenas took it to 98 MB, and the core caught up as fast (docs/benchmarks.md).
+fn limit_malloc_arenas() {
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    // SAFETY: mallopt only sets an allocator parameter; it is called once, before any thread
+    // of the runtime exists.
+    unsafe {
+        libc::mallopt(libc::M_ARENA_MAX, 2);
+    }
+}
+
 pub fn run(args: &ControllerArgs) -> Result<u8> {
+    limit_malloc_arenas();
     let settings = args.settings()?;
     settings.validate()?;
     tracing_subscriber::fmt()

@@ -34,6 +34,9 @@ struct Args {
     pods: usize,
     nodes: usize,
     binary: PathBuf,
+    /// A program to run the controller under (`heaptrack`, say); the figures read from /proc
+    /// are then the wrapper's.
+    wrap: Option<String>,
 }
 
 fn args() -> Result<Args, String> {
@@ -42,6 +45,7 @@ fn args() -> Result<Args, String> {
         pods: 10_000,
         nodes: 1_000,
         binary: PathBuf::from(target).join("release/nodewright"),
+        wrap: None,
     };
     let mut given = std::env::args().skip(1);
     while let Some(flag) = given.next() {
@@ -57,9 +61,10 @@ fn args() -> Result<Args, String> {
             "--pods" => args.pods = number()?,
             "--nodes" => args.nodes = number()?,
             "--binary" => args.binary = PathBuf::from(&value),
+            "--wrap" => args.wrap = Some(value),
             other => {
                 return Err(format!(
-                    "unknown flag {other}; use --pods, --nodes, --binary"
+                    "unknown flag {other}; use --pods, --nodes, --binary, --wrap"
                 ));
             }
         }
@@ -91,6 +96,14 @@ async fn metrics(port: u16) -> String {
     let mut response = String::new();
     let _ = stream.read_to_string(&mut response).await;
     response
+}
+
+/// Stops the controller as the kubelet would (SIGTERM), and waits for it.
+fn stop(controller: &mut Child) {
+    let _ = Command::new("kill")
+        .args(["-TERM", &controller.id().to_string()])
+        .status();
+    let _ = controller.wait();
 }
 
 /// (VmHWM, VmRSS) in KiB.
@@ -137,6 +150,7 @@ async fn main() {
         "metadata": {"name": "default"},
         "spec": {
             "role": "KarpenterNodeRole-demo",
+            "amiFamily": "AL2023",
             "amiSelectorTerms": [{"id": network.ami}],
             "subnetSelectorTerms": [{"tags": {"karpenter.sh/discovery": CLUSTER}}],
             "securityGroupSelectorTerms": [{"tags": {"karpenter.sh/discovery": CLUSTER}}]
@@ -164,7 +178,15 @@ async fn main() {
     let dir = tempfile::tempdir().expect("a folder");
     let store = dir.path().join("events.redb");
     let metrics_port = free_port();
-    let mut controller = Command::new(&args.binary)
+    let mut command = match &args.wrap {
+        Some(wrapper) => {
+            let mut c = Command::new(wrapper);
+            c.arg(&args.binary);
+            c
+        }
+        None => Command::new(&args.binary),
+    };
+    let mut controller = command
         .arg("controller")
         .env("KUBECONFIG", control_plane.kubeconfig())
         .env("AWS_ENDPOINT_URL", moto.endpoint())
@@ -280,8 +302,7 @@ async fn main() {
         .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
         .sum();
     let log_bytes = std::fs::metadata(&store).map(|m| m.len()).unwrap_or(0);
-    let _ = controller.kill();
-    let _ = controller.wait();
+    stop(&mut controller);
 
     println!("nodes                 {}", args.nodes);
     println!("pods                  {}", args.pods);

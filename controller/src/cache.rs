@@ -5,14 +5,14 @@ use std::fmt::Debug;
 use std::hash::Hash;
 
 use futures::StreamExt;
-use kube::Api;
 use kube::runtime::reflector::{self, Store};
 use kube::runtime::{WatchStreamExt, watcher};
+use kube::{Api, ResourceExt};
 use serde::de::DeserializeOwned;
 use tokio::sync::mpsc;
 use tracing::warn;
 
-/// The objects of `api`, and a receiver that wakes after changes (several changes may wake
+/// The objects of `api` (without their `managedFields`), and a receiver that wakes after changes (several changes may wake
 /// it once). The reflector runs in its own task until the receiver is dropped.
 pub fn cached<K>(api: Api<K>) -> (Store<K>, mpsc::Receiver<()>)
 where
@@ -22,10 +22,12 @@ where
     let (store, writer) = reflector::store::<K>();
     let (changed, changes) = mpsc::channel(1);
     tokio::spawn(async move {
-        let stream =
-            reflector::reflector(writer, watcher::watcher(api, watcher::Config::default()))
-                .default_backoff()
-                .touched_objects();
+        // `managedFields` is most of a small object and nothing here reads it.
+        let watch = watcher::watcher(api, watcher::Config::default())
+            .modify(|object| object.managed_fields_mut().clear());
+        let stream = reflector::reflector(writer, watch)
+            .default_backoff()
+            .touched_objects();
         let mut stream = std::pin::pin!(stream);
         while let Some(item) = stream.next().await {
             if let Err(e) = item {

@@ -31,6 +31,11 @@ use super::error::LogError;
 use super::frame::{self, EncodeFault, MAX_FRAME_PAYLOAD};
 use super::nwlog::{NwlogWriter, sync_parent_dir};
 
+/// redb's page cache. Records are appended and read in order, so a small cache serves as well
+/// as redb's default (up to 1 GiB, which a long-running controller would fill with pages it
+/// wrote and never reads again).
+const CACHE_BYTES: usize = 4 << 20;
+
 /// The store format version this build writes.
 pub const STORE_FORMAT_VERSION: u16 = 1;
 
@@ -130,6 +135,7 @@ where
     fn initialise(file: fs::File, path: &Path, header_value: &[u8]) -> Result<Database, LogError> {
         let backend = FileBackend::new(file).map_err(store_error(path, "create the store"))?;
         let db = Database::builder()
+            .set_cache_size(CACHE_BYTES)
             .create_with_backend(backend)
             .map_err(store_error(path, "create the store"))?;
         let mut txn = db
@@ -165,7 +171,10 @@ where
     /// version this build does not know; checks that the record indexes have no gap.
     pub fn open(path: impl AsRef<Path>) -> Result<Self, LogError> {
         let path = path.as_ref().to_path_buf();
-        let db = Database::open(&path).map_err(store_error(&path, "open the store"))?;
+        let db = Database::builder()
+            .set_cache_size(CACHE_BYTES)
+            .open(&path)
+            .map_err(store_error(&path, "open the store"))?;
         let (header, len) = {
             let txn = db
                 .begin_read()
