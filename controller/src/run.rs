@@ -81,6 +81,10 @@ pub enum ControllerError {
         "the lease was lost: another replica leads now; this one stops (it comes back as a standby)"
     )]
     LostLease,
+    #[error(
+        "the event store {path} does not exist, but the cluster has {nodeclaims} NodeClaim(s): a new store knows none of their machines and would terminate them as orphans; fix: mount the volume that holds the store the controller wrote (NODEWRIGHT_STORE), or delete those NodeClaims first (their machines are drained and terminated) and start again"
+    )]
+    StoreMissing { path: String, nodeclaims: usize },
 }
 
 /// The core's configuration for a new store: Karpenter's defaults, the cluster's name, the
@@ -180,6 +184,30 @@ async fn open_store_when_free(settings: &Settings) -> Result<Store, ControllerEr
     }
 }
 
+/// A store is created only for a cluster with no NodeClaims: the store is what tells the core
+/// which machines are its own, and a new one beside existing NodeClaims would see their
+/// instances as orphans.
+async fn refuse_a_new_store_beside_existing_machines(
+    settings: &Settings,
+    client: &kube::Client,
+) -> Result<(), ControllerError> {
+    if settings.store.exists() {
+        return Ok(());
+    }
+    let claims = Api::<nodewright_api::NodeClaim>::all(client.clone())
+        .list_metadata(&kube::api::ListParams::default())
+        .await
+        .map_err(ControllerError::Kubernetes)?;
+    if claims.items.is_empty() {
+        Ok(())
+    } else {
+        Err(ControllerError::StoreMissing {
+            path: settings.store.display().to_string(),
+            nodeclaims: claims.items.len(),
+        })
+    }
+}
+
 /// Serves the metrics and probe endpoints.
 async fn serve_endpoints(
     settings: &Settings,
@@ -261,6 +289,7 @@ pub async fn run(
     probes.set(Phase::Recovering);
     metrics.set_leader(true);
 
+    refuse_a_new_store_beside_existing_machines(&settings, &client).await?;
     let store = Timed::new(open_store_when_free(&settings).await?, Arc::clone(&metrics));
     let (mut driver, recovery) = Driver::recover(store).map_err(ControllerError::Recover)?;
     info!(

@@ -12,6 +12,7 @@ set -euo pipefail
 K8S_VERSION=v1.36.3   # keep in sync with kube/go.mod
 ETCD_VERSION=v3.6.16  # keep in sync with etcd/go.mod
 KWOK_VERSION=v0.8.0   # keep in sync with kwok/go.mod
+HELM_VERSION=v4.3.2   # keep in sync with helm/go.mod (for the chart's tests)
 
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 cache_root="${NODEWRIGHT_CONTROLPLANE_CACHE:-$HOME/.cache/nodewright/controlplane}"
@@ -19,7 +20,7 @@ out="$cache_root/k8s-${K8S_VERSION}_etcd-${ETCD_VERSION}_kwok-${KWOK_VERSION}"
 bin="$out/bin"
 stages="$out/kwok-stages"
 
-binaries=(etcd kube-apiserver kube-controller-manager kube-scheduler kwok)
+binaries=(etcd kube-apiserver kube-controller-manager kube-scheduler kwok helm)
 
 log() { echo "controlplane/build.sh: $*" >&2; }
 
@@ -90,6 +91,8 @@ done
 # etcd and kwok take their version from constants in their sources.
 go_build etcd "-s -w" etcd=.
 go_build kwok "-s -w" kwok=sigs.k8s.io/kwok/cmd/kwok
+go_build helm "-s -w -X helm.sh/helm/v4/internal/version.version=$HELM_VERSION" \
+  helm=helm.sh/helm/v4/cmd/helm
 go_build kube "$k8s_ldflags" \
   kube-apiserver=k8s.io/kubernetes/cmd/kube-apiserver \
   kube-controller-manager=k8s.io/kubernetes/cmd/kube-controller-manager \

@@ -237,6 +237,16 @@ impl Running {
             .expect("the controller stopped cleanly")
     }
 
+    /// Waits until it returns by itself, and what it returned.
+    pub async fn outcome(mut self) -> Result<Stopped, ControllerError> {
+        let thread = self.thread.take().expect("running");
+        tokio::task::spawn_blocking(move || thread.join())
+            .await
+            .expect("joined")
+            .expect("the controller's thread")
+            .expect("not killed")
+    }
+
     /// Kills it where it stands: nothing after this point is done.
     pub async fn kill(mut self) {
         if let Some(kill) = self.kill.take() {
