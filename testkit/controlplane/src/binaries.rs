@@ -10,19 +10,22 @@ use crate::error::{self, Error};
 /// The environment variable naming a folder that already holds the binaries.
 pub const BIN_ENV: &str = "NODEWRIGHT_CONTROLPLANE_BIN";
 
-/// The binaries the fixture runs, in start order.
-pub(crate) const BINARIES: [&str; 5] = [
+/// The binaries the fixture runs, in start order, and helm.
+pub(crate) const BINARIES: [&str; 6] = [
     ETCD,
     KUBE_APISERVER,
     KUBE_CONTROLLER_MANAGER,
     KUBE_SCHEDULER,
     KWOK,
+    HELM,
 ];
 pub(crate) const ETCD: &str = "etcd";
 pub(crate) const KUBE_APISERVER: &str = "kube-apiserver";
 pub(crate) const KUBE_CONTROLLER_MANAGER: &str = "kube-controller-manager";
 pub(crate) const KUBE_SCHEDULER: &str = "kube-scheduler";
 pub(crate) const KWOK: &str = "kwok";
+/// For the chart's tests.
+pub(crate) const HELM: &str = "helm";
 
 /// kwok's stages, copied by `build.sh` into `kwok-stages/` next to `bin/`.
 const STAGES: [&str; 5] = [

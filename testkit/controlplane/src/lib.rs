@@ -52,6 +52,11 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::api::{Api, PostParams};
 
 pub use binaries::BIN_ENV;
+
+/// The helm binary built beside the control plane (for the chart's tests).
+pub async fn helm() -> Result<std::path::PathBuf, Error> {
+    Ok(binaries::locate().await?.path(binaries::HELM))
+}
 pub use error::Error;
 pub use wait::eventually;
 pub use workload::{pause_pod, pause_pod_spec};
