@@ -343,6 +343,17 @@ fn resource_values(r: &Resources) -> Vec<(String, f64)> {
     out
 }
 
+/// What the core knew of an event's pod or node before the step.
+#[derive(Debug, Clone, Default)]
+enum Before {
+    #[default]
+    Nothing,
+    /// Whether the pod was bound.
+    Pod { bound: bool },
+    /// The node's NodePool, if the node belonged to a NodeClaim.
+    Node { of_nodeclaim: Option<String> },
+}
+
 /// The command dispatch with the metrics listening: every step is counted and timed.
 pub struct Measured<E> {
     inner: E,
@@ -350,38 +361,24 @@ pub struct Measured<E> {
     store: PathBuf,
     started: Option<Instant>,
     refreshed: Option<Instant>,
-    /// Nodes seen, with their NodePool (for `karpenter_nodes_*`).
-    nodes: BTreeMap<String, String>,
     /// NodeClaims cordoned for a replacement (their termination is a `replace` decision).
     replacing: BTreeSet<String>,
-    /// Whether the pod of the step's event was bound before it.
-    was_bound: Option<bool>,
+    /// What the core knew, before the step, of the pod or node its event is about.
+    before: Before,
     /// Where each refresh publishes the pools' nodes (for the NodePool status).
     pools: Option<tokio::sync::watch::Sender<PoolUsage>>,
 }
 
 impl<E> Measured<E> {
-    /// Starts from what the core knows (after a recovery), so that nodes that were there
-    /// before are not counted as created.
-    pub fn new(inner: E, metrics: std::sync::Arc<Metrics>, core: &Core, store: PathBuf) -> Self {
-        let nodes = core
-            .state()
-            .nodes
-            .iter()
-            .map(|(name, n)| {
-                let pool = n.node.labels.get(NODEPOOL_LABEL).cloned();
-                (name.clone(), pool.unwrap_or_default())
-            })
-            .collect();
+    pub fn new(inner: E, metrics: std::sync::Arc<Metrics>, store: PathBuf) -> Self {
         Measured {
             inner,
             metrics,
             store,
             started: None,
             refreshed: None,
-            nodes,
             replacing: BTreeSet::new(),
-            was_bound: None,
+            before: Before::Nothing,
             pools: None,
         }
     }
@@ -474,34 +471,40 @@ impl<E> Measured<E> {
                     })
                     .inc();
             }
+            // A node that now belongs to a NodeClaim and did not before: created.
             EventKind::NodeApplied(node) => {
-                let known = core
+                let linked = core
                     .state()
                     .nodes
                     .get(&node.name)
                     .is_some_and(|n| n.nodeclaim.is_some());
-                if known && !self.nodes.contains_key(&node.name) {
+                if linked && matches!(self.before, Before::Node { of_nodeclaim: None }) {
                     let nodepool = node.labels.get(NODEPOOL_LABEL).cloned().unwrap_or_default();
-                    m.nodes_created
+                    m.nodes_created.get_or_create(&Pool { nodepool }).inc();
+                }
+            }
+            EventKind::NodeDeleted { .. } => {
+                if let Before::Node {
+                    of_nodeclaim: Some(nodepool),
+                } = &self.before
+                {
+                    m.nodes_terminated
                         .get_or_create(&Pool {
                             nodepool: nodepool.clone(),
                         })
                         .inc();
-                    self.nodes.insert(node.name.clone(), nodepool);
-                }
-            }
-            EventKind::NodeDeleted { name } => {
-                if let Some(nodepool) = self.nodes.remove(name) {
-                    m.nodes_terminated.get_or_create(&Pool { nodepool }).inc();
                 }
             }
             EventKind::PodApplied(pod)
-                if self.was_bound == Some(false) && pod.node_name.is_some() =>
+                if matches!(self.before, Before::Pod { bound: false })
+                    && pod.node_name.is_some() =>
             {
                 let waited = event.at_ms.saturating_sub(pod.created_at_ms);
                 m.pods_startup.observe(waited as f64 / 1000.0);
             }
-            EventKind::PodBound { pod, .. } if self.was_bound == Some(false) => {
+            EventKind::PodBound { pod, .. }
+                if matches!(self.before, Before::Pod { bound: false }) =>
+            {
                 if let Some(pod) = core.state().pods.get(pod) {
                     let waited = event.at_ms.saturating_sub(pod.created_at_ms);
                     m.pods_startup.observe(waited as f64 / 1000.0);
@@ -630,20 +633,29 @@ impl<E: CommandExecutor> CommandExecutor for Measured<E> {
     }
 
     fn stepping(&mut self, core: &Core, event: &Event) {
-        self.was_bound = match &event.kind {
-            EventKind::PodApplied(pod) => Some(
-                core.state()
-                    .pods
-                    .get(&pod.key)
-                    .is_some_and(|p| p.node_name.is_some()),
-            ),
-            EventKind::PodBound { pod, .. } => Some(
-                core.state()
-                    .pods
-                    .get(pod)
-                    .is_some_and(|p| p.node_name.is_some()),
-            ),
-            _ => None,
+        let state = core.state();
+        let pod_bound = |key| Before::Pod {
+            bound: state.pods.get(key).is_some_and(|p| p.node_name.is_some()),
+        };
+        let node_pool = |name: &str| Before::Node {
+            of_nodeclaim: state
+                .nodes
+                .get(name)
+                .filter(|n| n.nodeclaim.is_some())
+                .map(|n| {
+                    n.node
+                        .labels
+                        .get(NODEPOOL_LABEL)
+                        .cloned()
+                        .unwrap_or_default()
+                }),
+        };
+        self.before = match &event.kind {
+            EventKind::PodApplied(pod) => pod_bound(&pod.key),
+            EventKind::PodBound { pod, .. } => pod_bound(pod),
+            EventKind::NodeApplied(node) => node_pool(&node.name),
+            EventKind::NodeDeleted { name } => node_pool(name),
+            _ => Before::Nothing,
         };
         self.started = Some(Instant::now());
         self.inner.stepping(core, event);

@@ -10,7 +10,7 @@ use std::time::Duration;
 use k8s_openapi::jiff::Timestamp;
 use kube::Api;
 use kube::api::PostParams;
-use kube::runtime::reflector::Store;
+use kube::runtime::reflector::{ObjectRef, Store};
 use nodewright_adapters::manifest::nodepool_from_api;
 use nodewright_api::{EC2NodeClass, NodePool, NodePoolStatus, Quantity, Time};
 use nodewright_core::model::resources::Resources;
@@ -196,13 +196,7 @@ async fn write_all(
     usage: &PoolUsage,
     announcer: &Announcer,
 ) {
-    let class_of = |name: &str| {
-        classes
-            .state()
-            .into_iter()
-            .find(|c| c.metadata.name.as_deref() == Some(name))
-            .map(|c| (*c).clone())
-    };
+    let class_of = |name: &str| classes.get(&ObjectRef::new(name)).map(|c| (*c).clone());
     let mut all = pools.state();
     all.sort_by(|a, b| a.metadata.name.cmp(&b.metadata.name));
     for pool in all {

@@ -214,26 +214,26 @@ async fn serve_endpoints(
     probes: &Probes,
     metrics: &Arc<Metrics>,
 ) -> Result<(), ControllerError> {
-    let metrics_at = serve(
-        settings.metrics_address,
-        probes.clone(),
-        Arc::clone(metrics),
-    )
-    .await
-    .map_err(|source| ControllerError::Serve {
-        what: "/metrics",
-        address: settings.metrics_address,
-        setting: "METRICS_PORT",
-        source,
-    })?;
-    let health_at = serve(settings.health_address, probes.clone(), Arc::clone(metrics))
-        .await
-        .map_err(|source| ControllerError::Serve {
-            what: "/healthz and /readyz",
-            address: settings.health_address,
-            setting: "HEALTH_PROBE_PORT",
-            source,
-        })?;
+    let mut bound = Vec::new();
+    for (what, address, setting) in [
+        ("/metrics", settings.metrics_address, "METRICS_PORT"),
+        (
+            "/healthz and /readyz",
+            settings.health_address,
+            "HEALTH_PROBE_PORT",
+        ),
+    ] {
+        let at = serve(address, probes.clone(), Arc::clone(metrics))
+            .await
+            .map_err(|source| ControllerError::Serve {
+                what,
+                address,
+                setting,
+                source,
+            })?;
+        bound.push(at);
+    }
+    let (metrics_at, health_at) = (bound[0], bound[1]);
     info!(metrics = %metrics_at, probes = %health_at, "serving /metrics, /healthz and /readyz");
     Ok(())
 }
@@ -303,13 +303,8 @@ pub async fn run(
     let classes = LaunchClasses::default();
     let (to_executor, commands) = dispatch();
     let (pool_usage, pool_usage_changes) = tokio::sync::watch::channel(Default::default());
-    let mut to_executor = Measured::new(
-        to_executor,
-        Arc::clone(&metrics),
-        driver.core(),
-        settings.store.clone(),
-    )
-    .publishing_pools(pool_usage);
+    let mut to_executor = Measured::new(to_executor, Arc::clone(&metrics), settings.store.clone())
+        .publishing_pools(pool_usage);
     let hands = Hands {
         eviction_client,
         claims: NodeClaims::new(client.clone()),

@@ -327,43 +327,13 @@ async fn a_drain_waits_for_the_budget_and_terminates_once() {
         .delete("db", &Default::default())
         .await
         .expect("deleted");
-    eventually("the pod, node, NodeClaim and instance are gone", || async {
-        let pod = pods_api.get_opt("db-0").await.map_err(|e| e.to_string())?;
-        let node = nodes_api.get_opt(&node).await.map_err(|e| e.to_string())?;
-        let claims = nodeclaims(&client).await;
-        let live = live_instances(c).await;
-        let old_gone = !live.iter().any(|i| i.instance_id == instance_id);
-        if pod.is_none() && node.is_none() && claims.is_empty() && old_gone {
-            Ok(())
-        } else {
-            Err(format!(
-                "pod {}, node {}, {} NodeClaims, old instance live {}",
-                pod.is_some(),
-                node.is_some(),
-                claims.len(),
-                !old_gone
-            ))
-        }
-    })
-    .await;
+    world.machine_gone("db-0", &node, &instance_id).await;
 
     assert_eq!(controller.stop().await, Stopped::Asked);
     world.replay_verifies();
     // The log holds one eviction (after the budget went) and one termination.
-    let log = world.dir.path().join("controller.nwlog");
-    let summary = nodewright_replay::inspect_file(&log).expect("inspected");
-    let evictions = summary
-        .commands_by_kind
-        .get("EvictPod")
-        .copied()
-        .unwrap_or(0);
-    assert_eq!(evictions, 1, "{summary:?}");
-    let terminations = summary
-        .commands_by_kind
-        .get("TerminateNodeClaim")
-        .copied()
-        .unwrap_or(0);
-    assert_eq!(terminations, 1, "{summary:?}");
+    assert_eq!(world.logged("EvictPod").0, 1);
+    assert_eq!(world.logged("TerminateNodeClaim").0, 1);
 }
 
 /// Two replicas on one store: one leads, the other waits connected and ready. The leader dies
@@ -520,56 +490,14 @@ async fn a_nodeclaim_deleted_by_hand_is_drained_and_terminated_once() {
         .delete(&claim, &Default::default())
         .await
         .expect("deleted");
-    let nodes_api: Api<k8s_openapi::api::core::v1::Node> = Api::all(client.clone());
-    eventually("the pod, node, NodeClaim and instance are gone", || async {
-        let pod = pods_api.get_opt("web-0").await.map_err(|e| e.to_string())?;
-        let node = nodes_api.get_opt(&node).await.map_err(|e| e.to_string())?;
-        let claim = claims_api
-            .get_opt(&claim)
-            .await
-            .map_err(|e| e.to_string())?;
-        let live = live_instances(c).await;
-        let gone = !live.iter().any(|i| i.instance_id == instance_id);
-        if pod.is_none() && node.is_none() && claim.is_none() && gone {
-            Ok(())
-        } else {
-            Err(format!(
-                "pod {}, node {}, NodeClaim {}, instance live {}",
-                pod.is_some(),
-                node.is_some(),
-                claim.is_some(),
-                !gone
-            ))
-        }
-    })
-    .await;
+    world.machine_gone("web-0", &node, &instance_id).await;
 
     assert_eq!(controller.stop().await, Stopped::Asked);
     world.replay_verifies();
-    let summary = nodewright_replay::inspect_file(&world.dir.path().join("controller.nwlog"))
-        .expect("inspected");
-    let count = |kinds: &std::collections::BTreeMap<&'static str, u64>, kind| {
-        kinds.get(kind).copied().unwrap_or(0)
-    };
-    assert!(
-        count(&summary.events_by_kind, "NodeClaimDeleted") >= 1,
-        "{summary:?}"
-    );
-    assert_eq!(
-        count(&summary.commands_by_kind, "EvictPod"),
-        1,
-        "{summary:?}"
-    );
-    assert_eq!(
-        count(&summary.commands_by_kind, "TerminateNodeClaim"),
-        1,
-        "{summary:?}"
-    );
-    assert_eq!(
-        count(&summary.commands_by_kind, "TerminateOrphanInstance"),
-        0,
-        "{summary:?}"
-    );
+    assert!(world.logged("NodeClaimDeleted").1 >= 1);
+    assert_eq!(world.logged("EvictPod").0, 1);
+    assert_eq!(world.logged("TerminateNodeClaim").0, 1);
+    assert_eq!(world.logged("TerminateOrphanInstance").0, 0);
 }
 
 /// Bad input stays with its owner: an EC2NodeClass whose subnet selector matches nothing says

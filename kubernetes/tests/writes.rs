@@ -48,6 +48,17 @@ fn spec(name: &str) -> NodeClaimSpec {
     }
 }
 
+/// A control plane with one kwok node, `node-a` (4 CPU, 16 GiB), and its client.
+async fn with_a_node() -> (ControlPlane, kube::Client) {
+    let control_plane = ControlPlane::start().await.expect("a control plane");
+    let client = control_plane.client();
+    control_plane
+        .add_fake_node("node-a", "4", "16Gi", "110", BTreeMap::new())
+        .await
+        .expect("a node");
+    (control_plane, client)
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_status_write_that_conflicts_is_made_again_on_the_fresh_object() {
     let control_plane = ControlPlane::start_with_crds()
@@ -146,12 +157,7 @@ async fn a_status_write_that_conflicts_is_made_again_on_the_fresh_object() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_eviction_a_budget_refuses_is_reported_and_the_pod_stays() {
-    let control_plane = ControlPlane::start().await.expect("a control plane");
-    let client = control_plane.client();
-    control_plane
-        .add_fake_node("node-a", "4", "16Gi", "110", BTreeMap::new())
-        .await
-        .expect("a node");
+    let (control_plane, client) = with_a_node().await;
     let pods: Api<Pod> = Api::namespaced(client.clone(), "default");
     let mut guarded = pause_pod("db-0", "100m", "128Mi");
     guarded.metadata.labels = Some(BTreeMap::from([("app".to_string(), "db".to_string())]));
@@ -249,12 +255,7 @@ async fn an_eviction_a_budget_refuses_is_reported_and_the_pod_stays() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_disrupted_taint_goes_on_once_and_comes_off() {
-    let control_plane = ControlPlane::start().await.expect("a control plane");
-    let client = control_plane.client();
-    control_plane
-        .add_fake_node("node-a", "4", "16Gi", "110", BTreeMap::new())
-        .await
-        .expect("a node");
+    let (_control_plane, client) = with_a_node().await;
     let nodes = Nodes::new(client.clone());
     let api: Api<Node> = Api::all(client);
     // Ours only: the node lifecycle controller has its own (not-ready until kwok reports).

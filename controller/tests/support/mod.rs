@@ -308,6 +308,49 @@ impl World {
         Running::start(&self.control_plane, &self.moto, &self.store).await
     }
 
+    /// Waits until pod `pod` (namespace default), node `node`, every NodeClaim and instance
+    /// `instance_id` are gone.
+    pub async fn machine_gone(&self, pod: &str, node: &str, instance_id: &str) {
+        let pods_api: Api<Pod> = Api::namespaced(self.client.clone(), "default");
+        let nodes_api: Api<k8s_openapi::api::core::v1::Node> = Api::all(self.client.clone());
+        nodewright_controlplane::eventually(
+            "the pod, node, NodeClaim and instance are gone",
+            || async {
+                let pod = pods_api.get_opt(pod).await.map_err(|e| e.to_string())?;
+                let node = nodes_api.get_opt(node).await.map_err(|e| e.to_string())?;
+                let claims = nodeclaims(&self.client).await;
+                let live = live_instances(&self.aws).await;
+                let gone = !live.iter().any(|i| i.instance_id == instance_id);
+                if pod.is_none() && node.is_none() && claims.is_empty() && gone {
+                    Ok(())
+                } else {
+                    Err(format!(
+                        "pod {}, node {}, {} NodeClaims, instance live {}",
+                        pod.is_some(),
+                        node.is_some(),
+                        claims.len(),
+                        !gone
+                    ))
+                }
+            },
+        )
+        .await;
+    }
+
+    /// How many commands of `kind` the exported log (`controller.nwlog`, after
+    /// [`World::replay_verifies`]) holds, and events of `kind`.
+    pub fn logged(&self, kind: &str) -> (u64, u64) {
+        let summary = nodewright_replay::inspect_file(&self.dir.path().join("controller.nwlog"))
+            .expect("inspected");
+        let count = |kinds: &std::collections::BTreeMap<&'static str, u64>| {
+            kinds.get(kind).copied().unwrap_or(0)
+        };
+        (
+            count(&summary.commands_by_kind),
+            count(&summary.events_by_kind),
+        )
+    }
+
     /// The store exported and replayed (see [`replay_verifies`]); the log stays in the folder
     /// as `controller.nwlog`.
     pub fn replay_verifies(&self) -> nodewright_replay::verify::VerifyOutcome {
