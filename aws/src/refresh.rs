@@ -23,6 +23,8 @@ pub struct CatalogRefresher {
     prices: Catalog,
     spot: BTreeMap<(String, String), Price>,
     last: Option<Arc<Catalog>>,
+    /// Where each new catalog is also shown (to the writers of NodeClaim labels).
+    published: Option<tokio::sync::watch::Sender<Option<Arc<Catalog>>>>,
 }
 
 impl CatalogRefresher {
@@ -35,7 +37,14 @@ impl CatalogRefresher {
             prices: nodewright_core::catalog::builtin::us_east_1(),
             spot: BTreeMap::new(),
             last,
+            published: None,
         }
+    }
+
+    /// Shows every catalog it reads on `to` too, before the core has it.
+    pub fn publishing(mut self, to: tokio::sync::watch::Sender<Option<Arc<Catalog>>>) -> Self {
+        self.published = Some(to);
+        self
     }
 
     /// Reads types and offerings (and spot prices when `prices` or when none were read yet);
@@ -55,6 +64,9 @@ impl CatalogRefresher {
         }
         let catalog = Arc::new(catalog);
         self.last = Some(Arc::clone(&catalog));
+        if let Some(published) = &self.published {
+            published.send_replace(Some(Arc::clone(&catalog)));
+        }
         Ok(Some(catalog))
     }
 

@@ -17,6 +17,7 @@ use nodewright_adapters::driver::CommandExecutor;
 use nodewright_api::Time;
 use nodewright_aws::instances::Instances;
 use nodewright_aws::launch::{LaunchOutcome, Launcher};
+use nodewright_core::catalog::Catalog;
 use nodewright_core::model::nodeclaim::{Instance, NodeClaimSpec};
 use nodewright_core::model::pod::PodKey;
 use nodewright_core::{Command, EventKind};
@@ -73,6 +74,8 @@ pub struct Hands {
     pub launcher: Launcher,
     pub instances: Instances,
     pub classes: LaunchClasses,
+    /// The latest catalog read from EC2: a launched NodeClaim gets its instance type's labels.
+    pub catalog: tokio::sync::watch::Receiver<Option<Arc<Catalog>>>,
     /// Results go back to the control loop here.
     pub inbox: InboxSender,
 }
@@ -278,7 +281,10 @@ impl Hands {
         }
     }
 
-    /// The NodeClaim's `Launched` condition, and with an instance its provider id and labels.
+    /// The NodeClaim's `Launched` condition, and with an instance its provider id and labels:
+    /// as Karpenter's, its instance type's well-known labels (`karpenter.k8s.aws/instance-*`,
+    /// `kubernetes.io/arch`, ...) with the type, zone and capacity type, which registration
+    /// carries onto the Node for pods that select them.
     async fn launch_status(
         &self,
         name: &str,
@@ -287,11 +293,18 @@ impl Hands {
         message: &str,
     ) {
         let at = now();
+        let type_labels: BTreeMap<String, String> = instance
+            .and_then(|i| {
+                let catalog = self.catalog.borrow();
+                Some(catalog.as_ref()?.get(&i.instance_type)?.labels.clone())
+            })
+            .unwrap_or_default();
         let result = self
             .claims
             .update(name, |claim| {
                 if let Some(i) = instance {
                     let labels = claim.metadata.labels.get_or_insert_with(Default::default);
+                    labels.extend(type_labels.clone());
                     labels.insert(INSTANCE_TYPE_LABEL.into(), i.instance_type.clone());
                     labels.insert(ZONE_LABEL.into(), i.zone.clone());
                     labels.insert(CAPACITY_TYPE_LABEL.into(), i.capacity_type.as_str().into());

@@ -305,6 +305,15 @@ pub async fn run(
     let (pool_usage, pool_usage_changes) = tokio::sync::watch::channel(Default::default());
     let mut to_executor = Measured::new(to_executor, Arc::clone(&metrics), settings.store.clone())
         .publishing_pools(pool_usage);
+    // The catalog the instance types' labels are read from, for the NodeClaims launched.
+    let (catalog, catalog_changes) = tokio::sync::watch::channel(
+        driver
+            .core()
+            .state()
+            .catalog
+            .as_ref()
+            .map(|c| Arc::clone(&c.catalog)),
+    );
     let hands = Hands {
         eviction_client,
         claims: NodeClaims::new(client.clone()),
@@ -322,6 +331,7 @@ pub async fn run(
         ),
         instances: Instances::new(aws.ec2.clone(), &settings.cluster_name),
         classes: classes.clone(),
+        catalog: catalog_changes,
         inbox: sender.clone(),
     };
     tokio::spawn(Executor::new(hands.clone()).run(commands));
@@ -391,6 +401,7 @@ pub async fn run(
             &aws.region,
             None,
         )
+        .publishing(catalog)
         .run(sender.clone()),
     );
     {

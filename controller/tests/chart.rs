@@ -3,35 +3,9 @@
 //! what it renders runs the controller with the settings in Karpenter's names, its probes, its
 //! store, and no more rights than the controller uses.
 
-use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+mod support;
 
-fn chart() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../charts/nodewright")
-}
-
-async fn helm(args: &[&str]) -> Output {
-    let helm = nodewright_controlplane::helm()
-        .await
-        .expect("the helm binary");
-    let home = tempfile::tempdir().expect("a folder");
-    Command::new(helm)
-        .args(args)
-        // No user configuration or cache leaks in (or out).
-        .env("HELM_CONFIG_HOME", home.path().join("config"))
-        .env("HELM_CACHE_HOME", home.path().join("cache"))
-        .env("HELM_DATA_HOME", home.path().join("data"))
-        .output()
-        .expect("helm runs")
-}
-
-fn text(out: &Output) -> String {
-    format!(
-        "{}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    )
-}
+use support::installation::{chart, helm, text};
 
 #[test]
 fn the_charts_crds_are_the_generated_ones() {

@@ -3,6 +3,8 @@
 
 #![allow(dead_code)]
 
+pub mod installation;
+
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 

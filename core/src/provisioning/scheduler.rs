@@ -1162,8 +1162,13 @@ impl<'a> ClusterView<'a> {
                 }
                 Err((reasons, relaxed)) => {
                     let mut text = if solver.contexts.is_empty() && missing_class.is_empty() {
-                        "no NodePool exists; create one whose requirements the pod meets"
-                            .to_string()
+                        if state.nodepools.is_empty() {
+                            "no NodePool exists; create one whose requirements the pod meets"
+                        } else {
+                            // A controller that has just started: EC2 is still being read.
+                            "the instance types are not known yet (the catalog is being read); the pod is tried again when they are"
+                        }
+                        .to_string()
                     } else {
                         let mut all = reasons;
                         all.extend(missing_class.iter().cloned());

@@ -14,16 +14,16 @@ use crate::pki::write;
 #[derive(Debug, Clone)]
 pub(crate) struct Identity {
     /// The user name kube-apiserver sees.
-    pub(crate) user: &'static str,
+    pub(crate) user: String,
     /// Its bearer token.
     pub(crate) token: String,
 }
 
 impl Identity {
     /// A new identity with a fresh random token.
-    pub(crate) fn new(user: &'static str) -> Identity {
+    pub(crate) fn new(user: &str) -> Identity {
         Identity {
-            user,
+            user: user.to_owned(),
             token: random_token(),
         }
     }
@@ -86,7 +86,7 @@ current-context: nodewright
 ",
         server = quote(server),
         ca = quote(&ca_cert.to_string_lossy()),
-        user = quote(identity.user),
+        user = quote(&identity.user),
         token = quote(&identity.token),
     );
     write(path, &contents)

@@ -85,6 +85,7 @@ pub struct ControlPlane {
     client: kube::Client,
     server_url: String,
     kubeconfig: PathBuf,
+    ca_cert: PathBuf,
     log_dir: PathBuf,
     processes: Processes,
     /// `None` only during drop.
@@ -106,6 +107,7 @@ struct Started {
     client: kube::Client,
     server_url: String,
     kubeconfig: PathBuf,
+    ca_cert: PathBuf,
 }
 
 impl ControlPlane {
@@ -131,6 +133,7 @@ impl ControlPlane {
                 client: started.client,
                 server_url: started.server_url,
                 kubeconfig: started.kubeconfig,
+                ca_cert: started.ca_cert,
                 log_dir,
                 processes,
                 dir: Some(dir),
@@ -158,6 +161,23 @@ impl ControlPlane {
     /// A kubeconfig file with the CA and the admin token, for `kubectl --kubeconfig`.
     pub fn kubeconfig(&self) -> &Path {
         &self.kubeconfig
+    }
+
+    /// Writes a kubeconfig that authenticates with the bearer `token` (a ServiceAccount's,
+    /// from the TokenRequest API) and returns its path: what a process run as that
+    /// ServiceAccount reads, so that it has the rights RBAC grants it and no more.
+    pub fn kubeconfig_with_token(&self, name: &str, token: &str) -> Result<PathBuf, Error> {
+        let dir = self
+            .dir
+            .as_ref()
+            .map_or(self.log_dir.as_path(), |d| d.path());
+        let path = dir.join(format!("{name}.kubeconfig"));
+        let identity = Identity {
+            user: name.to_owned(),
+            token: token.to_owned(),
+        };
+        kubeconfig::write_kubeconfig(&path, &self.server_url, &self.ca_cert, &identity)?;
+        Ok(path)
     }
 
     /// The cluster-admin client configuration (for a client built with other settings).
@@ -417,6 +437,7 @@ async fn start_in(
         client,
         server_url,
         kubeconfig: admin_kubeconfig,
+        ca_cert: pki.ca_cert.clone(),
     })
 }
 
