@@ -782,6 +782,17 @@ fn export(
             );
             Ok(0)
         }
+        Err(nodewright_replay::export::ExportError::Log(err)) if err.is_store_in_use() => {
+            eprintln!(
+                "error: {err}\n\
+                 a running controller holds this store; take the log from the leader instead:\n  \
+                 kubectl port-forward -n <namespace> <leader pod> 8081 &\n  \
+                 curl -o incident.nwlog 'http://localhost:8081/log?from=...&until=...&redact=true'\n\
+                 (the leader is the Lease's holderIdentity: kubectl get lease -n <namespace> \
+                 <release>-leader-election; docs/install.md)"
+            );
+            Ok(EXIT_BAD_INPUT)
+        }
         Err(err) => {
             eprintln!("error: {err}");
             Ok(EXIT_BAD_INPUT)

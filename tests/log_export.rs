@@ -297,3 +297,27 @@ fn the_cli_redacts_and_says_how_much() {
         String::from_utf8_lossy(&verified.stdout)
     );
 }
+
+#[test]
+fn a_store_a_running_controller_holds_is_read_through_it() {
+    let dir = tempfile::tempdir().expect("a folder");
+    let (path, report) = store(&dir);
+    // The controller's process holds the store open (redb locks the file) ...
+    let open: RedbStore<LogHeader, LogRecord> = RedbStore::open(&path).expect("opens");
+    let out = dir.path().join("out.nwlog");
+    let o = nodewright(&["log", "export", &s(&path), "--out", &s(&out)]);
+    assert_eq!(o.status.code(), Some(2));
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        stderr.contains("a running controller holds this store") && stderr.contains("/log?"),
+        "{stderr}"
+    );
+    assert!(!out.exists());
+    // ... and exports through a reader sharing the open file (what `GET /log` does), while it
+    // could go on appending.
+    let reader = open.reader().expect("a reader");
+    nodewright_replay::export::export_store(&reader, &out, None, None, false).expect("exported");
+    let verified = verify_file(&out).expect("reads");
+    assert!(verified.divergence.is_none());
+    assert_eq!(verified.decision_digest, report.decision_digest);
+}

@@ -107,6 +107,31 @@ fn batches_survive_reopening() {
 }
 
 #[test]
+fn a_reader_sees_what_was_committed_when_it_was_made_and_cannot_append() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("events.redb");
+    let written = store_with(&path, &[5]);
+    let mut store = RedbStore::<TestHeader, TestRecord>::open(&path).unwrap();
+    let mut reader = store.reader().unwrap();
+    assert_eq!(reader.header(), &header());
+    assert_eq!(reader.read_range(0, 5).unwrap(), written);
+    // The store goes on appending; this reader keeps its length, a new one sees more.
+    let more = records(5, 3);
+    store.append(&more).unwrap();
+    assert_eq!(reader.len(), 5);
+    let later = store.reader().unwrap();
+    assert_eq!(later.len(), 8);
+    assert_eq!(later.read_range(5, 8).unwrap(), more);
+    // Appends go through the store, never a reader.
+    let refused = reader.append(&records(8, 1)).unwrap_err();
+    assert!(
+        matches!(refused, LogError::ReadOnlyStore { .. }),
+        "{refused}"
+    );
+    assert_eq!(store.len(), 8);
+}
+
+#[test]
 fn ranges_outside_the_store_are_refused() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("events.redb");

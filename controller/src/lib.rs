@@ -20,6 +20,7 @@ pub mod deletions;
 pub mod executor;
 pub mod launch_classes;
 pub mod leadership;
+pub mod log_export;
 pub mod metrics;
 pub mod nodeclasses;
 pub mod nodepools;

@@ -38,6 +38,7 @@ use crate::deletions;
 use crate::executor::{Executor, Hands, dispatch};
 use crate::launch_classes::LaunchClasses;
 use crate::leadership::{self, Leading};
+use crate::log_export::LogExports;
 use crate::metrics::{Measured, Metrics, Timed};
 use crate::nodeclasses::NodeClassResolver;
 use crate::nodepools;
@@ -213,17 +214,19 @@ async fn serve_endpoints(
     settings: &Settings,
     probes: &Probes,
     metrics: &Arc<Metrics>,
+    exports: &LogExports,
 ) -> Result<(), ControllerError> {
     let mut bound = Vec::new();
-    for (what, address, setting) in [
-        ("/metrics", settings.metrics_address, "METRICS_PORT"),
+    for (what, address, setting, log) in [
+        ("/metrics", settings.metrics_address, "METRICS_PORT", None),
         (
-            "/healthz and /readyz",
+            "/healthz, /readyz and /log",
             settings.health_address,
             "HEALTH_PROBE_PORT",
+            Some(exports.clone()),
         ),
     ] {
-        let at = serve(address, probes.clone(), Arc::clone(metrics))
+        let at = serve(address, probes.clone(), Arc::clone(metrics), log)
             .await
             .map_err(|source| ControllerError::Serve {
                 what,
@@ -234,7 +237,7 @@ async fn serve_endpoints(
         bound.push(at);
     }
     let (metrics_at, health_at) = (bound[0], bound[1]);
-    info!(metrics = %metrics_at, probes = %health_at, "serving /metrics, /healthz and /readyz");
+    info!(metrics = %metrics_at, probes = %health_at, "serving /metrics, /healthz, /readyz and /log");
     Ok(())
 }
 
@@ -249,7 +252,8 @@ pub async fn run(
     settings.validate()?;
     let metrics = Arc::new(Metrics::new());
     let probes = Probes::default();
-    serve_endpoints(&settings, &probes, &metrics).await?;
+    let exports = LogExports::default();
+    serve_endpoints(&settings, &probes, &metrics, &exports).await?;
     let mut stop = Box::pin(stop);
 
     let client =
@@ -290,7 +294,12 @@ pub async fn run(
     metrics.set_leader(true);
 
     refuse_a_new_store_beside_existing_machines(&settings, &client).await?;
-    let store = Timed::new(open_store_when_free(&settings).await?, Arc::clone(&metrics));
+    let store = open_store_when_free(&settings).await?;
+    let offered = exports.offer(store.reader().map_err(|source| ControllerError::Store {
+        path: settings.store.display().to_string(),
+        source,
+    })?);
+    let store = Timed::new(store, Arc::clone(&metrics));
     let (mut driver, recovery) = Driver::recover(store).map_err(ControllerError::Recover)?;
     info!(
         events = recovery.events,
@@ -458,6 +467,7 @@ pub async fn run(
         "stopped"
     );
     // The store is closed before the lease goes, so that the next leader can open it.
+    drop(offered);
     drop(driver);
     if let Some(lease) = leading {
         lease.release().await;

@@ -1,6 +1,8 @@
 //! The controller's HTTP endpoints, on Karpenter's ports: `/metrics` (Prometheus text format)
-//! on the metrics port, `/healthz` and `/readyz` on the health-probe port. hyper serves them:
-//! it is already in the build as kube's HTTP stack.
+//! on the metrics port, `/healthz` and `/readyz` on the health-probe port, with `/log` (the
+//! leader's event store as a `.nwlog`, see [`crate::log_export`]) on the health-probe port
+//! only, which the chart's Service does not expose. hyper serves them: it is already in the
+//! build as kube's HTTP stack.
 
 use std::convert::Infallible;
 use std::net::SocketAddr;
@@ -17,6 +19,7 @@ use hyper_util::rt::TokioIo;
 use tokio::net::TcpListener;
 use tracing::warn;
 
+use crate::log_export::LogExports;
 use crate::metrics::Metrics;
 
 /// Where the replica stands, for `/readyz`.
@@ -100,11 +103,12 @@ fn answer(path: &str, probes: &Probes, metrics: &Metrics) -> Response<Full<Bytes
 }
 
 /// Binds `address` (fails at once if it cannot) and serves the endpoints on it until the
-/// process stops.
+/// process stops; `/log` too when `log` is given.
 pub async fn serve(
     address: SocketAddr,
     probes: Probes,
     metrics: Arc<Metrics>,
+    log: Option<LogExports>,
 ) -> std::io::Result<SocketAddr> {
     let listener = TcpListener::bind(address).await?;
     let bound = listener.local_addr()?;
@@ -119,10 +123,19 @@ pub async fn serve(
             };
             let probes = probes.clone();
             let metrics = Arc::clone(&metrics);
+            let log = log.clone();
             tokio::spawn(async move {
                 let service = service_fn(move |request: Request<Incoming>| {
-                    let response = answer(request.uri().path(), &probes, &metrics);
-                    async move { Ok::<_, Infallible>(response) }
+                    let (probes, metrics, log) =
+                        (probes.clone(), Arc::clone(&metrics), log.clone());
+                    async move {
+                        let uri = request.uri();
+                        let response = match &log {
+                            Some(log) if uri.path() == "/log" => log.answer(uri.query()).await,
+                            _ => answer(uri.path(), &probes, &metrics),
+                        };
+                        Ok::<_, Infallible>(response)
+                    }
                 });
                 if let Err(e) = http1::Builder::new()
                     .serve_connection(TokioIo::new(stream), service)

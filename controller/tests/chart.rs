@@ -120,3 +120,82 @@ async fn the_chart_renders_the_controller_with_karpenters_settings() {
         text(&out)
     );
 }
+
+/// No container engine runs in the test environment, so the image is not built here; what
+/// the chart relies on is checked in the Dockerfile itself: it builds the controller's
+/// features with the locked dependencies, runs as the user the chart's pod security context
+/// names, and starts `nodewright` with the arguments the chart gives.
+#[test]
+fn the_dockerfile_builds_what_the_chart_runs() {
+    let root = chart().join("../..");
+    let dockerfile = std::fs::read_to_string(root.join("Dockerfile")).expect("the Dockerfile");
+    let values = std::fs::read_to_string(chart().join("values.yaml")).expect("values.yaml");
+    let values: serde_json::Value = serde_saphyr::from_str(&values).expect("values.yaml parses");
+    let manifest = std::fs::read_to_string(root.join("Cargo.toml")).expect("Cargo.toml");
+
+    let build = dockerfile
+        .lines()
+        .map(str::trim)
+        .find(|l| l.starts_with("cargo build"))
+        .expect("a cargo build step");
+    for flag in [
+        "--release",
+        "--locked",
+        "--bin nodewright",
+        "--features controller",
+    ] {
+        assert!(build.contains(flag), "{build:?} lacks {flag}");
+    }
+    assert!(
+        manifest.contains("\n[features]\n") && manifest.contains("\ncontroller = ["),
+        "the feature the image builds is the root crate's"
+    );
+
+    // Two stages: the runtime one is distroless, as a non-root user.
+    let stages: Vec<&str> = dockerfile
+        .lines()
+        .filter(|l| l.starts_with("FROM "))
+        .collect();
+    assert_eq!(stages.len(), 2, "{stages:?}");
+    assert!(stages[1].contains("distroless") && stages[1].contains(":nonroot"));
+    let user = format!(
+        "USER {}:{}",
+        values["podSecurityContext"]["runAsUser"], values["podSecurityContext"]["runAsGroup"]
+    );
+    assert!(
+        dockerfile.contains(&user),
+        "the image's user is the chart's: {user}"
+    );
+
+    // The toolchain is at least the workspace's rust-version.
+    let rust = dockerfile
+        .lines()
+        .find_map(|l| l.strip_prefix("ARG RUST_VERSION="))
+        .expect("ARG RUST_VERSION");
+    let minimum = manifest
+        .lines()
+        .find_map(|l| l.strip_prefix("rust-version = \""))
+        .and_then(|v| v.strip_suffix('"'))
+        .expect("rust-version");
+    let minor = |v: &str| -> u32 {
+        v.split('.')
+            .nth(1)
+            .and_then(|m| m.parse().ok())
+            .expect("a version")
+    };
+    assert!(minor(rust) >= minor(minimum), "rust {rust} < {minimum}");
+
+    // The chart's container runs `<entrypoint> controller`, the binary the stage copied.
+    let deployment = std::fs::read_to_string(chart().join("templates/deployment.yaml"))
+        .expect("the Deployment template");
+    assert!(deployment.contains("args: [\"controller\"]"));
+    let entrypoint = dockerfile
+        .lines()
+        .find_map(|l| l.strip_prefix("ENTRYPOINT [\""))
+        .and_then(|l| l.strip_suffix("\"]"))
+        .expect("ENTRYPOINT");
+    assert!(
+        dockerfile.contains(&format!("COPY --from=build {entrypoint} {entrypoint}")),
+        "the entrypoint {entrypoint} is the binary copied from the build stage"
+    );
+}

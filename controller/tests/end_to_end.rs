@@ -184,9 +184,22 @@ async fn the_guides_tutorial_runs_from_the_chart() {
         "{metrics}"
     );
 
+    // The incident log, taken from the running leader (kubectl port-forward to its health
+    // port) with names replaced by tokens, replays on its own.
+    let (status, body) = pod.log("redact=true").await;
+    assert_eq!(status, 200, "{}", String::from_utf8_lossy(&body));
+    let taken = cluster.dir.path().join("taken.nwlog");
+    std::fs::write(&taken, &body).expect("written");
+    let replayed = nodewright_replay::verify_file(&taken).expect("the log reads");
+    assert!(replayed.divergence.is_none(), "{:?}", replayed.divergence);
+    assert!(replayed.commands > 0);
+    let (status, body) = pod.log("from=last-tuesday").await;
+    assert_eq!(status, 400);
+    assert!(String::from_utf8_lossy(&body).contains("fix: from="));
+
     assert_eq!(pod.stop().await, Some(0), "a clean stop on SIGTERM");
     let outcome = cluster.replay_verifies();
-    assert!(outcome.commands > 0);
+    assert!(outcome.commands >= replayed.commands);
 }
 
 /// Waits until `n` pods of `inflate` run on nodes nodewright launched; the nodes.
@@ -542,6 +555,10 @@ async fn the_standby_takes_over_when_the_leader_is_killed_mid_scale_up() {
         }
     })
     .await;
+
+    // Only the leader holds the store, and says so.
+    let (status, body) = second.log("").await;
+    assert_eq!(status, 503, "{}", String::from_utf8_lossy(&body));
 
     cluster.scale_inflate(5).await;
     eventually("the leader has decided on a machine", || async {

@@ -76,8 +76,20 @@ pub fn export(
     redact: bool,
 ) -> Result<Exported, ExportError> {
     let store: RedbStore<LogHeader, LogRecord> = RedbStore::open(store)?;
+    export_store(&store, out, from_ms, until_ms, redact)
+}
+
+/// [`export`] from a store already open: a running controller's, through
+/// [`RedbStore::reader`], which sees what was committed when it was made.
+pub fn export_store(
+    store: &RedbStore<LogHeader, LogRecord>,
+    out: &Path,
+    from_ms: Option<u64>,
+    until_ms: Option<u64>,
+    redact: bool,
+) -> Result<Exported, ExportError> {
     if redact {
-        return export_redacted(&store, out, from_ms, until_ms);
+        return export_redacted(store, out, from_ms, until_ms);
     }
     let header = store.header().clone();
     let len = store.len();

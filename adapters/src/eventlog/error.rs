@@ -278,6 +278,17 @@ pub enum LogError {
         supported: &'static [u16],
     },
 
+    /// An append through a reader of the store (see `RedbStore::reader`).
+    #[error(
+        "{}: this handle reads the store and cannot append to it; append through the store \
+         it was made from",
+        .path.display()
+    )]
+    ReadOnlyStore {
+        /// The store file.
+        path: PathBuf,
+    },
+
     /// An entry of the store's `meta` table is damaged.
     #[error(
         "{}: the store's meta entry {key:?} is damaged: {reason}; restore the store from a \
@@ -334,6 +345,7 @@ impl LogError {
             | Self::NotAStore { path, .. }
             | Self::UnsupportedStoreVersion { path, .. }
             | Self::StoreMetaCorrupt { path, .. }
+            | Self::ReadOnlyStore { path }
             | Self::StoreRecordCorrupt { path, .. } => Some(path),
             Self::Encode { .. } | Self::RecordTooLarge { .. } | Self::RangeOutOfBounds { .. } => {
                 None

@@ -17,6 +17,7 @@ use std::io;
 use std::marker::PhantomData;
 use std::ops::Range;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use redb::backends::FileBackend;
 use redb::{
@@ -53,10 +54,14 @@ const EXPORT_BATCH: usize = 4096;
 /// The controller's event store: a header and an append-only sequence of records in one redb
 /// file, opened by one process at a time (redb locks the file).
 pub struct RedbStore<H, R> {
-    db: Database,
+    /// Shared with the readers made by [`RedbStore::reader`] (redb reads in parallel with the
+    /// one writer, each from the last committed state).
+    db: Arc<Database>,
     path: PathBuf,
     header: H,
     len: u64,
+    /// False for a reader: its appends are refused.
+    writable: bool,
     records: PhantomData<fn() -> R>,
 }
 
@@ -118,10 +123,11 @@ where
             })?;
         match Self::initialise(file, &path, &header_value) {
             Ok(db) => Ok(Self {
-                db,
+                db: Arc::new(db),
                 path,
                 header: header_back,
                 len: 0,
+                writable: true,
                 records: PhantomData,
             }),
             Err(error) => {
@@ -175,6 +181,18 @@ where
             .set_cache_size(CACHE_BYTES)
             .open(&path)
             .map_err(store_error(&path, "open the store"))?;
+        Self::over(Arc::new(db), path, true)
+    }
+
+    /// A reader of this store, in this process (another process cannot open the file while
+    /// it is open here): it sees every record committed so far and shares the file with this
+    /// store, which goes on appending. For exports from a running controller.
+    pub fn reader(&self) -> Result<Self, LogError> {
+        Self::over(Arc::clone(&self.db), self.path.clone(), false)
+    }
+
+    /// The store in `db`: its header and length as last committed, checked.
+    fn over(db: Arc<Database>, path: PathBuf, writable: bool) -> Result<Self, LogError> {
         let (header, len) = {
             let txn = db
                 .begin_read()
@@ -264,6 +282,7 @@ where
             path,
             header,
             len,
+            writable,
             records: PhantomData,
         })
     }
@@ -291,6 +310,11 @@ where
     /// Appends `records` in one write transaction, committed with immediate durability: when
     /// this returns `Ok`, all of them survive a crash; otherwise none of them is stored.
     pub fn append(&mut self, records: &[R]) -> Result<(), LogError> {
+        if !self.writable {
+            return Err(LogError::ReadOnlyStore {
+                path: self.path.clone(),
+            });
+        }
         if records.is_empty() {
             return Ok(());
         }

@@ -377,6 +377,13 @@ impl ChartPod {
             .any(|l| l == "nodewright_leader 1")
     }
 
+    /// `GET /log?<query>` on its health-probe port: the status and the body.
+    pub async fn log(&self, query: &str) -> (u16, Vec<u8>) {
+        super::Running::get_bytes(self.health, &format!("/log?{query}"))
+            .await
+            .expect("the health port answers")
+    }
+
     /// SIGTERM, as the kubelet stops a pod, and its exit code.
     pub async fn stop(mut self) -> Option<i32> {
         let mut child = self.child.take().expect("running");

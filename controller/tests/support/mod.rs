@@ -191,15 +191,22 @@ impl Running {
 
     /// `GET path` on `address`: the status code and the body (None: nothing answers).
     pub async fn get(address: std::net::SocketAddr, path: &str) -> Option<(u16, String)> {
+        let (status, body) = Self::get_bytes(address, path).await?;
+        Some((status, String::from_utf8_lossy(&body).into_owned()))
+    }
+
+    /// [`Running::get`] with the body as bytes.
+    pub async fn get_bytes(address: std::net::SocketAddr, path: &str) -> Option<(u16, Vec<u8>)> {
         use tokio::io::{AsyncReadExt, AsyncWriteExt};
         let mut stream = tokio::net::TcpStream::connect(address).await.ok()?;
         let request = format!("GET {path} HTTP/1.0\r\nHost: localhost\r\n\r\n");
         stream.write_all(request.as_bytes()).await.ok()?;
-        let mut response = String::new();
-        stream.read_to_string(&mut response).await.ok()?;
-        let status = response.split(' ').nth(1)?.parse().ok()?;
-        let body = response.split_once("\r\n\r\n")?.1.to_string();
-        Some((status, body))
+        let mut response = Vec::new();
+        stream.read_to_end(&mut response).await.ok()?;
+        let end = response.windows(4).position(|w| w == b"\r\n\r\n")?;
+        let head = String::from_utf8_lossy(&response[..end]).into_owned();
+        let status = head.split(' ').nth(1)?.parse().ok()?;
+        Some((status, response[end + 4..].to_vec()))
     }
 
     /// Its metrics, as Prometheus reads them.
