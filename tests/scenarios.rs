@@ -76,6 +76,37 @@ fn zonal_spread_scenario_runs_the_daemonset_on_every_launched_machine() {
 }
 
 #[test]
+fn requirements_on_labels_of_ones_own_give_nodes_values_they_allow_and_no_replace_loop() {
+    let report = run("custom-labels.yaml");
+    assert!(report.passed(), "{}", report.summary());
+    assert!(
+        report.invariant_violations.is_empty(),
+        "{:?}",
+        report.invariant_violations
+    );
+    let drifted: Vec<&str> = report
+        .machines
+        .iter()
+        .filter(|m| {
+            m.termination_reason
+                .as_deref()
+                .is_some_and(|r| r.starts_with("Drifted"))
+        })
+        .map(|m| m.name.as_str())
+        .collect();
+    assert!(drifted.is_empty(), "replaced as drifted: {drifted:?}");
+    // Two machines at most: one for inflate (team a, the first value), one for team b's pods.
+    assert!(report.machines.len() <= 2, "{}", report.summary());
+    let team_b: Vec<&str> = report
+        .pod_placements
+        .iter()
+        .filter(|p| p.pod.starts_with("default/team-b-"))
+        .filter_map(|p| p.node.as_deref())
+        .collect();
+    assert_eq!(team_b.len(), 3, "{}", report.summary());
+}
+
+#[test]
 fn every_scenario_in_the_folder_loads_and_passes() {
     let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("scenarios");
     let mut ran = 0;

@@ -182,6 +182,16 @@ impl Core {
         &self.state
     }
 
+    /// The machines being replaced now: each one, the NodeClaims launched to replace it, and
+    /// why (for reports and checks).
+    pub fn replacing(
+        &self,
+    ) -> impl Iterator<Item = (&str, &BTreeSet<String>, TerminationReason, &str)> {
+        self.replacements
+            .iter()
+            .map(|(old, r)| (old.as_str(), &r.new, r.reason, r.detail.as_str()))
+    }
+
     /// The time of the last event handled.
     pub fn now_ms(&self) -> u64 {
         self.now_ms
@@ -1463,7 +1473,7 @@ impl Core {
             }
         };
         let mut node_labels = pool.template_labels.clone();
-        node_labels.extend(planned.requirements.single_value_labels());
+        node_labels.extend(planned.requirements.node_labels());
         node_labels.insert(labels::NODEPOOL.to_string(), pool.name.clone());
         let requirements: Vec<RequirementSpec> = planned
             .requirements

@@ -111,6 +111,69 @@ pub fn check_step(core: &Core, commands: &[Command], now_ms: u64) -> Vec<Violati
     out
 }
 
+/// Replace loops: a machine replaced for a reason its replacement has too is replaced again,
+/// and again, forever (a NodePool requirement the launched nodes never meet, say). Remembers
+/// why each replacement was launched, and fails the run when one is itself replaced for the
+/// same reason.
+#[derive(Debug, Default)]
+pub struct ReplaceLoops {
+    /// Each replacement NodeClaim: the machine it replaced, and why (the reason and the cause,
+    /// the detail before its budget and pod counts).
+    launched_for: std::collections::BTreeMap<String, (String, String)>,
+}
+
+/// The cause in a disruption's detail: "drifted: its labels no longer meet ...; 5 pods move;
+/// budget ..." → "drifted: its labels no longer meet ...".
+fn cause(reason: nodewright_core::model::nodeclaim::TerminationReason, detail: &str) -> String {
+    let first = detail.split("; ").next().unwrap_or(detail);
+    format!("{reason}: {first}")
+}
+
+impl ReplaceLoops {
+    pub fn check(&mut self, core: &Core, now_ms: u64) -> Vec<Violation> {
+        let claims = &core.state().nodeclaims;
+        self.see(core.replacing(), |claim| claims.contains_key(claim), now_ms)
+    }
+
+    /// [`ReplaceLoops::check`] over what is being replaced now and which NodeClaims live.
+    fn see<'a>(
+        &mut self,
+        replacing: impl Iterator<
+            Item = (
+                &'a str,
+                &'a std::collections::BTreeSet<String>,
+                nodewright_core::model::nodeclaim::TerminationReason,
+                &'a str,
+            ),
+        >,
+        live: impl Fn(&str) -> bool,
+        now_ms: u64,
+    ) -> Vec<Violation> {
+        let mut out = Vec::new();
+        for (old, new, reason, detail) in replacing {
+            let why = cause(reason, detail);
+            if let Some((replaced, first_why)) = self.launched_for.remove(old)
+                && first_why == why
+            {
+                out.push(violation(
+                    now_ms,
+                    "replace-loop",
+                    format!(
+                        "NodeClaim {old} replaced {replaced} ({first_why}) and is replaced for the same reason; its replacements would be too"
+                    ),
+                ));
+            }
+            for claim in new {
+                self.launched_for
+                    .entry(claim.clone())
+                    .or_insert_with(|| (old.to_string(), why.clone()));
+            }
+        }
+        self.launched_for.retain(|claim, _| live(claim));
+        out
+    }
+}
+
 /// Checks on the world: no instance runs without a NodeClaim past the registration timeout.
 pub fn check_world<'a>(
     core: &Core,
@@ -243,6 +306,8 @@ pub fn check_end<'a>(
 
 #[cfg(test)]
 mod tests {
+    use std::collections::BTreeSet;
+
     use super::*;
     use nodewright_core::model::nodeclaim::TerminationReason;
 
@@ -284,5 +349,57 @@ mod tests {
             check_view(&gap[..1], 0).is_empty(),
             "the instance listing is not a gap"
         );
+    }
+
+    #[test]
+    fn a_replacement_replaced_for_its_own_reason_is_a_loop() {
+        let mut loops = ReplaceLoops::default();
+        let drift = "drifted: its labels no longer meet the NodePool requirement team In [a,b]";
+        let b = BTreeSet::from(["b".to_string()]);
+        let c = BTreeSet::from(["c".to_string()]);
+        let live = |_: &str| true;
+        // a is replaced by b: nothing wrong yet, however often it is seen.
+        for _ in 0..2 {
+            let replacing = [(
+                "a",
+                &b,
+                TerminationReason::Drifted,
+                &*format!("{drift}; 5 pods move"),
+            )];
+            assert!(loops.see(replacing.into_iter(), live, 0).is_empty());
+        }
+        // b is replaced by c for another reason: not a loop.
+        let other = "drifted: NodePool default changed its template; 5 pods move";
+        let mut fresh = ReplaceLoops::default();
+        fresh.see(
+            [("a", &b, TerminationReason::Drifted, drift)].into_iter(),
+            live,
+            0,
+        );
+        assert!(
+            fresh
+                .see(
+                    [("b", &c, TerminationReason::Drifted, other)].into_iter(),
+                    live,
+                    0
+                )
+                .is_empty()
+        );
+        // b is replaced by c for the reason it replaced a: a loop, named once.
+        let replacing = [(
+            "b",
+            &c,
+            TerminationReason::Drifted,
+            &*format!("{drift}; budget nodes: 1"),
+        )];
+        let found = loops.see(replacing.into_iter(), live, 7_000);
+        assert_eq!(found.len(), 1);
+        assert_eq!(found[0].kind, "replace-loop");
+        assert!(
+            found[0].detail.contains("NodeClaim b replaced a"),
+            "{}",
+            found[0].detail
+        );
+        assert!(loops.see(replacing.into_iter(), live, 8_000).is_empty());
     }
 }

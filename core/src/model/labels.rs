@@ -65,6 +65,38 @@ pub fn is_well_known(key: &str) -> bool {
         )
 }
 
+/// Label domains Karpenter reserves: a node gets no label in them from a requirement's value.
+const RESTRICTED_DOMAINS: &[&str] = &[
+    "kubernetes.io",
+    "k8s.io",
+    "karpenter.sh",
+    "karpenter.k8s.aws",
+];
+
+/// Domains inside the restricted ones that stay open to users.
+const OPEN_DOMAINS: &[&str] = &[
+    "kops.k8s.io",
+    "node.kubernetes.io",
+    "node-restriction.kubernetes.io",
+];
+
+/// Karpenter's `IsRestrictedNodeLabel`: a well-known label (its value comes from the instance or
+/// the cluster, not from a requirement), the hostname, or a key in a restricted domain that is
+/// not one of the open ones.
+pub fn is_restricted(key: &str) -> bool {
+    if is_well_known(key) || key == HOSTNAME {
+        return true;
+    }
+    let Some((domain, _)) = key.split_once('/') else {
+        return false;
+    };
+    let within = |parent: &str| domain == parent || domain.ends_with(&format!(".{parent}"));
+    if OPEN_DOMAINS.iter().any(|d| within(d)) {
+        return false;
+    }
+    RESTRICTED_DOMAINS.iter().any(|d| within(d))
+}
+
 pub const DO_NOT_DISRUPT: &str = "karpenter.sh/do-not-disrupt";
 pub const DISRUPTED_TAINT: &str = "karpenter.sh/disrupted";
 pub const UNREGISTERED_TAINT: &str = "karpenter.sh/unregistered";

@@ -221,6 +221,26 @@ impl Requirement {
         self.greater_than.is_none_or(|gt| n > gt) && self.less_than.is_none_or(|lt| n < lt)
     }
 
+    /// A value this requirement allows, for a label a node must carry (Karpenter's `Any()`,
+    /// made deterministic): the first of an `In` set; for `Exists`, `NotIn`, `Gt` and `Lt` the
+    /// smallest non-negative integer allowed (Karpenter draws a random one). None for
+    /// `DoesNotExist`, or bounds that allow no integer.
+    pub fn any_value(&self) -> Option<String> {
+        if !self.complement {
+            return self.values.iter().find(|v| self.within_bounds(v)).cloned();
+        }
+        let from = self
+            .greater_than
+            .map_or(0, |gt| gt.saturating_add(1))
+            .max(0);
+        let until = self.less_than.unwrap_or(i64::MAX);
+        // The excluded values are finite: one of the first `len + 1` candidates is free.
+        (from..until)
+            .take(self.values.len() + 1)
+            .map(|n| n.to_string())
+            .find(|v| !self.values.contains(v))
+    }
+
     /// Whether a label with this value satisfies the requirement.
     pub fn has(&self, value: &str) -> bool {
         let listed = self.values.contains(value);
@@ -554,12 +574,24 @@ impl Requirements {
         self.by_key.iter().find(|r| !r.matches_value(label(&r.key)))
     }
 
-    /// Labels implied by single-valued `In` requirements (what a launched node will carry).
-    pub fn single_value_labels(&self) -> BTreeMap<String, String> {
+    /// The labels a machine launched for these requirements carries, as Karpenter gives them:
+    /// a single-valued `In` gives its value on any key, and a requirement on a key outside the
+    /// restricted domains ([`labels::is_restricted`]) gives a value it allows
+    /// ([`Requirement::any_value`]), so that the node meets its NodePool's requirements and is
+    /// not found drifted for lacking the label.
+    pub fn node_labels(&self) -> BTreeMap<String, String> {
         self.by_key
             .iter()
-            .filter(|r| !r.complement && r.values.len() == 1)
-            .filter_map(|r| r.values.iter().next().map(|v| (r.key.clone(), v.clone())))
+            .filter_map(|r| {
+                let value = if !r.complement && r.values.len() == 1 {
+                    r.values.first().cloned()
+                } else if labels::is_restricted(&r.key) {
+                    None
+                } else {
+                    r.any_value()
+                };
+                value.map(|v| (r.key.clone(), v))
+            })
             .collect()
     }
 }
@@ -577,6 +609,72 @@ mod tests {
 
     fn spec(key: &str, op: Operator, values: &[&str]) -> Requirement {
         RequirementSpec::new(key, op, values).to_requirement()
+    }
+
+    #[test]
+    fn a_node_gets_a_value_each_requirement_allows() {
+        // Karpenter's Any(): a value of an In set, an integer for Exists, NotIn, Gt and Lt.
+        assert_eq!(
+            spec("k", Operator::In, &["b", "a"]).any_value().as_deref(),
+            Some("a")
+        );
+        assert_eq!(
+            spec("k", Operator::Exists, &[]).any_value().as_deref(),
+            Some("0")
+        );
+        assert_eq!(
+            spec("k", Operator::NotIn, &["0", "1"])
+                .any_value()
+                .as_deref(),
+            Some("2")
+        );
+        assert_eq!(
+            spec("k", Operator::Gt, &["7"]).any_value().as_deref(),
+            Some("8")
+        );
+        assert_eq!(spec("k", Operator::Lt, &["0"]).any_value(), None);
+        assert_eq!(spec("k", Operator::DoesNotExist, &[]).any_value(), None);
+        for r in [
+            spec("k", Operator::In, &["x", "y"]),
+            spec("k", Operator::Exists, &[]),
+            spec("k", Operator::NotIn, &["0"]),
+            spec("k", Operator::Gt, &["-5"]),
+        ] {
+            let value = r.any_value().expect("a value");
+            assert!(r.has(&value), "{r}: {value}");
+        }
+
+        // Custom keys get one; restricted domains and the hostname get none unless single-valued.
+        let reqs = Requirements::from_specs(&[
+            RequirementSpec::new("example.com/team", Operator::In, &["b", "a"]),
+            RequirementSpec::new("example.com/gpu", Operator::Exists, &[]),
+            RequirementSpec::new(
+                "karpenter.k8s.aws/instance-category",
+                Operator::In,
+                &["c", "m"],
+            ),
+            RequirementSpec::new("karpenter.sh/capacity-type", Operator::In, &["spot"]),
+            RequirementSpec::new("kubernetes.io/hostname", Operator::Exists, &[]),
+            RequirementSpec::new("node.kubernetes.io/lifecycle", Operator::In, &["x", "y"]),
+        ]);
+        let labels = reqs.node_labels();
+        assert_eq!(
+            labels,
+            [
+                ("example.com/gpu", "0"),
+                ("example.com/team", "a"),
+                ("karpenter.sh/capacity-type", "spot"),
+                ("node.kubernetes.io/lifecycle", "x"),
+            ]
+            .into_iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect::<BTreeMap<_, _>>()
+        );
+        // What the node lacks is only what the instance gives it (the category).
+        assert_eq!(
+            reqs.first_unmet(&labels).map(|r| r.key.as_str()),
+            Some("karpenter.k8s.aws/instance-category")
+        );
     }
 
     #[test]

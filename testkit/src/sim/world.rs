@@ -134,6 +134,8 @@ pub struct World {
     step_commands: Vec<Command>,
     /// What the world itself saw break.
     violations: Vec<Violation>,
+    /// Replacements, to catch a machine replaced again for the reason it replaced another.
+    replace_loops: invariants::ReplaceLoops,
     /// A bug planted in what the core asks, for testing the invariant checks.
     planted: Option<PlantedBug>,
     /// Offerings that failed for lack of capacity or were reclaimed, and when (for
@@ -183,6 +185,7 @@ impl World {
             disruptions: DisruptionsReport::default(),
             step_commands: Vec::new(),
             violations: Vec::new(),
+            replace_loops: invariants::ReplaceLoops::default(),
             planted: None,
             capacity_failures: Vec::new(),
             peak_nodes: 0,
@@ -966,6 +969,7 @@ impl World {
     /// saw break while carrying out commands, and the world against the core.
     pub(crate) fn step_checks(&mut self, core: &nodewright_core::Core) -> Vec<Violation> {
         let mut found = invariants::check_step(core, &self.step_commands, self.now_ms);
+        found.extend(self.replace_loops.check(core, self.now_ms));
         self.step_commands.clear();
         found.append(&mut self.violations);
         found.extend(invariants::check_world(
@@ -1272,6 +1276,7 @@ pub fn run_with<S: EventStore<LogHeader, LogRecord>>(
                 world.record_changes();
                 let mut found =
                     invariants::check_step(driver.core(), &world.step_commands, world.now_ms);
+                found.extend(world.replace_loops.check(driver.core(), world.now_ms));
                 found.append(&mut world.violations);
                 if note(&mut violations, found, driver.events()) {
                     stopped = true;
