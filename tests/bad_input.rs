@@ -104,6 +104,36 @@ fn hostname_in_nodepool_requirements() {
 }
 
 #[test]
+fn a_restricted_key_names_the_well_known_label_it_was_probably_meant_to_be() {
+    let m = refused(&nodepool(
+        "",
+        &format!(
+            "      requirements:\n        - {{key: karpenter.k8s.aws/instance-categry, operator: In, values: [c]}}\n{NODECLASS_REF}"
+        ),
+    ));
+    assert_mentions(
+        &m,
+        &[
+            "spec.template.spec.requirements[0].key",
+            "label domain \"karpenter.k8s.aws\" is restricted",
+            "did you mean karpenter.k8s.aws/instance-category?",
+        ],
+    );
+    // A key of Karpenter's domain that resembles nothing gets the plain fix.
+    let m = refused(&nodepool(
+        "",
+        &format!(
+            "      requirements:\n        - {{key: karpenter.sh/my-own-team, operator: Exists}}\n{NODECLASS_REF}"
+        ),
+    ));
+    assert_mentions(
+        &m,
+        &["label domain \"karpenter.sh\" is restricted", "remove it"],
+    );
+    assert!(!m.contains("did you mean"), "{m}");
+}
+
+#[test]
 fn bad_quantity_in_limits() {
     let m = refused(&nodepool("  limits: {cpu: 10x}\n", MINIMAL_TEMPLATE));
     assert_mentions(&m, &["spec.limits.cpu", "10x", "500m"]);

@@ -50,7 +50,7 @@ pub use nodepool::{
 };
 pub use quantity::Quantity;
 pub use requirement::{NodeClassReference, NodeSelectorRequirement, Taint};
-pub use rules::label_restriction;
+pub use rules::{closest_allowed_label, label_restriction};
 
 /// The API group of NodePool and NodeClaim.
 pub const KARPENTER_GROUP: &str = "karpenter.sh";

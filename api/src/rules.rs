@@ -72,6 +72,23 @@ pub fn label_restriction(key: &str) -> Option<&'static str> {
     }
 }
 
+/// For a key refused by [`label_restriction`] in the `karpenter.sh` or `karpenter.k8s.aws`
+/// domain, the allowed label it is closest to, when it is close enough to be a typo.
+pub fn closest_allowed_label(key: &str) -> Option<&'static str> {
+    let domain = key.split('/').next().unwrap_or_default();
+    if !(domain.ends_with("karpenter.sh") || domain.ends_with("karpenter.k8s.aws")) {
+        return None;
+    }
+    KARPENTER_LABELS_ALLOWED
+        .iter()
+        .chain(AWS_LABELS_ALLOWED)
+        .filter(|allowed| **allowed != "karpenter.sh/nodepool")
+        .map(|allowed| (strsim::levenshtein(key, allowed), *allowed))
+        .min()
+        .filter(|(distance, _)| *distance <= 3.max(key.len() / 8))
+        .map(|(_, allowed)| allowed)
+}
+
 /// The message of the rule that keeps `karpenter.sh/nodepool` out of NodePools.
 pub const NODEPOOL_LABEL_RULE_MESSAGE: &str = "label \"karpenter.sh/nodepool\" is restricted";
 
@@ -300,7 +317,34 @@ pub fn conditions(generator: &mut SchemaGenerator) -> Schema {
 
 #[cfg(test)]
 mod tests {
-    use super::label_restriction;
+    use super::{closest_allowed_label, label_restriction};
+
+    #[test]
+    fn a_mistyped_restricted_key_is_matched_to_the_label_it_meant() {
+        for (typo, meant) in [
+            (
+                "karpenter.k8s.aws/instance-categry",
+                "karpenter.k8s.aws/instance-category",
+            ),
+            (
+                "karpenter.k8s.aws/instance_family",
+                "karpenter.k8s.aws/instance-family",
+            ),
+            ("karpenter.sh/capacitytype", "karpenter.sh/capacity-type"),
+            (
+                "karpenter.k8s.aws/instance-gpus-count",
+                "karpenter.k8s.aws/instance-gpu-count",
+            ),
+        ] {
+            assert!(label_restriction(typo).is_some(), "{typo}");
+            assert_eq!(closest_allowed_label(typo), Some(meant), "{typo}");
+        }
+        assert_eq!(
+            closest_allowed_label("karpenter.sh/something-else-entirely"),
+            None
+        );
+        assert_eq!(closest_allowed_label("example.com/instance-category"), None);
+    }
 
     #[test]
     fn restricted_labels_follow_karpenters_rules() {

@@ -523,10 +523,14 @@ fn translate_nodepool(obj: api::NodePool, ctx: Ctx) -> Result<NodePool, Manifest
     for (i, r) in tspec.requirements.iter().enumerate() {
         let field = format!("spec.template.spec.requirements[{i}]");
         if let Some(why) = api::label_restriction(&r.key) {
+            let fix = match api::closest_allowed_label(&r.key) {
+                Some(meant) => format!("did you mean {meant}? Otherwise remove it"),
+                None => "remove it; Karpenter sets these labels itself (pods select hostnames, NodePools do not)".to_string(),
+            };
             return Err(ctx.invalid(
                 &format!("{field}.key"),
                 &format!("{} may not be used in NodePool requirements: {why}", r.key),
-                "remove it; Karpenter sets these labels itself (pods select hostnames, NodePools do not)",
+                &fix,
             ));
         }
         requirements.push(pool_requirement(r, &field).map_err(e)?);
