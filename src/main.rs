@@ -214,7 +214,20 @@ enum LogCommands {
 const EXIT_FAILED_CHECK: u8 = 1;
 const EXIT_BAD_INPUT: u8 = 2;
 
+/// Output piped into a reader that stops early (`nodewright log inspect F | head`): the
+/// process ends as other Unix tools do, by SIGPIPE, rather than panicking in `println!` on
+/// the broken pipe (Rust ignores SIGPIPE by default).
+fn end_quietly_on_a_closed_pipe() {
+    #[cfg(unix)]
+    // SAFETY: restoring a signal's default disposition at the start of `main`, before any
+    // thread exists, has no memory-safety precondition.
+    unsafe {
+        libc::signal(libc::SIGPIPE, libc::SIG_DFL);
+    }
+}
+
 fn main() -> ExitCode {
+    end_quietly_on_a_closed_pipe();
     let cli = Cli::parse();
     let result = match cli.command {
         Commands::Simulate {

@@ -300,3 +300,30 @@ fn controller_refuses_a_bad_setting_naming_it_and_the_fix() {
     assert_eq!(out.status.code(), Some(2), "{}", text(&out));
     assert!(String::from_utf8_lossy(&out.stderr).contains("BATCH_IDLE_DURATION"));
 }
+
+#[cfg(unix)]
+#[test]
+fn output_into_a_reader_that_stops_early_ends_quietly() {
+    use std::io::Read;
+    use std::os::unix::process::ExitStatusExt;
+    // `nodewright crds | head -1`: the CRDs are larger than a pipe's buffer, so the writer
+    // meets the closed pipe.
+    let mut child = Command::new(env!("CARGO_BIN_EXE_nodewright"))
+        .arg("crds")
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("the binary runs");
+    let mut first = [0u8; 16];
+    child
+        .stdout
+        .take()
+        .expect("its output")
+        .read_exact(&mut first)
+        .expect("some output");
+    // The reader is gone (dropped above).
+    let out = child.wait_with_output().expect("it ends");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!stderr.contains("panicked"), "{stderr}");
+    assert_eq!(out.status.signal(), Some(libc::SIGPIPE), "{:?}", out.status);
+}
