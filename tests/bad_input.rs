@@ -428,3 +428,26 @@ fn scenario_latency_spikes_are_checked() {
         &["cloud.apiErrorRate", "1.5"],
     );
 }
+
+#[test]
+fn counts_replicas_and_durations_past_their_maximum_are_refused_at_load() {
+    // Before the limits, `count: 1000000000` ran out of memory building the cluster.
+    let m = scenario_error(
+        "name: s\ncluster:\n  nodes:\n    - {name: sys, instanceType: m5.large, zone: us-east-1a, count: 1000000000}\n",
+    );
+    assert_mentions(&m, &["cluster.nodes[0].count", "10000", "fix:"]);
+    let m = scenario_error(
+        "name: s\ncluster:\n  nodes:\n    - {name: a, instanceType: m5.large, zone: us-east-1a, count: 6000}\n    - {name: b, instanceType: m5.large, zone: us-east-1b, count: 6000}\n",
+    );
+    assert_mentions(&m, &["cluster.nodes[1].count", "12000"]);
+    let m = scenario_error("name: s\nduration: 10000h\n");
+    assert_mentions(&m, &["duration", "744h", "fix:"]);
+    let m = scenario_error(
+        "name: s\ntimeline:\n  - at: 1m\n    scale: {deployment: web, replicas: 5000000000}\n",
+    );
+    assert_mentions(&m, &["timeline[0].scale.replicas", "100000", "fix:"]);
+    let m = refused(
+        "apiVersion: apps/v1\nkind: Deployment\nmetadata: {name: web}\nspec:\n  replicas: 100001\n  selector: {matchLabels: {app: web}}\n  template:\n    metadata: {labels: {app: web}}\n    spec:\n      containers: [{name: c, image: x}]\n",
+    );
+    assert_mentions(&m, &["spec.replicas", "100001", "at most 100000"]);
+}

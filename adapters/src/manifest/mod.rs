@@ -9,6 +9,6 @@ mod translate;
 
 pub use error::{InvalidField, ManifestError};
 pub use translate::{
-    DaemonSet, Deployment, Manifest, PodTemplate, nodeclass_from_api, nodepool_from_api,
-    parse_manifests, parse_node_classes, pod_from_spec,
+    DaemonSet, Deployment, MAX_REPLICAS, Manifest, PodTemplate, nodeclass_from_api,
+    nodepool_from_api, parse_manifests, parse_node_classes, pod_from_spec,
 };

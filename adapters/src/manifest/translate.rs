@@ -41,6 +41,10 @@ impl PodTemplate {
     }
 }
 
+/// The most replicas one workload may ask for: the scheduling benchmark's largest run (100,000
+/// pods) is what the simulator is measured to hold.
+pub const MAX_REPLICAS: i64 = 100_000;
+
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Deployment {
     pub namespace: String,
@@ -157,6 +161,13 @@ pub fn parse_manifests(text: &str, source_name: &str) -> Result<Vec<Manifest>, M
                         "spec.replicas",
                         &format!("{replicas} is negative"),
                         "set spec.replicas to 0 or more",
+                    ));
+                }
+                if replicas > MAX_REPLICAS {
+                    return Err(ctx.invalid(
+                        "spec.replicas",
+                        &format!("{replicas} is above the most nodewright simulates, {MAX_REPLICAS}"),
+                        &format!("give at most {MAX_REPLICAS} replicas (split a larger workload into several Deployments)"),
                     ));
                 }
                 let owner = OwnerRef {

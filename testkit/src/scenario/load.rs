@@ -226,6 +226,16 @@ impl ManifestFiles for Directory {
     }
 }
 
+/// The longest run nodewright simulates (a month of simulated time).
+pub const MAX_DURATION_MS: u64 = 31 * 24 * 3_600_000;
+const MAX_DURATION_TEXT: &str = "744h (31 days)";
+
+/// The most existing nodes (`cluster.nodes[].count`, all groups together): the consolidation
+/// benchmark's largest cluster.
+pub const MAX_EXISTING_NODES: u64 = 10_000;
+
+pub use nodewright_adapters::manifest::MAX_REPLICAS;
+
 /// Loads a scenario file; `file:` manifests are read relative to it.
 pub fn load_file(path: &Path) -> Result<Scenario, ScenarioError> {
     let shown = path.display().to_string();
@@ -273,6 +283,17 @@ pub fn load_str(
             "duration",
             "is zero".into(),
             "give the run a length such as 30m",
+        ));
+    }
+    if duration_ms > MAX_DURATION_MS {
+        return Err(invalid(
+            "duration",
+            format!(
+                "is {}, above the longest run nodewright simulates ({})",
+                raw.duration.as_deref().unwrap_or_default(),
+                MAX_DURATION_TEXT
+            ),
+            &format!("give at most {MAX_DURATION_TEXT}"),
         ));
     }
 
@@ -428,6 +449,7 @@ pub fn load_str(
     };
 
     let mut existing_nodes = Vec::new();
+    let mut existing_total: u64 = 0;
     for (i, group) in raw
         .cluster
         .as_ref()
@@ -437,6 +459,17 @@ pub fn load_str(
         .enumerate()
     {
         let field = format!("cluster.nodes[{i}]");
+        let count = group.count.unwrap_or(1);
+        existing_total += u64::from(count);
+        if existing_total > MAX_EXISTING_NODES {
+            return Err(invalid(
+                &format!("{field}.count"),
+                format!(
+                    "brings the cluster's existing nodes to {existing_total}, above the most nodewright simulates ({MAX_EXISTING_NODES})"
+                ),
+                &format!("give at most {MAX_EXISTING_NODES} existing nodes in all"),
+            ));
+        }
         if catalog.get(&group.instance_type).is_none() {
             return Err(invalid(
                 &format!("{field}.instanceType"),
@@ -458,7 +491,7 @@ pub fn load_str(
             name: group.name,
             instance_type: group.instance_type,
             zone: group.zone,
-            count: group.count.unwrap_or(1),
+            count,
             labels: group.labels,
         });
     }
@@ -563,6 +596,16 @@ pub fn load_str(
                     &format!("{field}.scale.replicas"),
                     format!("{} is negative", scale.replicas),
                     "scale to 0 or more replicas",
+                ));
+            }
+            if scale.replicas > MAX_REPLICAS {
+                return Err(invalid(
+                    &format!("{field}.scale.replicas"),
+                    format!(
+                        "{} is above the most nodewright simulates, {MAX_REPLICAS}",
+                        scale.replicas
+                    ),
+                    &format!("scale to at most {MAX_REPLICAS} replicas"),
                 ));
             }
             Action::Scale {
