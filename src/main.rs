@@ -32,7 +32,9 @@ struct Cli {
 enum Commands {
     /// Run a scenario in the simulated world (default: the built-in seed tutorial).
     Simulate {
-        /// A scenario file, or the name of a built-in scenario (seed-tutorial).
+        /// A scenario file, or the name of a built-in scenario: seed-tutorial (the default),
+        /// mixed, cloud-faults, crash-recovery, custom-labels, graceful-drain,
+        /// spot-interruption, spot-storm, steady-state, zonal-spread (the files of `scenarios/`)
         scenario: Option<String>,
         /// Override the scenario's seed.
         #[arg(long, conflicts_with = "seeds")]
@@ -365,7 +367,7 @@ fn load_scenario(name_or_path: Option<&str>) -> Result<Scenario> {
     if !path.exists() {
         anyhow::bail!(
             "{name} is neither a scenario file nor a built-in scenario (built-in: {})",
-            scenario::BUILTIN_NAMES.join(", ")
+            scenario::builtin_names().collect::<Vec<_>>().join(", ")
         );
     }
     Ok(scenario::load_file(path)?)

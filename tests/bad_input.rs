@@ -451,3 +451,74 @@ fn counts_replicas_and_durations_past_their_maximum_are_refused_at_load() {
     );
     assert_mentions(&m, &["spec.replicas", "100001", "at most 100000"]);
 }
+
+/// A scenario of the guide's NodePool, EC2NodeClass and `inflate`, with `extra` after them.
+fn tutorial_scenario(manifests_extra: &str, timeline: &str) -> String {
+    let dir = format!("{}/scenarios/tutorial", env!("CARGO_MANIFEST_DIR"));
+    format!(
+        "name: s\nmanifests:\n  - file: {dir}/ec2nodeclass.yaml\n  - file: {dir}/nodepool.yaml\n  - file: {dir}/inflate.yaml\n{manifests_extra}timeline:\n{timeline}"
+    )
+}
+
+#[test]
+fn what_a_scenario_names_must_exist_and_a_typo_gets_the_name_it_meant() {
+    // A timeline that scales a Deployment of another name.
+    let m = scenario_error(&tutorial_scenario(
+        "",
+        "  - at: 1m\n    scale: {deployment: infalte, replicas: 5}\n",
+    ));
+    assert_mentions(
+        &m,
+        &[
+            "timeline[0].scale.deployment",
+            "no Deployment default/infalte exists",
+            "did you mean \"inflate\"?",
+        ],
+    );
+    // Deleted, then scaled.
+    let m = scenario_error(&tutorial_scenario(
+        "",
+        "  - at: 2m\n    scale: {deployment: inflate, replicas: 5}\n  - at: 1m\n    delete: {kind: Deployment, name: inflate}\n",
+    ));
+    assert_mentions(&m, &["timeline[0].scale.deployment", "exists at that time"]);
+    // A delete of nothing.
+    let m = scenario_error(&tutorial_scenario(
+        "",
+        "  - at: 1m\n    delete: {kind: NodePool, name: defaults}\n",
+    ));
+    assert_mentions(
+        &m,
+        &[
+            "timeline[0].delete.name",
+            "NodePool \"defaults\"",
+            "did you mean \"default\"?",
+        ],
+    );
+    // A NodePool whose nodeClassRef names no EC2NodeClass.
+    let pool = "  - |\n    apiVersion: karpenter.sh/v1\n    kind: NodePool\n    metadata: {name: other}\n    spec:\n      template:\n        spec:\n          requirements: []\n          nodeClassRef: {group: karpenter.k8s.aws, kind: EC2NodeClass, name: defualt}\n";
+    let m = scenario_error(&tutorial_scenario(
+        pool,
+        "  - at: 1m\n    scale: {deployment: inflate, replicas: 1}\n",
+    ));
+    assert_mentions(
+        &m,
+        &[
+            "manifests[3]",
+            "EC2NodeClass \"defualt\"",
+            "did you mean \"default\"?",
+        ],
+    );
+    // Two starting objects with one name.
+    let again = "  - |\n    apiVersion: karpenter.sh/v1\n    kind: NodePool\n    metadata: {name: default}\n    spec:\n      template:\n        spec:\n          requirements: []\n          nodeClassRef: {group: karpenter.k8s.aws, kind: EC2NodeClass, name: default}\n";
+    let m = scenario_error(&tutorial_scenario(
+        again,
+        "  - at: 1m\n    scale: {deployment: inflate, replicas: 1}\n",
+    ));
+    assert_mentions(
+        &m,
+        &[
+            "manifests[3]",
+            "defines NodePool \"default\" again (manifests[1]",
+        ],
+    );
+}

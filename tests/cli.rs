@@ -327,3 +327,11 @@ fn output_into_a_reader_that_stops_early_ends_quietly() {
     assert!(!stderr.contains("panicked"), "{stderr}");
     assert_eq!(out.status.signal(), Some(libc::SIGPIPE), "{:?}", out.status);
 }
+
+#[test]
+fn simulate_help_lists_every_built_in_scenario() {
+    let help = text(&nodewright(&["simulate", "--help"]));
+    for name in nodewright_testkit::scenario::builtin_names() {
+        assert!(help.contains(name), "{name} is not in\n{help}");
+    }
+}

@@ -107,6 +107,36 @@ fn requirements_on_labels_of_ones_own_give_nodes_values_they_allow_and_no_replac
 }
 
 #[test]
+fn every_scenario_in_the_folder_runs_by_name() {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("scenarios");
+    let mut in_folder: Vec<String> = std::fs::read_dir(&dir)
+        .expect("scenarios folder")
+        .filter_map(|e| e.ok())
+        .filter_map(|e| {
+            e.file_name()
+                .to_str()?
+                .strip_suffix(".yaml")
+                .map(String::from)
+        })
+        .collect();
+    in_folder.sort();
+    let mut built_in: Vec<String> = nodewright_testkit::scenario::builtin_names()
+        .map(String::from)
+        .collect();
+    built_in.sort();
+    assert_eq!(
+        built_in, in_folder,
+        "fix: list each scenarios/*.yaml in testkit/src/scenario/builtin.rs"
+    );
+    for name in &built_in {
+        let scenario = nodewright_testkit::scenario::builtin(name)
+            .expect("built in")
+            .unwrap_or_else(|e| panic!("{name}: {e}"));
+        assert_eq!(&scenario.name, name, "a scenario's name is its file's");
+    }
+}
+
+#[test]
 fn every_scenario_in_the_folder_loads_and_passes() {
     let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("scenarios");
     let mut ran = 0;

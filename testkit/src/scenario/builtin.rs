@@ -1,9 +1,50 @@
-//! The built-in scenarios, compiled into the binary so they run without the source tree.
+//! The scenarios of `scenarios/`, compiled into the binary so they run by name without the
+//! source tree (`nodewright simulate zonal-spread`). A test keeps this list equal to the
+//! folder's files.
 
 use super::load::{Embedded, Scenario, ScenarioError, load_str};
 
-const SEED_TUTORIAL: &str = include_str!("../../../scenarios/seed-tutorial.yaml");
-const MIXED: &str = include_str!("../../../scenarios/mixed.yaml");
+/// Each scenario's name (its file name without `.yaml`) and text, the default first.
+pub const SCENARIOS: &[(&str, &str)] = &[
+    (
+        "seed-tutorial",
+        include_str!("../../../scenarios/seed-tutorial.yaml"),
+    ),
+    ("mixed", include_str!("../../../scenarios/mixed.yaml")),
+    (
+        "cloud-faults",
+        include_str!("../../../scenarios/cloud-faults.yaml"),
+    ),
+    (
+        "crash-recovery",
+        include_str!("../../../scenarios/crash-recovery.yaml"),
+    ),
+    (
+        "custom-labels",
+        include_str!("../../../scenarios/custom-labels.yaml"),
+    ),
+    (
+        "graceful-drain",
+        include_str!("../../../scenarios/graceful-drain.yaml"),
+    ),
+    (
+        "spot-interruption",
+        include_str!("../../../scenarios/spot-interruption.yaml"),
+    ),
+    (
+        "spot-storm",
+        include_str!("../../../scenarios/spot-storm.yaml"),
+    ),
+    (
+        "steady-state",
+        include_str!("../../../scenarios/steady-state.yaml"),
+    ),
+    (
+        "zonal-spread",
+        include_str!("../../../scenarios/zonal-spread.yaml"),
+    ),
+];
+
 const FILES: &[(&str, &str)] = &[
     (
         "tutorial/nodepool.yaml",
@@ -24,18 +65,17 @@ pub fn embedded_files() -> Embedded {
     Embedded(FILES)
 }
 
-/// Names of the built-in scenarios.
-pub const BUILTIN_NAMES: &[&str] = &["seed-tutorial", "mixed"];
+/// Names of the built-in scenarios, the default first.
+pub fn builtin_names() -> impl Iterator<Item = &'static str> {
+    SCENARIOS.iter().map(|(name, _)| *name)
+}
 
 /// A built-in scenario by name.
 pub fn builtin(name: &str) -> Option<Result<Scenario, ScenarioError>> {
-    match name {
-        "seed-tutorial" => Some(load_str(
-            SEED_TUTORIAL,
-            "scenarios/seed-tutorial.yaml",
-            &Embedded(FILES),
-        )),
-        "mixed" => Some(load_str(MIXED, "scenarios/mixed.yaml", &Embedded(FILES))),
-        _ => None,
-    }
+    let (name, text) = SCENARIOS.iter().find(|(n, _)| *n == name)?;
+    Some(load_str(
+        text,
+        &format!("scenarios/{name}.yaml"),
+        &Embedded(FILES),
+    ))
 }

@@ -496,13 +496,15 @@ pub fn load_str(
         });
     }
 
-    let mut manifests = Vec::new();
+    // Each object with the index of the `manifests` entry it came from (for the checks of
+    // what the scenario names).
+    let mut sourced: Vec<(usize, Manifest)> = Vec::new();
     for (i, source) in raw.manifests.iter().enumerate() {
         let (name, text) = match source {
             ManifestSource::File { file } => files.read(file)?,
             ManifestSource::Inline(text) => (format!("{file_name} manifests[{i}]"), text.clone()),
         };
-        manifests.extend(parse_manifests(&text, &name)?);
+        sourced.extend(parse_manifests(&text, &name)?.into_iter().map(|m| (i, m)));
     }
 
     let mut timeline = Vec::new();
@@ -641,10 +643,17 @@ pub fn load_str(
                 &format!("{file_name} {field}.apply"),
             )?)
         };
-        timeline.push(TimelineAction { at_ms, action });
+        timeline.push((i, TimelineAction { at_ms, action }));
     }
     // In time order; entries at the same time keep their file order.
-    timeline.sort_by_key(|t| t.at_ms);
+    timeline.sort_by_key(|(_, t)| t.at_ms);
+    super::references::check(
+        file_name,
+        &sourced,
+        &timeline.iter().map(|(i, t)| (*i, t)).collect::<Vec<_>>(),
+    )?;
+    let timeline: Vec<TimelineAction> = timeline.into_iter().map(|(_, t)| t).collect();
+    let manifests: Vec<Manifest> = sourced.into_iter().map(|(_, m)| m).collect();
 
     let mut expectations = Vec::new();
     for (i, e) in raw.expect.iter().enumerate() {
@@ -714,7 +723,12 @@ impl ManifestFiles for Embedded {
 }
 
 /// A field of `file_name` that cannot be used, with the fix.
-fn invalid_field(file_name: &str, field: &str, problem: String, fix: &str) -> ScenarioError {
+pub(crate) fn invalid_field(
+    file_name: &str,
+    field: &str,
+    problem: String,
+    fix: &str,
+) -> ScenarioError {
     ScenarioError::Invalid {
         file: file_name.to_string(),
         field: field.to_string(),

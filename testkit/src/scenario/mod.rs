@@ -4,9 +4,10 @@ mod builtin;
 mod format;
 pub mod fuzzing;
 mod load;
+mod references;
 pub mod trace;
 
-pub use builtin::{BUILTIN_NAMES, builtin};
+pub use builtin::{SCENARIOS, builtin, builtin_names};
 pub use format::SettingsFile;
 pub use load::{
     Action, CloudSpec, ExistingNodeGroup, Expectation, IceWindow, InterruptKind, InterruptTarget,
