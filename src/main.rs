@@ -32,7 +32,9 @@ struct Cli {
 enum Commands {
     /// Run a scenario in the simulated world (default: the built-in seed tutorial).
     Simulate {
-        /// A scenario file, or the name of a built-in scenario: seed-tutorial (the default),
+        /// A scenario file, a file or folder of plain Kubernetes YAML (NodePools,
+        /// EC2NodeClasses, workloads; run for 30m from their state), or the name of a built-in
+        /// scenario: seed-tutorial (the default),
         /// mixed, cloud-faults, crash-recovery, custom-labels, graceful-drain,
         /// spot-interruption, spot-storm, steady-state, zonal-spread (the files of `scenarios/`)
         scenario: Option<String>,
@@ -366,11 +368,11 @@ fn load_scenario(name_or_path: Option<&str>) -> Result<Scenario> {
     let path = Path::new(name);
     if !path.exists() {
         anyhow::bail!(
-            "{name} is neither a scenario file nor a built-in scenario (built-in: {})",
+            "{name} is neither a scenario file, a Kubernetes manifest file or folder, nor a built-in scenario (built-in: {})",
             scenario::builtin_names().collect::<Vec<_>>().join(", ")
         );
     }
-    Ok(scenario::load_file(path)?)
+    Ok(scenario::load_path(path)?)
 }
 
 /// `alibaba-openb:FILE.csv` as a scenario.

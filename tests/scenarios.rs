@@ -137,6 +137,59 @@ fn every_scenario_in_the_folder_runs_by_name() {
 }
 
 #[test]
+fn plain_kubernetes_yaml_runs_as_a_scenario_a_file_or_a_folder() {
+    let tutorial = Path::new(env!("CARGO_MANIFEST_DIR")).join("scenarios/tutorial");
+    let dir = tempfile::tempdir().expect("a folder");
+    for file in ["nodepool.yaml", "ec2nodeclass.yaml"] {
+        std::fs::copy(tutorial.join(file), dir.path().join(file)).expect("copied");
+    }
+    // The guide's inflate, at 5 replicas, as a user's file with two documents.
+    let inflate = std::fs::read_to_string(tutorial.join("inflate.yaml"))
+        .expect("inflate")
+        .replace("replicas: 0", "replicas: 5");
+    let pdb = "---\napiVersion: policy/v1\nkind: PodDisruptionBudget\nmetadata: {name: inflate}\nspec:\n  maxUnavailable: 1\n  selector: {matchLabels: {app: inflate}}\n";
+    std::fs::write(dir.path().join("workload.yml"), format!("{inflate}{pdb}")).expect("written");
+    std::fs::write(dir.path().join("README.md"), "not YAML").expect("written");
+
+    let scenario =
+        nodewright_testkit::scenario::load_path(dir.path()).unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(
+        scenario.manifests.len(),
+        4,
+        "NodePool, EC2NodeClass, Deployment, PDB"
+    );
+    assert_eq!(scenario.duration_ms, 30 * 60_000);
+    let store = MemoryStore::<LogHeader, LogRecord>::new(LogHeader::new(
+        scenario.config.clone(),
+        &scenario.name,
+    ));
+    let report = sim::run(&scenario, store).expect("runs").0;
+    assert!(report.passed(), "{}", report.summary());
+    let placed = report
+        .pod_placements
+        .iter()
+        .filter(|p| p.pod.starts_with("default/inflate-") && p.node.is_some())
+        .count();
+    assert_eq!(placed, 5, "{}", report.summary());
+
+    // One file of them works too, and a scenario file still loads as a scenario.
+    let one = nodewright_testkit::scenario::load_path(&dir.path().join("workload.yml"))
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!((one.name.as_str(), one.manifests.len()), ("workload", 2));
+    let scenario = nodewright_testkit::scenario::load_path(
+        &Path::new(env!("CARGO_MANIFEST_DIR")).join("scenarios/mixed.yaml"),
+    )
+    .expect("a scenario");
+    assert_eq!(scenario.name, "mixed");
+
+    let empty = tempfile::tempdir().expect("a folder");
+    let error = nodewright_testkit::scenario::load_path(empty.path())
+        .expect_err("nothing to run")
+        .to_string();
+    assert!(error.contains("holds no .yaml or .yml file"), "{error}");
+}
+
+#[test]
 fn every_scenario_in_the_folder_loads_and_passes() {
     let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("scenarios");
     let mut ran = 0;

@@ -211,7 +211,7 @@ pub trait ManifestFiles {
     fn read(&self, relative: &str) -> Result<(String, String), ScenarioError>;
 }
 
-struct Directory(PathBuf);
+pub(crate) struct Directory(pub(crate) PathBuf);
 
 impl ManifestFiles for Directory {
     fn read(&self, relative: &str) -> Result<(String, String), ScenarioError> {

@@ -4,6 +4,7 @@ mod builtin;
 mod format;
 pub mod fuzzing;
 mod load;
+mod plain;
 mod references;
 pub mod trace;
 
@@ -14,3 +15,4 @@ pub use load::{
     Latency, ManifestFiles, Scenario, ScenarioError, Storm, TimelineAction, apply_settings,
     load_file, load_str,
 };
+pub use plain::{PLAIN_DURATION, load_path};
