@@ -134,18 +134,25 @@ async fn pending_pods_get_machines_that_register_and_run_them() {
     claimed.sort();
     assert_eq!(live, claimed);
 
-    // The pods were told where they would run (Karpenter's `Nominated` Event).
-    let events: Api<k8s_openapi::api::events::v1::Event> =
-        Api::namespaced(client.clone(), "default");
-    let nominated = events
+    // Each launch was announced on its NodeClaim, naming the pods it is for (Karpenter's
+    // `Launching` Event). (`Nominated` on a pod is not asserted: as in Karpenter, it is given
+    // only to a pod seen pending beside a machine it fits on, and kube-scheduler may bind the
+    // pod first.)
+    let events: Api<k8s_openapi::api::events::v1::Event> = Api::all(client.clone());
+    let launching: Vec<String> = events
         .list(&ListParams::default())
         .await
         .expect("events")
         .items
         .into_iter()
-        .filter(|e| e.reason.as_deref() == Some("Nominated"))
-        .count();
-    assert!(nominated >= 1, "no Nominated Event");
+        .filter(|e| e.reason.as_deref() == Some("Launching"))
+        .filter_map(|e| e.note)
+        .collect();
+    assert_eq!(launching.len(), claims.len(), "{launching:?}");
+    assert!(
+        launching.iter().all(|note| note.contains("default/web-")),
+        "{launching:?}"
+    );
 
     // Prometheus sees it, in Karpenter's names (gauges refresh every few seconds).
     assert!(controller.ready().await, "/readyz");

@@ -86,18 +86,7 @@ async fn the_guides_tutorial_runs_from_the_chart() {
     // kubectl scale deployment inflate --replicas 5
     let scaled = Instant::now();
     cluster.scale_inflate(5).await;
-    let nodes = eventually(
-        "five inflate pods run on nodes nodewright launched",
-        || async {
-            let (running, nodes) = inflate_running(&client).await;
-            if running == 5 && nodes.iter().all(|n| n.ends_with(".ec2.internal")) {
-                Ok(nodes)
-            } else {
-                Err(format!("{running} running on {nodes:?}"))
-            }
-        },
-    )
-    .await;
+    let nodes = inflate_runs(&client, 5).await;
     let to_running = scaled.elapsed();
 
     // The guide's pool: on-demand amd64 c, m or r instances, launched in moto.
@@ -130,15 +119,7 @@ async fn the_guides_tutorial_runs_from_the_chart() {
     // steady state (the first waited for the controller's start, EC2's catalog included).
     let scaled_again = Instant::now();
     cluster.scale_inflate(10).await;
-    let nodes = eventually("ten inflate pods run", || async {
-        let (running, nodes) = inflate_running(&client).await;
-        if running == 10 && nodes.iter().all(|n| n.ends_with(".ec2.internal")) {
-            Ok(nodes)
-        } else {
-            Err(format!("{running} running on {nodes:?}"))
-        }
-    })
-    .await;
+    let nodes = inflate_runs(&client, 10).await;
     let to_running_again = scaled_again.elapsed();
     assert_eq!(nodeclaims(&client).await.len(), nodes.len());
 

@@ -357,26 +357,6 @@ impl ChartPod {
         }
     }
 
-    pub async fn metrics(&self) -> String {
-        super::Running::get(self.metrics, "/metrics")
-            .await
-            .map(|(_, body)| body)
-            .unwrap_or_default()
-    }
-
-    pub async fn ready(&self) -> bool {
-        super::Running::get(self.health, "/readyz")
-            .await
-            .is_some_and(|(status, _)| status == 200)
-    }
-
-    pub async fn leads(&self) -> bool {
-        self.metrics()
-            .await
-            .lines()
-            .any(|l| l == "nodewright_leader 1")
-    }
-
     /// `GET /log?<query>` on its health-probe port: the status and the body.
     pub async fn log(&self, query: &str) -> (u16, Vec<u8>) {
         super::Running::get_bytes(self.health, &format!("/log?{query}"))
@@ -409,6 +389,16 @@ impl ChartPod {
         let log = std::fs::read_to_string(&self.log).unwrap_or_default();
         let lines: Vec<&str> = log.lines().collect();
         lines[lines.len().saturating_sub(40)..].join("\n")
+    }
+}
+
+impl super::Served for ChartPod {
+    fn metrics_address(&self) -> std::net::SocketAddr {
+        self.metrics
+    }
+
+    fn health_address(&self) -> std::net::SocketAddr {
+        self.health
     }
 }
 

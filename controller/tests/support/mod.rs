@@ -134,6 +134,47 @@ pub fn settings(store: &Path) -> Settings {
     }
 }
 
+/// What a running controller serves: its metrics and its probes.
+// The tests await these on their own runtime; no caller needs the futures to be `Send`.
+#[allow(async_fn_in_trait)]
+pub trait Served {
+    fn metrics_address(&self) -> std::net::SocketAddr;
+    fn health_address(&self) -> std::net::SocketAddr;
+
+    /// Its metrics, as Prometheus reads them.
+    async fn metrics(&self) -> String {
+        Running::get(self.metrics_address(), "/metrics")
+            .await
+            .map(|(_, body)| body)
+            .unwrap_or_default()
+    }
+
+    /// Whether `/readyz` answers 200.
+    async fn ready(&self) -> bool {
+        Running::get(self.health_address(), "/readyz")
+            .await
+            .is_some_and(|(status, _)| status == 200)
+    }
+
+    /// Whether it holds the lease and runs the core (its `nodewright_leader` gauge).
+    async fn leads(&self) -> bool {
+        self.metrics()
+            .await
+            .lines()
+            .any(|l| l == "nodewright_leader 1")
+    }
+}
+
+impl Served for Running {
+    fn metrics_address(&self) -> std::net::SocketAddr {
+        self.metrics
+    }
+
+    fn health_address(&self) -> std::net::SocketAddr {
+        self.health
+    }
+}
+
 /// A controller running in a runtime of its own (as a process would) until
 /// [`Running::stop`] or [`Running::kill`].
 pub struct Running {
@@ -207,29 +248,6 @@ impl Running {
         let head = String::from_utf8_lossy(&response[..end]).into_owned();
         let status = head.split(' ').nth(1)?.parse().ok()?;
         Some((status, response[end + 4..].to_vec()))
-    }
-
-    /// Its metrics, as Prometheus reads them.
-    pub async fn metrics(&self) -> String {
-        Self::get(self.metrics, "/metrics")
-            .await
-            .map(|(_, body)| body)
-            .unwrap_or_default()
-    }
-
-    /// Whether `/readyz` answers 200.
-    pub async fn ready(&self) -> bool {
-        Self::get(self.health, "/readyz")
-            .await
-            .is_some_and(|(status, _)| status == 200)
-    }
-
-    /// Whether it holds the lease and runs the core (its `nodewright_leader` gauge).
-    pub async fn leads(&self) -> bool {
-        self.metrics()
-            .await
-            .lines()
-            .any(|l| l == "nodewright_leader 1")
     }
 
     /// Asks it to stop and waits until it has.
