@@ -73,15 +73,7 @@ async fn the_guides_tutorial_runs_from_the_chart() {
 
     cluster.apply_tutorial(|_| {}).await;
     cluster.create_inflate().await;
-    let pod = cluster.pod("nodewright-6d4b7c9f8-x2x7q");
-    eventually("the controller leads", || async {
-        if pod.leads().await {
-            Ok(())
-        } else {
-            Err(pod.log_tail())
-        }
-    })
-    .await;
+    let pod = leader(&cluster, "nodewright-6d4b7c9f8-x2x7q").await;
 
     // kubectl scale deployment inflate --replicas 5
     let scaled = Instant::now();
@@ -196,10 +188,9 @@ async fn inflate_runs(client: &kube::Client, n: usize) -> BTreeSet<String> {
     .await
 }
 
-/// Starts the chart's pod `name` and waits until it leads.
-async fn leader(cluster: &Installation, name: &str) -> ChartPod {
-    let pod = cluster.pod(name);
-    eventually(&format!("{name} leads"), || async {
+/// Waits until the chart's pod `pod` leads.
+async fn until_it_leads(pod: &ChartPod) {
+    eventually(&format!("{} leads", pod.name), || async {
         if pod.leads().await {
             Ok(())
         } else {
@@ -207,6 +198,12 @@ async fn leader(cluster: &Installation, name: &str) -> ChartPod {
         }
     })
     .await;
+}
+
+/// Starts the chart's pod `name` and waits until it leads.
+async fn leader(cluster: &Installation, name: &str) -> ChartPod {
+    let pod = cluster.pod(name);
+    until_it_leads(&pod).await;
     pod
 }
 
@@ -551,14 +548,7 @@ async fn the_standby_takes_over_when_the_leader_is_killed_mid_scale_up() {
     .await;
     first.kill();
 
-    eventually("the standby leads", || async {
-        if second.leads().await {
-            Ok(())
-        } else {
-            Err(second.log_tail())
-        }
-    })
-    .await;
+    until_it_leads(&second).await;
     inflate_runs(&client, 5).await;
     // No duplicate and no orphan: each live instance is one NodeClaim's, each NodeClaim has one.
     let claims = names(&nodeclaims(&client).await);

@@ -244,13 +244,7 @@ impl Installation {
 
     /// The guide cluster's live instances in EC2.
     pub async fn live_instances(&self) -> Vec<Described> {
-        Instances::new(self.aws.ec2.clone(), GUIDE_CLUSTER)
-            .list()
-            .await
-            .expect("instances")
-            .into_iter()
-            .filter(Described::is_live)
-            .collect()
+        super::live_instances_of(&self.aws, GUIDE_CLUSTER).await
     }
 
     /// The chart's store, in the folder standing for its volume.

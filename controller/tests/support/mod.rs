@@ -402,7 +402,12 @@ pub fn kubelet(control_plane: &ControlPlane, c: &Clients, delay: Duration) -> Jo
 
 /// The cluster's live instances in EC2.
 pub async fn live_instances(c: &Clients) -> Vec<Described> {
-    Instances::new(c.ec2.clone(), CLUSTER)
+    live_instances_of(c, CLUSTER).await
+}
+
+/// The live instances of the cluster named `cluster` in EC2.
+pub async fn live_instances_of(c: &Clients, cluster: &str) -> Vec<Described> {
+    Instances::new(c.ec2.clone(), cluster)
         .list()
         .await
         .expect("instances")
