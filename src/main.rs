@@ -360,7 +360,16 @@ fn print_crds() -> Result<u8> {
     Ok(0)
 }
 
+/// [`find_scenario`], its warnings said once.
 fn load_scenario(name_or_path: Option<&str>) -> Result<Scenario> {
+    let scenario = find_scenario(name_or_path)?;
+    for warning in &scenario.warnings {
+        eprintln!("warning: {}: {warning}", scenario.name);
+    }
+    Ok(scenario)
+}
+
+fn find_scenario(name_or_path: Option<&str>) -> Result<Scenario> {
     let name = name_or_path.unwrap_or("seed-tutorial");
     if let Some(builtin) = scenario::builtin(name) {
         return builtin.with_context(|| format!("the built-in scenario {name} does not load"));

@@ -335,3 +335,32 @@ fn simulate_help_lists_every_built_in_scenario() {
         assert!(help.contains(name), "{name} is not in\n{help}");
     }
 }
+
+#[test]
+fn a_windows_nodepool_is_said_at_load_to_launch_nothing() {
+    let dir = tempfile::tempdir().expect("a folder");
+    let class = std::fs::read_to_string(format!(
+        "{}/scenarios/tutorial/ec2nodeclass.yaml",
+        env!("CARGO_MANIFEST_DIR")
+    ))
+    .expect("the tutorial's EC2NodeClass");
+    let pool = "apiVersion: karpenter.sh/v1\nkind: NodePool\nmetadata: {name: windows}\nspec:\n  template:\n    spec:\n      requirements:\n        - {key: kubernetes.io/os, operator: In, values: [windows]}\n      nodeClassRef: {group: karpenter.k8s.aws, kind: EC2NodeClass, name: default}\n";
+    let file = tmp(&dir, "windows.yaml");
+    std::fs::write(&file, format!("{class}---\n{pool}")).expect("written");
+    let out = nodewright(&["simulate", s(&file)]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    let said = stderr
+        .lines()
+        .filter(|l| {
+            l.starts_with(
+                "warning: windows: NodePool \"windows\" requires kubernetes.io/os In [windows]",
+            )
+        })
+        .count();
+    assert_eq!(said, 1, "said once: {stderr}");
+    assert!(
+        stderr.contains("launches nothing in simulation"),
+        "{stderr}"
+    );
+}

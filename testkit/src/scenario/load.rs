@@ -195,6 +195,9 @@ pub struct Scenario {
     pub manifests: Vec<Manifest>,
     pub timeline: Vec<TimelineAction>,
     pub expectations: Vec<Expectation>,
+    /// What the scenario asks that the simulation cannot give (a Windows NodePool in a
+    /// Linux-only catalog, say): said once when it loads.
+    pub warnings: Vec<String>,
 }
 
 impl Scenario {
@@ -690,6 +693,7 @@ pub fn load_str(
         expectations.extend(found);
     }
 
+    let warnings = unlaunchable_pools(&catalog, &manifests, &timeline, &region);
     Ok(Scenario {
         name: raw.name,
         description: raw.description.unwrap_or_default().trim().to_string(),
@@ -703,7 +707,46 @@ pub fn load_str(
         manifests,
         timeline,
         expectations,
+        warnings,
     })
+}
+
+/// NodePools that require an operating system no instance type of the catalog runs (the
+/// built-in catalogs are Linux-only: a Windows NodePool launches nothing in simulation).
+fn unlaunchable_pools(
+    catalog: &Catalog,
+    manifests: &[Manifest],
+    timeline: &[TimelineAction],
+    region: &str,
+) -> Vec<String> {
+    use nodewright_core::model::labels;
+    let applied = timeline.iter().flat_map(|t| match &t.action {
+        Action::Apply(applied) => applied.as_slice(),
+        _ => &[],
+    });
+    let mut warned = std::collections::BTreeSet::new();
+    manifests
+        .iter()
+        .chain(applied)
+        .filter_map(|m| match m {
+            Manifest::NodePool(pool) => Some(pool),
+            _ => None,
+        })
+        .filter_map(|pool| {
+            let requirements = pool.template_requirements();
+            let os = requirements.get(labels::OS)?;
+            let runs = catalog
+                .instance_types
+                .iter()
+                .any(|it| it.labels.get(labels::OS).is_some_and(|v| os.has(v)));
+            (!runs && warned.insert(pool.name.clone())).then(|| {
+                format!(
+                    "NodePool {:?} requires {os}, and no instance type of the built-in {region} catalog runs it (they are all linux): it launches nothing in simulation; the controller reads Windows offerings from EC2",
+                    pool.name
+                )
+            })
+        })
+        .collect()
 }
 
 /// Manifest files held in memory (the built-in scenarios).

@@ -360,6 +360,7 @@ pub fn scenario_of(recording: &Recording, policy: &Policy) -> Result<Scenario, W
         manifests,
         timeline,
         expectations: Vec::new(),
+        warnings: Vec::new(),
     })
 }
 
