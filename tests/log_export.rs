@@ -321,3 +321,19 @@ fn a_store_a_running_controller_holds_is_read_through_it() {
     assert!(verified.divergence.is_none());
     assert_eq!(verified.decision_digest, report.decision_digest);
 }
+
+#[test]
+fn a_portable_log_given_as_a_store_is_named_for_what_it_is() {
+    let dir = tempfile::tempdir().expect("a folder");
+    let out = dir.path().join("out.nwlog");
+    let golden = "tests/golden/v1-seed-tutorial.nwlog";
+    let o = nodewright(&["log", "export", golden, "--out", &s(&out)]);
+    assert_eq!(o.status.code(), Some(2));
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        stderr.contains("is a portable .nwlog log, not a controller's store")
+            && stderr.contains("nodewright replay tests/golden/v1-seed-tutorial.nwlog --verify"),
+        "{stderr}"
+    );
+    assert!(!out.exists());
+}

@@ -41,6 +41,10 @@ pub enum ExportError {
     Log(#[from] LogError),
     #[error("the store holds no event in the range {0}: nothing to export")]
     Empty(String),
+    #[error(
+        "{0} is a portable .nwlog log, not a controller's store; it replays as it is (`nodewright replay {0} --verify`, `explain`, `log inspect`); `log export` cuts a store, the controller's events.redb"
+    )]
+    PortableLog(String),
     #[error("the core's state before the range does not encode: {0}")]
     Snapshot(String),
     #[error(
@@ -75,8 +79,25 @@ pub fn export(
     until_ms: Option<u64>,
     redact: bool,
 ) -> Result<Exported, ExportError> {
-    let store: RedbStore<LogHeader, LogRecord> = RedbStore::open(store)?;
+    let opened = RedbStore::<LogHeader, LogRecord>::open(store);
+    let store = match opened {
+        Ok(store) => store,
+        Err(error) if is_nwlog(store) => {
+            drop(error);
+            return Err(ExportError::PortableLog(store.display().to_string()));
+        }
+        Err(error) => return Err(error.into()),
+    };
     export_store(&store, out, from_ms, until_ms, redact)
+}
+
+/// Whether the file at `path` begins as a `.nwlog` does.
+fn is_nwlog(path: &Path) -> bool {
+    use std::io::Read;
+    let mut magic = [0u8; 8];
+    fs::File::open(path)
+        .and_then(|mut f| f.read_exact(&mut magic))
+        .is_ok_and(|()| magic == nodewright_adapters::eventlog::MAGIC)
 }
 
 /// [`export`] from a store already open: a running controller's, through
