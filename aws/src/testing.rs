@@ -129,8 +129,8 @@ impl Network {
     }
 }
 
-/// An amd64 AMI the server lists (the first by id).
-pub async fn some_ami(c: &Clients) -> Result<String, SetupError> {
+/// The amd64 AMIs owned by amazon the server lists, by id.
+pub async fn amd64_amis(c: &Clients) -> Result<Vec<String>, SetupError> {
     let images = c.ec2.describe_images().owners("amazon").send().await?;
     let mut ids: Vec<String> = images
         .images()
@@ -139,7 +139,14 @@ pub async fn some_ami(c: &Clients) -> Result<String, SetupError> {
         .filter_map(|i| i.image_id().map(str::to_string))
         .collect();
     ids.sort();
-    ids.into_iter()
+    Ok(ids)
+}
+
+/// An amd64 AMI the server lists (the first by id).
+pub async fn some_ami(c: &Clients) -> Result<String, SetupError> {
+    amd64_amis(c)
+        .await?
+        .into_iter()
         .next()
         .ok_or_else(|| "the server lists no x86_64 AMI owned by amazon".into())
 }

@@ -21,6 +21,20 @@ fn running_on(pod: &Pod) -> Option<String> {
     running.then_some(node)
 }
 
+/// Creates pod `name` (500m, 1Gi) in default and waits until it runs; its node.
+async fn running_pod(client: &kube::Client, name: &str) -> String {
+    let pods_api: Api<Pod> = Api::namespaced(client.clone(), "default");
+    pods_api
+        .create(&PostParams::default(), &pause_pod(name, "500m", "1Gi"))
+        .await
+        .expect("a pod");
+    eventually(&format!("{name} runs"), || async {
+        let pod = pods_api.get(name).await.map_err(|e| e.to_string())?;
+        running_on(&pod).ok_or_else(|| format!("{:?}", pod.status))
+    })
+    .await
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn pending_pods_get_machines_that_register_and_run_them() {
     let world = World::start(support::nodepool("default", "default")).await;
@@ -443,16 +457,7 @@ async fn a_lost_store_beside_existing_machines_stops_the_start() {
     let world = World::start(support::nodepool("default", "default")).await;
     let (client, c) = (world.client.clone(), &world.aws);
     let controller = world.controller().await;
-    let pods_api: Api<Pod> = Api::namespaced(client.clone(), "default");
-    pods_api
-        .create(&PostParams::default(), &pause_pod("web-0", "500m", "1Gi"))
-        .await
-        .expect("a pod");
-    eventually("web-0 runs", || async {
-        let pod = pods_api.get("web-0").await.map_err(|e| e.to_string())?;
-        running_on(&pod).ok_or_else(|| format!("{:?}", pod.status))
-    })
-    .await;
+    running_pod(&client, "web-0").await;
     assert_eq!(controller.stop().await, Stopped::Asked);
 
     std::fs::remove_file(&world.store).expect("the store removed");
@@ -477,16 +482,7 @@ async fn a_nodeclaim_deleted_by_hand_is_drained_and_terminated_once() {
     let (client, c) = (world.client.clone(), &world.aws);
     let controller = world.controller().await;
 
-    let pods_api: Api<Pod> = Api::namespaced(client.clone(), "default");
-    pods_api
-        .create(&PostParams::default(), &pause_pod("web-0", "500m", "1Gi"))
-        .await
-        .expect("a pod");
-    let node = eventually("web-0 runs", || async {
-        let pod = pods_api.get("web-0").await.map_err(|e| e.to_string())?;
-        running_on(&pod).ok_or_else(|| format!("{:?}", pod.status))
-    })
-    .await;
+    let node = running_pod(&client, "web-0").await;
     let claims = nodeclaims(&client).await;
     assert_eq!(claims.len(), 1);
     let claim = claims[0].metadata.name.clone().expect("a name");

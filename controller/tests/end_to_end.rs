@@ -407,28 +407,12 @@ async fn drift_replaces_the_nodes_one_budget_at_a_time() {
     cluster.scale_inflate(3).await;
     assert_eq!(inflate_runs(&client, 3).await.len(), 3);
     let old_claims = names(&nodeclaims(&client).await);
-    let old_instances: BTreeSet<String> = cluster
-        .live_instances()
-        .await
-        .into_iter()
-        .map(|i| i.instance_id)
-        .collect();
+    let old_instances = cluster.live_instance_ids().await;
 
     // Another AMI in the EC2NodeClass's selector: every machine launched from the old one drifts.
-    let mut amis: Vec<String> = cluster
-        .aws
-        .ec2
-        .describe_images()
-        .owners("amazon")
-        .send()
+    let amis = nodewright_aws::testing::amd64_amis(&cluster.aws)
         .await
-        .expect("images")
-        .images()
-        .iter()
-        .filter(|i| i.architecture().map(|a| a.as_str()) == Some("x86_64"))
-        .filter_map(|i| i.image_id().map(str::to_owned))
-        .collect();
-    amis.sort();
+        .expect("the AMIs moto lists");
     let new_ami = amis
         .into_iter()
         .find(|a| *a != cluster.network.ami)
@@ -452,12 +436,7 @@ async fn drift_replaces_the_nodes_one_budget_at_a_time() {
             .count();
         most_going = most_going.max(going);
         let (running, on) = inflate_running(&client).await;
-        let live: BTreeSet<String> = cluster
-            .live_instances()
-            .await
-            .into_iter()
-            .map(|i| i.instance_id)
-            .collect();
+        let live = cluster.live_instance_ids().await;
         if running == 3
             && on.len() == 3
             && names(&claims).is_disjoint(&old_claims)

@@ -247,6 +247,15 @@ impl Installation {
         super::live_instances_of(&self.aws, GUIDE_CLUSTER).await
     }
 
+    /// The ids of [`Installation::live_instances`].
+    pub async fn live_instance_ids(&self) -> std::collections::BTreeSet<String> {
+        self.live_instances()
+            .await
+            .into_iter()
+            .map(|i| i.instance_id)
+            .collect()
+    }
+
     /// The chart's store, in the folder standing for its volume.
     pub fn store(&self) -> PathBuf {
         self.dir.path().join("volume").join("events.redb")

@@ -255,12 +255,8 @@ impl Running {
         if let Some(stop) = self.stop.take() {
             let _ = stop.send(());
         }
-        let thread = self.thread.take().expect("running");
-        tokio::task::spawn_blocking(move || thread.join())
+        self.outcome()
             .await
-            .expect("joined")
-            .expect("the controller's thread")
-            .expect("stopped, not killed")
             .expect("the controller stopped cleanly")
     }
 
