@@ -85,6 +85,16 @@ pub fn nodewright_binary() -> PathBuf {
          test command builds it), or point NODEWRIGHT_BIN at one",
         binary.display()
     );
+    // A plain `cargo build` leaves a binary without the controller in the same place.
+    let has_controller = Command::new(&binary)
+        .args(["controller", "--help"])
+        .output()
+        .is_ok_and(|o| o.status.success());
+    assert!(
+        has_controller,
+        "{} was built without the `controller` feature; fix: cargo build --features controller",
+        binary.display()
+    );
     binary
 }
 
