@@ -366,6 +366,9 @@ fn load_scenario(name_or_path: Option<&str>) -> Result<Scenario> {
     for warning in &scenario.warnings {
         eprintln!("warning: {}: {warning}", scenario.name);
     }
+    for field in &scenario.unmodelled {
+        eprintln!("note: {field}");
+    }
     Ok(scenario)
 }
 

@@ -364,3 +364,188 @@ fn a_windows_nodepool_is_said_at_load_to_launch_nothing() {
         "{stderr}"
     );
 }
+
+/// The tutorial's NodePool and EC2NodeClass as one file, with `extra` added to the class's spec.
+fn tutorial_pool_and_class(class_extra: &str) -> String {
+    let read = |file: &str| {
+        std::fs::read_to_string(format!(
+            "{}/scenarios/tutorial/{file}",
+            env!("CARGO_MANIFEST_DIR")
+        ))
+        .expect("a tutorial file")
+    };
+    format!(
+        "{}---\n{}{class_extra}",
+        read("nodepool.yaml"),
+        read("ec2nodeclass.yaml")
+    )
+}
+
+fn deployment(name: &str, kind: &str, replicas: u32, requests: &str) -> String {
+    format!(
+        "---\napiVersion: apps/v1\nkind: {kind}\nmetadata: {{name: {name}}}\nspec:\n  replicas: {replicas}\n  selector: {{matchLabels: {{app: {name}}}}}\n  template:\n    metadata: {{labels: {{app: {name}}}}}\n    spec:\n      containers: [{{name: c, image: x, resources: {{requests: {requests}}}}}]\n"
+    )
+}
+
+#[test]
+fn a_field_the_simulation_does_not_model_is_said_once_and_listed_in_the_report() {
+    let dir = tempfile::tempdir().expect("a folder");
+    let file = tmp(&dir, "mine.yaml");
+    let yaml = tutorial_pool_and_class(
+        "  userData: |\n    echo hello\n  detailedMonitoring: true\n  kubelet:\n    clusterDNS: [10.100.0.10]\n",
+    ) + &deployment("web", "Deployment", 2, "{cpu: 1, memory: 1Gi}");
+    std::fs::write(&file, yaml).expect("written");
+    let report = tmp(&dir, "report.json");
+    let out = nodewright(&["simulate", s(&file), "--report", s(&report)]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    for field in [
+        "`spec.userData`",
+        "`spec.detailedMonitoring`",
+        "`spec.kubelet.clusterDNS`",
+    ] {
+        let lines: Vec<&str> = stderr.lines().filter(|l| l.contains(field)).collect();
+        assert_eq!(lines.len(), 1, "{field} said once: {stderr}");
+        assert!(
+            lines[0].starts_with("note: ") && lines[0].contains("not modelled in simulation"),
+            "{}",
+            lines[0]
+        );
+    }
+    let report: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&report).expect("the report")).expect("json");
+    let fields: Vec<&str> = report["unmodelled_fields"]
+        .as_array()
+        .expect("a list")
+        .iter()
+        .map(|f| f["field"].as_str().expect("a field"))
+        .collect();
+    assert_eq!(
+        fields,
+        [
+            "spec.userData",
+            "spec.detailedMonitoring",
+            "spec.kubelet.clusterDNS"
+        ]
+    );
+    assert_eq!(
+        report["unmodelled_fields"][0]["object"],
+        "EC2NodeClass/default"
+    );
+    assert_eq!(
+        report["unmodelled_fields"][0]["applied_by_controller"],
+        true
+    );
+    assert_eq!(
+        report["unmodelled_fields"][2]["applied_by_controller"],
+        false
+    );
+}
+
+#[test]
+fn pods_never_scheduled_are_summarised_by_reason_and_a_missing_resource_is_named() {
+    let dir = tempfile::tempdir().expect("a folder");
+    let file = tmp(&dir, "mine.yaml");
+    let yaml = tutorial_pool_and_class("")
+        + &deployment(
+            "huge",
+            "Deployment",
+            4,
+            "{cpu: 1, memory: 1Gi, hugepages-2Mi: 1Gi}",
+        )
+        + &deployment(
+            "fpga",
+            "Deployment",
+            2,
+            "{cpu: 1, memory: 1Gi, example.com/fpga: 1}",
+        )
+        + &deployment("web", "Deployment", 1, "{cpu: 1, memory: 1Gi}");
+    std::fs::write(&file, yaml).expect("written");
+    let out = nodewright(&["simulate", s(&file)]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        stdout.contains("never scheduled: 6 pods, for 2 reasons"),
+        "{stdout}"
+    );
+    let groups: Vec<&str> = stdout
+        .lines()
+        .filter(|l| l.starts_with("  4 pods (") || l.starts_with("  2 pods ("))
+        .collect();
+    assert_eq!(groups.len(), 2, "{stdout}");
+    assert!(
+        groups[0].starts_with("  4 pods (default/huge-"),
+        "{}",
+        groups[0]
+    );
+    assert!(groups[0].contains(" and 1 more): "), "{}", groups[0]);
+    assert!(
+        groups[0].contains("none offers enough hugepages-2Mi"),
+        "{}",
+        groups[0]
+    );
+    assert!(
+        groups[1].contains("none offers enough example.com/fpga"),
+        "{}",
+        groups[1]
+    );
+    assert!(
+        !stdout.lines().any(|l| l.starts_with("unschedulable ")),
+        "no line per pod: {stdout}"
+    );
+}
+
+#[test]
+fn statefulsets_and_replicasets_run_with_their_own_pod_names() {
+    let dir = tempfile::tempdir().expect("a folder");
+    let file = tmp(&dir, "mine.yaml");
+    let yaml = tutorial_pool_and_class("")
+        + &deployment("db", "StatefulSet", 3, "{cpu: 1, memory: 1Gi}")
+        + &deployment("cache", "ReplicaSet", 2, "{cpu: 1, memory: 1Gi}");
+    std::fs::write(&file, yaml).expect("written");
+    let report = tmp(&dir, "report.json");
+    let out = nodewright(&["simulate", s(&file), "--report", s(&report)]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    let report: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&report).expect("the report")).expect("json");
+    let mut placed: Vec<String> = report["pod_placements"]
+        .as_array()
+        .expect("a list")
+        .iter()
+        .filter(|p| !p["node"].is_null())
+        .map(|p| p["pod"].as_str().expect("a name").to_string())
+        .collect();
+    placed.sort();
+    assert_eq!(placed.len(), 5, "{placed:?}");
+    assert_eq!(
+        &placed[2..],
+        ["default/db-0", "default/db-1", "default/db-2"]
+    );
+    for cache in &placed[..2] {
+        let suffix = cache
+            .strip_prefix("default/cache-")
+            .expect("a ReplicaSet's pod");
+        assert!(!suffix.contains('-'), "no template hash: {cache}");
+    }
+}
+
+#[test]
+fn a_yaml_error_says_error_once_and_numbers_lines_as_in_the_file() {
+    let dir = tempfile::tempdir().expect("a folder");
+    let file = tmp(&dir, "mine.yaml");
+    // The third document (from line 40 or so) has a key twice.
+    let yaml = tutorial_pool_and_class("")
+        + "---\napiVersion: apps/v1\nkind: Deployment\nkind: Deployment\nmetadata: {name: x}\n";
+    let duplicate_line = yaml.lines().count() - 1;
+    std::fs::write(&file, yaml).expect("written");
+    let out = nodewright(&["simulate", s(&file)]);
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(stderr.matches("error").count(), 1, "{stderr}");
+    assert!(
+        stderr.contains(&format!("mine.yaml:{duplicate_line}:")),
+        "the line of the file, {duplicate_line}: {stderr}"
+    );
+    assert!(stderr.contains("duplicate"), "{stderr}");
+    assert!(!stderr.contains("DuplicateKeyPolicy"), "{stderr}");
+}

@@ -1,5 +1,6 @@
 //! The run report (contract keys in `docs/scenarios.md`), and its text summary.
 
+use std::collections::BTreeMap;
 use std::fmt::Write;
 
 use serde::Serialize;
@@ -22,6 +23,9 @@ pub struct Report {
     pub machines: Vec<MachineReport>,
     pub pod_placements: Vec<PodPlacement>,
     pub unschedulable: Vec<Unschedulable>,
+    /// Fields of the scenario's NodePools and EC2NodeClasses the simulation accepted but did
+    /// not model (each said once at load).
+    pub unmodelled_fields: Vec<UnmodelledFieldReport>,
     /// The run over time, for plots.
     pub series: Series,
 }
@@ -200,7 +204,60 @@ pub struct Unschedulable {
     pub reason: String,
 }
 
+/// A field the simulation accepted but did not model.
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct UnmodelledFieldReport {
+    /// `EC2NodeClass/default`.
+    pub object: String,
+    /// `spec.userData`.
+    pub field: String,
+    /// What it does on a real node.
+    pub effect: String,
+    /// Whether the controller applies it (at launch).
+    pub applied_by_controller: bool,
+}
+
+impl UnmodelledFieldReport {
+    pub fn of(field: &nodewright_adapters::manifest::UnmodelledField) -> Self {
+        UnmodelledFieldReport {
+            object: format!("{}/{}", field.kind, field.name),
+            field: field.field.to_string(),
+            effect: field.effect.to_string(),
+            applied_by_controller: field.in_controller
+                == nodewright_adapters::manifest::InController::AppliedAtLaunch,
+        }
+    }
+}
+
+/// Pods named per reason in the summary; the JSON report lists them all.
+const SHOWN_PODS: usize = 3;
+
+/// Pods never scheduled for one reason.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct UnschedulableGroup<'a> {
+    pub reason: &'a str,
+    /// In the report's order.
+    pub pods: Vec<&'a str>,
+}
+
 impl Report {
+    /// The pods never scheduled, grouped by their reason: the most pods first, then by reason.
+    pub fn unschedulable_by_reason(&self) -> Vec<UnschedulableGroup<'_>> {
+        let mut groups: BTreeMap<&str, Vec<&str>> = BTreeMap::new();
+        for u in &self.unschedulable {
+            groups
+                .entry(u.reason.as_str())
+                .or_default()
+                .push(u.pod.as_str());
+        }
+        let mut groups: Vec<UnschedulableGroup<'_>> = groups
+            .into_iter()
+            .map(|(reason, pods)| UnschedulableGroup { reason, pods })
+            .collect();
+        groups.sort_by(|a, b| b.pods.len().cmp(&a.pods.len()).then(a.reason.cmp(b.reason)));
+        groups
+    }
+
     /// True when no invariant broke and every expectation held.
     pub fn passed(&self) -> bool {
         self.invariant_violations.is_empty() && self.expectations.iter().all(|e| e.passed)
@@ -280,8 +337,39 @@ impl Report {
             d.evictions,
             d.refused_evictions
         );
-        for u in &self.unschedulable {
-            let _ = writeln!(s, "unschedulable {}: {}", u.pod, u.reason);
+        let groups = self.unschedulable_by_reason();
+        if !groups.is_empty() {
+            let _ = writeln!(
+                s,
+                "never scheduled: {} {}, for {} {}",
+                self.unschedulable.len(),
+                if self.unschedulable.len() == 1 {
+                    "pod"
+                } else {
+                    "pods"
+                },
+                groups.len(),
+                if groups.len() == 1 {
+                    "reason"
+                } else {
+                    "reasons"
+                }
+            );
+        }
+        for group in &groups {
+            let shown: Vec<&str> = group.pods.iter().take(SHOWN_PODS).copied().collect();
+            let more = match group.pods.len().saturating_sub(SHOWN_PODS) {
+                0 => String::new(),
+                n => format!(" and {n} more"),
+            };
+            let _ = writeln!(
+                s,
+                "  {} {} ({}{more}): {}",
+                group.pods.len(),
+                if group.pods.len() == 1 { "pod" } else { "pods" },
+                shown.join(", "),
+                group.reason
+            );
         }
         for v in &self.invariant_violations {
             let _ = writeln!(

@@ -6,9 +6,11 @@ mod error;
 pub mod launch;
 pub mod objects;
 mod translate;
+pub mod unmodelled;
 
-pub use error::{InvalidField, ManifestError};
+pub use error::{InvalidField, ManifestError, describe_yaml_error};
 pub use translate::{
-    DaemonSet, Deployment, MAX_REPLICAS, Manifest, PodTemplate, nodeclass_from_api,
-    nodepool_from_api, parse_manifests, parse_node_classes, pod_from_spec,
+    DaemonSet, Deployment, MAX_REPLICAS, Manifest, PodTemplate, ReplicatedKind, nodeclass_from_api,
+    nodepool_from_api, parse_manifests, parse_manifests_noting, parse_node_classes, pod_from_spec,
 };
+pub use unmodelled::{InController, UnmodelledField};

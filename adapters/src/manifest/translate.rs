@@ -23,6 +23,7 @@ use serde::de::DeserializeOwned;
 use super::error::{InvalidField, ManifestError};
 use super::launch::{self, LaunchSettings};
 use super::objects::*;
+use super::unmodelled::{self, UnmodelledField};
 
 /// A pod template (from a Deployment or DaemonSet): a pod without a name yet.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -45,12 +46,44 @@ impl PodTemplate {
 /// pods) is what the simulator is measured to hold.
 pub const MAX_REPLICAS: i64 = 100_000;
 
+/// A workload that keeps a number of identical pods: a Deployment, a ReplicaSet or a
+/// StatefulSet. They differ only in how their pods are named and owned.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Deployment {
+    pub kind: ReplicatedKind,
     pub namespace: String,
     pub name: String,
     pub replicas: u32,
     pub template: PodTemplate,
+}
+
+/// The kinds of [`Deployment`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum ReplicatedKind {
+    /// Pods `NAME-HASH-SUFFIX`, owned by the Deployment's ReplicaSet.
+    Deployment,
+    /// Pods `NAME-SUFFIX`, owned by the ReplicaSet.
+    ReplicaSet,
+    /// Pods `NAME-0`, `NAME-1`, ..., owned by the StatefulSet.
+    StatefulSet,
+}
+
+impl ReplicatedKind {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ReplicatedKind::Deployment => "Deployment",
+            ReplicatedKind::ReplicaSet => "ReplicaSet",
+            ReplicatedKind::StatefulSet => "StatefulSet",
+        }
+    }
+
+    /// The kind of the pods' owner reference.
+    pub fn owner_kind(self) -> &'static str {
+        match self {
+            ReplicatedKind::Deployment | ReplicatedKind::ReplicaSet => "ReplicaSet",
+            ReplicatedKind::StatefulSet => "StatefulSet",
+        }
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -105,14 +138,36 @@ fn typed<T: DeserializeOwned>(
         source_name: source_name.to_string(),
         document,
         first_line,
-        message: e.to_string(),
+        message: super::describe_yaml_error(&e, source_name, first_line),
     })
 }
 
 /// Reads every object of a (possibly multi-document) YAML text. `source_name` names the file
 /// in errors.
 pub fn parse_manifests(text: &str, source_name: &str) -> Result<Vec<Manifest>, ManifestError> {
+    parse_manifests_noting(text, source_name).map(|(manifests, _)| manifests)
+}
+
+/// [`parse_manifests`], and the fields set in them that the simulation does not model.
+pub fn parse_manifests_noting(
+    text: &str,
+    source_name: &str,
+) -> Result<(Vec<Manifest>, Vec<UnmodelledField>), ManifestError> {
     let mut out = Vec::new();
+    let mut unmodelled = Vec::new();
+    let mut note = |kind: &'static str, name: Option<&String>, document, entries: Vec<_>| {
+        for (field, effect, in_controller) in entries {
+            unmodelled.push(UnmodelledField {
+                source_name: source_name.to_string(),
+                document,
+                kind,
+                name: name.cloned().unwrap_or_default(),
+                field,
+                effect,
+                in_controller,
+            });
+        }
+    };
     for (index, (first_line, doc)) in split_documents(text).into_iter().enumerate() {
         let document = index + 1;
         let probe: TypeProbe = typed(&doc, source_name, document, first_line)?;
@@ -125,14 +180,23 @@ pub fn parse_manifests(text: &str, source_name: &str) -> Result<Vec<Manifest>, M
             name: String::new(),
         };
         let manifest = match (kind.as_str(), api_version.as_str()) {
-            ("NodePool", "karpenter.sh/v1") => Manifest::NodePool(translate_nodepool(
-                typed(&doc, source_name, document, first_line)?,
-                ctx,
-            )?),
-            ("EC2NodeClass", "karpenter.k8s.aws/v1") => Manifest::NodeClass(translate_nodeclass(
-                typed(&doc, source_name, document, first_line)?,
-                ctx,
-            )?),
+            ("NodePool", "karpenter.sh/v1") => {
+                let obj: api::NodePool = typed(&doc, source_name, document, first_line)?;
+                let entries = unmodelled::of_nodepool(&obj.spec);
+                note("NodePool", obj.metadata.name.as_ref(), document, entries);
+                Manifest::NodePool(translate_nodepool(obj, ctx)?)
+            }
+            ("EC2NodeClass", "karpenter.k8s.aws/v1") => {
+                let obj: api::EC2NodeClass = typed(&doc, source_name, document, first_line)?;
+                let entries = unmodelled::of_nodeclass(&obj.spec);
+                note(
+                    "EC2NodeClass",
+                    obj.metadata.name.as_ref(),
+                    document,
+                    entries,
+                );
+                Manifest::NodeClass(translate_nodeclass(obj, ctx)?)
+            }
             ("Pod", "v1") => {
                 let obj: PodObject = typed(&doc, source_name, document, first_line)?;
                 let namespace = obj.metadata.namespace.clone().unwrap_or("default".into());
@@ -150,42 +214,21 @@ pub fn parse_manifests(text: &str, source_name: &str) -> Result<Vec<Manifest>, M
                     .map_err(|(field, problem, fix)| ctx.invalid(&field, &problem, &fix))?,
                 )
             }
-            ("Deployment", "apps/v1") => {
-                let obj: DeploymentObject = typed(&doc, source_name, document, first_line)?;
-                let name = required_name(&obj.metadata, &ctx)?;
-                let ctx = ctx.named(&name);
-                let namespace = obj.metadata.namespace.clone().unwrap_or("default".into());
-                let replicas = obj.spec.replicas.unwrap_or(1);
-                if replicas < 0 {
-                    return Err(ctx.invalid(
-                        "spec.replicas",
-                        &format!("{replicas} is negative"),
-                        "set spec.replicas to 0 or more",
-                    ));
-                }
-                if replicas > MAX_REPLICAS {
-                    return Err(ctx.invalid(
-                        "spec.replicas",
-                        &format!("{replicas} is above the most nodewright simulates, {MAX_REPLICAS}"),
-                        &format!("give at most {MAX_REPLICAS} replicas (split a larger workload into several Deployments)"),
-                    ));
-                }
-                let owner = OwnerRef {
-                    kind: "ReplicaSet".to_string(),
-                    name: name.clone(),
-                };
-                let template = pod_template(&namespace, &obj.spec.template, owner).map_err(
-                    |(field, problem, fix)| {
-                        ctx.invalid(&format!("spec.template.{field}"), &problem, &fix)
-                    },
-                )?;
-                Manifest::Deployment(Deployment {
-                    namespace,
-                    name,
-                    replicas: replicas as u32,
-                    template,
-                })
-            }
+            ("Deployment", "apps/v1") => Manifest::Deployment(replicated(
+                typed(&doc, source_name, document, first_line)?,
+                ReplicatedKind::Deployment,
+                &ctx,
+            )?),
+            ("ReplicaSet", "apps/v1") => Manifest::Deployment(replicated(
+                typed(&doc, source_name, document, first_line)?,
+                ReplicatedKind::ReplicaSet,
+                &ctx,
+            )?),
+            ("StatefulSet", "apps/v1") => Manifest::Deployment(replicated(
+                typed(&doc, source_name, document, first_line)?,
+                ReplicatedKind::StatefulSet,
+                &ctx,
+            )?),
             ("DaemonSet", "apps/v1") => {
                 let obj: DaemonSetObject = typed(&doc, source_name, document, first_line)?;
                 let name = required_name(&obj.metadata, &ctx)?;
@@ -250,7 +293,51 @@ pub fn parse_manifests(text: &str, source_name: &str) -> Result<Vec<Manifest>, M
         };
         out.push(manifest);
     }
-    Ok(out)
+    Ok((out, unmodelled))
+}
+
+/// A Deployment, ReplicaSet or StatefulSet: its replicas (checked) and its pod template.
+fn replicated(
+    obj: DeploymentObject,
+    kind: ReplicatedKind,
+    ctx: &Ctx,
+) -> Result<Deployment, ManifestError> {
+    let name = required_name(&obj.metadata, ctx)?;
+    let ctx = ctx.named(&name);
+    let namespace = obj.metadata.namespace.clone().unwrap_or("default".into());
+    let replicas = obj.spec.replicas.unwrap_or(1);
+    if replicas < 0 {
+        return Err(ctx.invalid(
+            "spec.replicas",
+            &format!("{replicas} is negative"),
+            "set spec.replicas to 0 or more",
+        ));
+    }
+    if replicas > MAX_REPLICAS {
+        return Err(ctx.invalid(
+            "spec.replicas",
+            &format!("{replicas} is above the most nodewright simulates, {MAX_REPLICAS}"),
+            &format!(
+                "give at most {MAX_REPLICAS} replicas (split a larger workload into several {}s)",
+                kind.as_str()
+            ),
+        ));
+    }
+    let owner = OwnerRef {
+        kind: kind.owner_kind().to_string(),
+        name: name.clone(),
+    };
+    let template =
+        pod_template(&namespace, &obj.spec.template, owner).map_err(|(field, problem, fix)| {
+            ctx.invalid(&format!("spec.template.{field}"), &problem, &fix)
+        })?;
+    Ok(Deployment {
+        kind,
+        namespace,
+        name,
+        replicas: replicas as u32,
+        template,
+    })
 }
 
 /// A NodePool read from the API server, in the core's terms; `source_name` names where it came
@@ -902,7 +989,8 @@ pub fn pod_from_spec(
         names.extend(c.resources.requests.iter());
         for (resource, value) in names {
             check_resource_name(resource, field)?;
-            if resource == "ephemeral-storage" || resource.starts_with("hugepages-") {
+            // Not modelled yet: no node offers it in the catalog's terms.
+            if resource == "ephemeral-storage" {
                 continue;
             }
             r.set(

@@ -128,7 +128,7 @@ impl Resources {
     }
 
     /// The first resource (in a stable order) whose amount exceeds `capacity`, if any.
-    pub fn first_excess(&self, capacity: &Resources) -> Option<&'static str> {
+    pub fn first_excess<'a>(&'a self, capacity: &Resources) -> Option<&'a str> {
         if self.cpu_milli > capacity.cpu_milli {
             return Some("cpu");
         }
@@ -140,12 +140,7 @@ impl Resources {
         }
         for (name, amount) in &self.extended {
             if *amount > capacity.extended(name) {
-                return Some(match name.as_str() {
-                    NVIDIA_GPU => NVIDIA_GPU,
-                    AMD_GPU => AMD_GPU,
-                    AWS_NEURON => AWS_NEURON,
-                    _ => "extended resource",
-                });
+                return Some(name.as_str());
             }
         }
         None
@@ -204,10 +199,19 @@ impl fmt::Display for Resources {
             self.pods
         )?;
         for (name, amount) in &self.extended {
-            write!(f, " {name}={amount}")?;
+            if is_bytes(name) {
+                write!(f, " {name}={}", format_bytes(*amount))?;
+            } else {
+                write!(f, " {name}={amount}")?;
+            }
         }
         Ok(())
     }
+}
+
+/// Resources counted in bytes besides memory: `ephemeral-storage` and `hugepages-<size>`.
+pub fn is_bytes(name: &str) -> bool {
+    name == "ephemeral-storage" || name.starts_with("hugepages-")
 }
 
 /// "1500m" → "1500m", "2000m" → "2".
@@ -255,6 +259,9 @@ mod tests {
         );
         let gpu = Resources::new(1, 1, 1).with_extended(NVIDIA_GPU, 1);
         assert_eq!(gpu.first_excess(&capacity), Some(NVIDIA_GPU));
+        let huge = Resources::new(1, 1, 1).with_extended("hugepages-2Mi", 1 << 30);
+        assert_eq!(huge.first_excess(&capacity), Some("hugepages-2Mi"));
+        assert_eq!(huge.to_string(), "cpu=1m memory=1 pods=1 hugepages-2Mi=1Gi");
     }
 
     #[test]

@@ -838,8 +838,23 @@ impl<'a> Solver<'a> {
             .filter(|&&t| pod.requests.fits_in(ctx.room(t)))
             .count();
         if fitting == 0 {
+            // The resources no type meeting the requirements has enough of, by name.
+            let short: Vec<String> = pod
+                .requests
+                .names()
+                .into_iter()
+                .filter(|name| {
+                    let asked = pod.requests.get(name);
+                    meeting.iter().all(|&t| ctx.room(t).get(name) < asked)
+                })
+                .collect();
+            let short = if short.is_empty() {
+                String::new()
+            } else {
+                format!("; none offers enough {}", short.join(", "))
+            };
             return format!(
-                "no instance type satisfies {shown} with room for {} ({} types meet the requirements, none is large enough)",
+                "no instance type satisfies {shown} with room for {} ({} types meet the requirements, none is large enough{short})",
                 pod.requests,
                 meeting.len()
             );

@@ -4,7 +4,9 @@
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
-use nodewright_adapters::manifest::{Manifest, ManifestError, parse_manifests};
+use nodewright_adapters::manifest::{
+    Manifest, ManifestError, UnmodelledField, parse_manifests_noting,
+};
 use nodewright_core::Config;
 use nodewright_core::catalog::{CapacityType, Catalog, builtin as catalogs};
 use nodewright_core::model::duration::parse_duration_ms;
@@ -198,6 +200,9 @@ pub struct Scenario {
     /// What the scenario asks that the simulation cannot give (a Windows NodePool in a
     /// Linux-only catalog, say): said once when it loads.
     pub warnings: Vec<String>,
+    /// Fields of its NodePools and EC2NodeClasses the simulation accepts but does not model:
+    /// said once when it loads, and listed in the report.
+    pub unmodelled: Vec<UnmodelledField>,
 }
 
 impl Scenario {
@@ -258,7 +263,7 @@ pub fn load_str(
 ) -> Result<Scenario, ScenarioError> {
     let raw: ScenarioFile = serde_saphyr::from_str(text).map_err(|e| ScenarioError::Yaml {
         file: file_name.to_string(),
-        message: e.to_string(),
+        message: nodewright_adapters::manifest::describe_yaml_error(&e, file_name, 1),
     })?;
     let invalid =
         |field: &str, problem: String, fix: &str| invalid_field(file_name, field, problem, fix);
@@ -502,12 +507,15 @@ pub fn load_str(
     // Each object with the index of the `manifests` entry it came from (for the checks of
     // what the scenario names).
     let mut sourced: Vec<(usize, Manifest)> = Vec::new();
+    let mut unmodelled = Vec::new();
     for (i, source) in raw.manifests.iter().enumerate() {
         let (name, text) = match source {
             ManifestSource::File { file } => files.read(file)?,
             ManifestSource::Inline(text) => (format!("{file_name} manifests[{i}]"), text.clone()),
         };
-        sourced.extend(parse_manifests(&text, &name)?.into_iter().map(|m| (i, m)));
+        let (manifests, notes) = parse_manifests_noting(&text, &name)?;
+        sourced.extend(manifests.into_iter().map(|m| (i, m)));
+        unmodelled.extend(notes);
     }
 
     let mut timeline = Vec::new();
@@ -621,6 +629,8 @@ pub fn load_str(
         } else if let Some(delete) = &entry.delete {
             let known = [
                 "Deployment",
+                "ReplicaSet",
+                "StatefulSet",
                 "Pod",
                 "NodePool",
                 "EC2NodeClass",
@@ -641,10 +651,10 @@ pub fn load_str(
             }
         } else {
             let text = entry.apply.clone().unwrap_or_default();
-            Action::Apply(parse_manifests(
-                &text,
-                &format!("{file_name} {field}.apply"),
-            )?)
+            let (manifests, notes) =
+                parse_manifests_noting(&text, &format!("{file_name} {field}.apply"))?;
+            unmodelled.extend(notes);
+            Action::Apply(manifests)
         };
         timeline.push((i, TimelineAction { at_ms, action }));
     }
@@ -708,6 +718,7 @@ pub fn load_str(
         timeline,
         expectations,
         warnings,
+        unmodelled,
     })
 }
 

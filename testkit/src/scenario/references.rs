@@ -18,6 +18,8 @@ fn identity(manifest: &Manifest) -> Identity {
         Manifest::NodePool(p) => ("NodePool", String::new(), p.name.clone()),
         Manifest::NodeClass(c) => ("EC2NodeClass", String::new(), c.name.clone()),
         Manifest::Pod(p) => ("Pod", p.key.namespace.clone(), p.key.name.clone()),
+        // A Deployment, ReplicaSet or StatefulSet: one name among them, as the simulated
+        // cluster keeps them (and `scale` and `delete` find them) by namespace and name.
         Manifest::Deployment(d) => ("Deployment", d.namespace.clone(), d.name.clone()),
         Manifest::DaemonSet(d) => ("DaemonSet", d.namespace.clone(), d.name.clone()),
         Manifest::PodDisruptionBudget(b) => {
@@ -176,7 +178,7 @@ pub(crate) fn check(
                     "NodePool" => "NodePool",
                     "EC2NodeClass" => "EC2NodeClass",
                     "Pod" => "Pod",
-                    "Deployment" => "Deployment",
+                    "Deployment" | "ReplicaSet" | "StatefulSet" => "Deployment",
                     "DaemonSet" => "DaemonSet",
                     "PodDisruptionBudget" => "PodDisruptionBudget",
                     // The loader refused other kinds already.

@@ -4,7 +4,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use nodewright_adapters::manifest::{DaemonSet, Deployment};
+use nodewright_adapters::manifest::{DaemonSet, Deployment, ReplicatedKind};
 use nodewright_core::model::affinity::{
     InclusionPolicy, LabelSelector, PodAffinityTerm, WhenUnsatisfiable,
 };
@@ -562,9 +562,20 @@ impl SimCluster {
         let want = d.replicas as usize;
         if current.len() < want {
             let hash = template_hash(&d.name);
+            let mut ordinal = 0;
             for _ in current.len()..want {
                 let name = loop {
-                    let candidate = format!("{}-{}-{}", d.name, hash, rng.name_suffix());
+                    let candidate = match d.kind {
+                        ReplicatedKind::Deployment => {
+                            format!("{}-{}-{}", d.name, hash, rng.name_suffix())
+                        }
+                        ReplicatedKind::ReplicaSet => format!("{}-{}", d.name, rng.name_suffix()),
+                        // The lowest free ordinal, as the StatefulSet controller does.
+                        ReplicatedKind::StatefulSet => {
+                            ordinal += 1;
+                            format!("{}-{}", d.name, ordinal - 1)
+                        }
+                    };
                     if !self
                         .pods
                         .contains_key(&PodKey::new(&d.namespace, &candidate))
@@ -583,15 +594,27 @@ impl SimCluster {
                 self.create_pod(pod, now_ms, out, changes);
             }
         } else if current.len() > want {
+            // A StatefulSet removes its highest ordinals; the others pending pods first, then
+            // the newest.
             let mut ranked: Vec<(bool, u64, PodKey)> = current
                 .iter()
                 .filter_map(|k| self.pods.get(k))
-                .map(|p| {
-                    (
+                .map(|p| match d.kind {
+                    ReplicatedKind::StatefulSet => {
+                        let ordinal = p
+                            .key
+                            .name
+                            .rsplit('-')
+                            .next()
+                            .and_then(|o| o.parse::<u64>().ok())
+                            .unwrap_or(0);
+                        (false, u64::MAX - ordinal, p.key.clone())
+                    }
+                    _ => (
                         p.node_name.is_some(),
                         u64::MAX - p.created_at_ms,
                         p.key.clone(),
-                    )
+                    ),
                 })
                 .collect();
             ranked.sort();

@@ -357,7 +357,7 @@ impl World {
                     namespace,
                     name,
                 } => match kind.as_str() {
-                    "Deployment" => {
+                    "Deployment" | "ReplicaSet" | "StatefulSet" => {
                         let key = (namespace.clone(), name.clone());
                         self.cluster.delete_deployment(
                             &key,
@@ -1560,6 +1560,11 @@ pub(crate) fn build_report(
         machines,
         pod_placements: placements,
         unschedulable,
+        unmodelled_fields: scenario
+            .unmodelled
+            .iter()
+            .map(crate::report::UnmodelledFieldReport::of)
+            .collect(),
         series: Series::default(),
     };
     report.series = series(world, end);

@@ -70,7 +70,10 @@ impl Policy {
         // The settings document is read here and blanked (its lines kept as comments, so the
         // line numbers of the manifests' errors stay right); the rest are manifests.
         let mut manifests_text = String::new();
+        let mut first_line = 1;
         for doc in documents(text) {
+            let doc_first_line = first_line;
+            first_line += doc.lines().count();
             let is_settings = doc
                 .lines()
                 .find(|l| {
@@ -81,7 +84,14 @@ impl Policy {
                 let parsed: SettingsDocument =
                     serde_saphyr::from_str(&doc).map_err(|e| WhatIfError::Policy {
                         file: source.to_string(),
-                        problem: format!("the settings document: {e}"),
+                        problem: format!(
+                            "the settings document: {}",
+                            nodewright_adapters::manifest::describe_yaml_error(
+                                &e,
+                                source,
+                                doc_first_line
+                            )
+                        ),
                     })?;
                 if policy.settings.replace(parsed.settings).is_some() {
                     return Err(WhatIfError::Policy {
@@ -194,7 +204,7 @@ fn kind_of(manifest: &Manifest) -> &'static str {
         Manifest::NodePool(_) => "NodePool",
         Manifest::NodeClass(_) => "EC2NodeClass",
         Manifest::Pod(_) => "Pod",
-        Manifest::Deployment(_) => "Deployment",
+        Manifest::Deployment(d) => d.kind.as_str(),
         Manifest::DaemonSet(_) => "DaemonSet",
         Manifest::PodDisruptionBudget(_) => "PodDisruptionBudget",
     }

@@ -25,7 +25,7 @@ use std::path::Path;
 use std::sync::Arc;
 
 use nodewright_adapters::eventlog::{LogError, LogHeader, LogRecord, NwlogReader};
-use nodewright_adapters::manifest::{Deployment, Manifest, PodTemplate};
+use nodewright_adapters::manifest::{Deployment, Manifest, PodTemplate, ReplicatedKind};
 use nodewright_core::catalog::{CapacityType, Catalog};
 use nodewright_core::interruption::Interruption;
 use nodewright_core::model::labels;
@@ -361,6 +361,7 @@ pub fn scenario_of(recording: &Recording, policy: &Policy) -> Result<Scenario, W
         timeline,
         expectations: Vec::new(),
         warnings: Vec::new(),
+        unmodelled: Vec::new(),
     })
 }
 
@@ -498,7 +499,12 @@ impl Workload {
     }
 
     fn deployment(key: &(String, String), owner: &Owner, replicas: u32) -> Manifest {
+        let kind = match owner.template.owner.as_ref().map(|o| o.kind.as_str()) {
+            Some("StatefulSet") => ReplicatedKind::StatefulSet,
+            _ => ReplicatedKind::Deployment,
+        };
         Manifest::Deployment(Deployment {
+            kind,
             namespace: key.0.clone(),
             name: key.1.clone(),
             replicas,
