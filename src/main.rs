@@ -84,6 +84,10 @@ enum Commands {
         /// With --policy: write the comparison as JSON to this file.
         #[arg(long, value_name = "F.json", requires = "policy")]
         report: Option<PathBuf>,
+        /// With --policy: write the what-if run's event log to this .nwlog file, for
+        /// `explain` (why the new policy launched a machine, why a pod waited).
+        #[arg(long = "log", value_name = "F.nwlog", requires = "policy")]
+        what_if_log: Option<PathBuf>,
     },
     /// Tell the story of a pod, a node or a command from a log: why it happened, with what the
     /// core knew then.
@@ -274,8 +278,9 @@ fn main() -> ExitCode {
             log,
             policy: Some(policy),
             report,
+            what_if_log,
             ..
-        } => what_if(&log, &policy, report.as_deref()),
+        } => what_if(&log, &policy, report.as_deref(), what_if_log.as_deref()),
         Commands::Replay { log, verify, .. } => replay(&log, verify),
         Commands::Explain {
             log,
@@ -724,7 +729,12 @@ fn replay(log: &Path, verify: bool) -> Result<u8> {
     }
 }
 
-fn what_if(log: &Path, policy: &Path, report: Option<&Path>) -> Result<u8> {
+fn what_if(
+    log: &Path,
+    policy: &Path,
+    report: Option<&Path>,
+    what_if_log: Option<&Path>,
+) -> Result<u8> {
     use nodewright_testkit::whatif;
     // Everything that can be refused is refused before anything runs.
     let prepared = whatif::Policy::load(policy).and_then(|policy| {
@@ -740,7 +750,14 @@ fn what_if(log: &Path, policy: &Path, report: Option<&Path>) -> Result<u8> {
             return Ok(EXIT_BAD_INPUT);
         }
     };
-    let outcome = whatif::what_if(&recording, &policy)?;
+    let (outcome, run_log) = whatif::what_if_logged(&recording, &policy)?;
+    if let Some(path) = what_if_log {
+        let file =
+            File::create(path).with_context(|| format!("cannot create {}", path.display()))?;
+        run_log
+            .write_nwlog(BufWriter::new(file))
+            .with_context(|| format!("cannot write the what-if log {}", path.display()))?;
+    }
     print!("{}", outcome.render());
     if let Some(path) = report {
         let json = serde_json::to_string_pretty(&outcome)?;

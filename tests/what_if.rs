@@ -1,5 +1,6 @@
 //! `replay --policy`: the recorded world under another policy.
 
+use std::ops::Not;
 use std::path::Path;
 use std::process::Command as Process;
 
@@ -41,21 +42,63 @@ fn the_baseline_re_simulation_reproduces_the_tutorial() {
 }
 
 #[test]
-fn a_policy_equal_to_the_recorded_one_changes_nothing() {
+fn a_policy_equal_to_the_recorded_one_is_refused_as_changing_nothing() {
     let (_, recording) = recorded("seed-tutorial");
-    let same = Policy::parse(
-        &std::fs::read_to_string("scenarios/tutorial/nodepool.yaml").expect("the tutorial pool"),
-        "nodepool.yaml",
+    let pool =
+        std::fs::read_to_string("scenarios/tutorial/nodepool.yaml").expect("the tutorial pool");
+    let same = Policy::parse(&pool, "nodepool.yaml").expect("parses");
+    let err = what_if(&recording, &same).expect_err("nothing to compare");
+    assert!(matches!(err, WhatIfError::Policy { .. }), "{err}");
+    assert!(
+        err.to_string().starts_with(
+            "nodepool.yaml: it changes nothing: its NodePool default as the log recorded them"
+        ),
+        "{err}"
+    );
+    // Settings equal to the recorded ones change nothing either; one changed field does.
+    let same_settings = Policy::parse(
+        &format!("settings:\n  batchIdleDuration: 1s\n---\n{pool}"),
+        "s.yaml",
     )
     .expect("parses");
-    let outcome = what_if(&recording, &same).expect("runs");
-    assert_eq!(outcome.what_if, outcome.baseline);
-    assert!(outcome.launched.is_empty() && outcome.removed.is_empty());
-    assert!(
-        outcome
-            .render()
-            .contains("the same machines launched and removed")
+    assert!(what_if(&recording, &same_settings).is_err());
+    let changed = Policy::parse(
+        &pool.replace("consolidateAfter: 1m", "consolidateAfter: 2m"),
+        "changed.yaml",
+    )
+    .expect("parses");
+    assert_ne!(
+        pool.replace("consolidateAfter: 1m", "consolidateAfter: 2m"),
+        pool,
+        "the tutorial consolidates after 1m"
     );
+    what_if(&recording, &changed).expect("a change runs");
+}
+
+#[test]
+fn a_what_if_that_schedules_other_pods_says_it_is_not_like_for_like() {
+    let (_, recording) = recorded("mixed");
+    let outcome =
+        what_if(&recording, &policy("tests/policies/mixed/spot-capped.yaml")).expect("runs");
+    assert!(outcome.like_for_like.not(), "{}", outcome.render());
+    let b = &outcome.baseline;
+    let w = &outcome.what_if;
+    assert!(w.scheduled < b.scheduled);
+    assert!(w.scheduled_pod_hours < b.scheduled_pod_hours);
+    let per = |f: &nodewright_testkit::whatif::Figures| f.total_usd / f.scheduled_pod_hours;
+    let shown = w.usd_per_scheduled_pod_hour.expect("pods ran");
+    assert!((shown - per(w)).abs() < 1e-3, "{shown} vs {}", per(w));
+    let left_out: u64 = w.left_out.iter().map(|l| l.pods).sum();
+    assert!(
+        left_out > 0 && left_out <= w.never_scheduled,
+        "{left_out} of {} pods never scheduled have a reason",
+        w.never_scheduled
+    );
+    let text = outcome.render();
+    assert!(text.contains("not like for like"), "{text}");
+    assert!(text.contains("cost per pod-hour (USD)"), "{text}");
+    assert!(text.contains("left out by the what-if: "), "{text}");
+    assert!(text.contains(&w.left_out[0].reason), "{text}");
 }
 
 #[test]
@@ -189,6 +232,45 @@ fn the_cli_prints_the_diff_writes_json_and_exits_2_on_a_bad_policy() {
         assert!(json.get(key).is_some(), "no {key} in {json}");
     }
     assert!(json["what_if"]["total_usd"].as_f64() < json["baseline"]["total_usd"].as_f64());
+    assert_eq!(json["like_for_like"], true);
+
+    // --log writes the what-if run's log: it replays, and explain reads it.
+    let run_log = dir.path().join("what-if.nwlog");
+    let out = nodewright(&[
+        "replay",
+        "tests/logs/seed-tutorial.nwlog",
+        "--policy",
+        "tests/policies/seed-tutorial/spot-allowed.yaml",
+        "--log",
+        run_log.to_str().expect("utf-8"),
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let out = nodewright(&["replay", run_log.to_str().expect("utf-8"), "--verify"]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let out = nodewright(&[
+        "explain",
+        "--command",
+        "0",
+        run_log.to_str().expect("utf-8"),
+    ]);
+    let story = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        story.contains("spot"),
+        "the what-if's launch is on spot: {story}"
+    );
 
     let bad = dir.path().join("bad.yaml");
     std::fs::write(&bad, "apiVersion: karpenter.sh/v1\nkind: NodePool\nmetadata: {name: nope}\nspec:\n  template:\n    spec:\n      requirements: []\n      nodeClassRef: {group: karpenter.k8s.aws, kind: EC2NodeClass, name: default}\n").expect("written");

@@ -23,6 +23,9 @@ pub struct Report {
     pub machines: Vec<MachineReport>,
     pub pod_placements: Vec<PodPlacement>,
     pub unschedulable: Vec<Unschedulable>,
+    /// Pods deleted while unschedulable (a scale-down, a finished trace pod): never scheduled,
+    /// with the reason they were given.
+    pub deleted_unschedulable: Vec<Unschedulable>,
     /// Fields of the scenario's NodePools and EC2NodeClasses the simulation accepted but did
     /// not model (each said once at load).
     pub unmodelled_fields: Vec<UnmodelledFieldReport>,
@@ -95,6 +98,9 @@ pub struct PodsReport {
     pub never_scheduled: u64,
     pub missing_requests: u64,
     pub pending_seconds: Percentiles,
+    /// Hours pods spent bound to a node, from binding to deletion or the end of the run: the
+    /// work the cost paid for.
+    pub scheduled_pod_hours: f64,
 }
 
 #[derive(Debug, Clone, Serialize, PartialEq, Default)]

@@ -125,6 +125,8 @@ pub struct World {
     machines: BTreeMap<String, Machine>,
     pods: BTreeMap<PodKey, PodRecord>,
     unschedulable: BTreeMap<PodKey, String>,
+    /// Pods deleted while the core called them unschedulable (never scheduled), with why.
+    deleted_unschedulable: BTreeMap<PodKey, String>,
     missing_requests: u64,
     refused_evictions: u64,
     /// Interruption messages sent so far (their ids count them).
@@ -179,6 +181,7 @@ impl World {
             machines: BTreeMap::new(),
             pods: BTreeMap::new(),
             unschedulable: BTreeMap::new(),
+            deleted_unschedulable: BTreeMap::new(),
             missing_requests: 0,
             refused_evictions: 0,
             interruptions: 0,
@@ -912,7 +915,9 @@ impl World {
                             self.disruptions.evictions += 1;
                         }
                     }
-                    self.unschedulable.remove(&pod);
+                    if let Some(reason) = self.unschedulable.remove(&pod) {
+                        self.deleted_unschedulable.insert(pod, reason);
+                    }
                 }
             }
         }
@@ -1451,10 +1456,13 @@ pub(crate) fn build_report(
     let mut pending: Vec<f64> = Vec::new();
     let mut placements = Vec::new();
     let mut scheduled = 0;
+    let mut bound_ms: u64 = 0;
     for (key, r) in &world.pods {
         if let Some(bound) = r.bound_at_ms {
             scheduled += 1;
             pending.push(secs(bound - r.created_at_ms));
+            let until = r.deleted_at_ms.unwrap_or(end).min(end);
+            bound_ms += until.saturating_sub(bound);
         }
         // A machine nodewright launched is named by its NodeClaim; other nodes by their name.
         let node = r.node.as_ref().map(|n| {
@@ -1484,6 +1492,14 @@ pub(crate) fn build_report(
                 .get(key)
                 .cloned()
                 .unwrap_or_else(|| "still waiting for a machine to become ready".to_string()),
+        })
+        .collect();
+    let deleted_unschedulable: Vec<Unschedulable> = world
+        .deleted_unschedulable
+        .iter()
+        .map(|(key, reason)| Unschedulable {
+            pod: key.to_string(),
+            reason: reason.clone(),
         })
         .collect();
     let machines: Vec<MachineReport> = world
@@ -1534,6 +1550,7 @@ pub(crate) fn build_report(
             never_scheduled: world.pods.len() as u64 - scheduled,
             missing_requests: world.missing_requests,
             pending_seconds: Percentiles::of(&mut pending),
+            scheduled_pod_hours: bound_ms as f64 / 3_600_000.0,
         },
         nodes: NodesReport {
             launched,
@@ -1560,6 +1577,7 @@ pub(crate) fn build_report(
         machines,
         pod_placements: placements,
         unschedulable,
+        deleted_unschedulable,
         unmodelled_fields: scenario
             .unmodelled
             .iter()

@@ -70,7 +70,14 @@ pub struct Figures {
     pub machines_launched: u64,
     pub total_usd: f64,
     pub pending_seconds: Percentiles,
+    pub scheduled: u64,
     pub never_scheduled: u64,
+    /// Hours pods spent on a node: the work the cost bought.
+    pub scheduled_pod_hours: f64,
+    /// Cost over scheduled pod-hours: what to compare when the runs schedule different pods.
+    pub usd_per_scheduled_pod_hour: Option<f64>,
+    /// Pods never scheduled, by reason.
+    pub left_out: Vec<LeftOut>,
     /// Machines removed by a voluntary disruption (empty, underutilized, drifted).
     pub voluntary_disruptions: u64,
     pub evictions: u64,
@@ -84,11 +91,48 @@ impl Figures {
             machines_launched: report.nodes.launched,
             total_usd: round(report.cost.total_usd),
             pending_seconds: report.pods.pending_seconds.clone(),
+            scheduled: report.pods.scheduled,
             never_scheduled: report.pods.never_scheduled,
+            scheduled_pod_hours: round(report.pods.scheduled_pod_hours),
+            usd_per_scheduled_pod_hour: (report.pods.scheduled_pod_hours > 0.0)
+                .then(|| round(report.cost.total_usd / report.pods.scheduled_pod_hours)),
+            left_out: left_out(report),
             voluntary_disruptions: d.empty + d.underutilized + d.drifted,
             evictions: d.evictions,
         }
     }
+}
+
+/// The pods a run never scheduled and the core gave a reason for (still pending at the end,
+/// or deleted while unschedulable), by reason: the most pods first.
+fn left_out(report: &Report) -> Vec<LeftOut> {
+    let mut groups: BTreeMap<&str, Vec<&str>> = BTreeMap::new();
+    for u in report
+        .unschedulable
+        .iter()
+        .chain(&report.deleted_unschedulable)
+    {
+        groups.entry(&u.reason).or_default().push(&u.pod);
+    }
+    let mut out: Vec<LeftOut> = groups
+        .into_iter()
+        .map(|(reason, pods)| LeftOut {
+            reason: reason.to_string(),
+            pods: pods.len() as u64,
+            examples: pods.iter().take(3).map(|p| p.to_string()).collect(),
+        })
+        .collect();
+    out.sort_by(|a, b| b.pods.cmp(&a.pods).then_with(|| a.reason.cmp(&b.reason)));
+    out
+}
+
+/// Pods a run never scheduled for one reason.
+#[derive(Debug, Clone, Serialize, PartialEq, Eq)]
+pub struct LeftOut {
+    pub reason: String,
+    pub pods: u64,
+    /// Up to three of them.
+    pub examples: Vec<String>,
 }
 
 /// How many machines of one kind each run launched or removed.
@@ -106,6 +150,9 @@ pub struct WhatIf {
     pub log_source: String,
     pub policy: String,
     pub changes: String,
+    /// Whether the two runs scheduled the same pods (by count): when not, their costs buy
+    /// different work, and the cost per scheduled pod-hour is the figure to compare.
+    pub like_for_like: bool,
     pub recorded: Recorded,
     pub baseline: Figures,
     pub what_if: Figures,
@@ -115,17 +162,30 @@ pub struct WhatIf {
     pub removed: Vec<DecisionCount>,
 }
 
+/// The log of a what-if run: every event and command of the recorded world under the policy.
+pub type WhatIfLog = MemoryStore<LogHeader, LogRecord>;
+
 /// Runs the recording under its own policy and under `policy`, and compares them.
 pub fn what_if(recording: &Recording, policy: &Policy) -> Result<WhatIf, WhatIfError> {
+    what_if_logged(recording, policy).map(|(outcome, _)| outcome)
+}
+
+/// [`what_if`], and the log of the run under `policy` (for `explain`).
+pub fn what_if_logged(
+    recording: &Recording,
+    policy: &Policy,
+) -> Result<(WhatIf, WhatIfLog), WhatIfError> {
     policy.check_against(recording)?;
     let baseline_scenario = scenario_of(recording, &Policy::recorded())?;
     let changed_scenario = scenario_of(recording, policy)?;
-    let baseline = run(&baseline_scenario)?;
-    let changed = run(&changed_scenario)?;
-    Ok(WhatIf {
+    let (baseline, _) = run(&baseline_scenario)?;
+    let (changed, log) = run(&changed_scenario)?;
+    let outcome = WhatIf {
         log_source: recording.header.source.clone(),
         policy: policy.source.clone(),
         changes: policy.describe(),
+        like_for_like: baseline.pods.scheduled == changed.pods.scheduled
+            && baseline.pods.never_scheduled == changed.pods.never_scheduled,
         recorded: recorded(recording),
         baseline: Figures::of(&baseline),
         what_if: Figures::of(&changed),
@@ -134,14 +194,14 @@ pub fn what_if(recording: &Recording, policy: &Policy) -> Result<WhatIf, WhatIfE
             count(&baseline, removal_kind),
             count(&changed, removal_kind),
         ),
-    })
+    };
+    Ok((outcome, log))
 }
 
-fn run(scenario: &crate::Scenario) -> Result<Report, WhatIfError> {
+fn run(scenario: &crate::Scenario) -> Result<(Report, WhatIfLog), WhatIfError> {
     let header = LogHeader::new(scenario.config.clone(), &scenario.name);
-    let store: MemoryStore<LogHeader, LogRecord> = MemoryStore::new(header);
-    let (report, _) = crate::sim::run(scenario, store)?;
-    Ok(report)
+    let store: WhatIfLog = MemoryStore::new(header);
+    Ok(crate::sim::run(scenario, store)?)
 }
 
 fn round(usd: f64) -> f64 {
@@ -296,10 +356,19 @@ impl WhatIf {
         );
         row(
             &mut out,
+            "pods scheduled",
+            b.scheduled as f64,
+            w.scheduled as f64,
+        );
+        row(
+            &mut out,
             "pods never scheduled",
             b.never_scheduled as f64,
             w.never_scheduled as f64,
         );
+        if let (Some(a), Some(c)) = (b.usd_per_scheduled_pod_hour, w.usd_per_scheduled_pod_hour) {
+            row(&mut out, "cost per pod-hour (USD)", a, c);
+        }
         row(
             &mut out,
             "voluntary disruptions",
@@ -312,6 +381,30 @@ impl WhatIf {
             b.evictions as f64,
             w.evictions as f64,
         );
+        if !self.like_for_like {
+            let _ = writeln!(
+                out,
+                "not like for like: the runs schedule different pods ({} and {}), so their costs buy different work; compare the cost per pod-hour",
+                b.scheduled, w.scheduled
+            );
+            for (run, figures) in [("baseline", b), ("what-if", w)] {
+                for l in &figures.left_out {
+                    let more = l.pods.saturating_sub(l.examples.len() as u64);
+                    let more = if more > 0 {
+                        format!(" and {more} more")
+                    } else {
+                        String::new()
+                    };
+                    let _ = writeln!(
+                        out,
+                        "  left out by the {run}: {} pods ({}{more}): {}",
+                        l.pods,
+                        l.examples.join(", "),
+                        l.reason
+                    );
+                }
+            }
+        }
         if self.launched.is_empty() && self.removed.is_empty() {
             let _ = writeln!(out, "decisions: the same machines launched and removed");
         }

@@ -18,9 +18,9 @@ use std::collections::BTreeMap;
 use std::path::Path;
 
 use nodewright_adapters::manifest::{Manifest, parse_manifests};
-use nodewright_core::Config;
 use nodewright_core::model::nodeclass::NodeClass;
 use nodewright_core::model::nodepool::NodePool;
+use nodewright_core::{Config, EventKind};
 use serde::Deserialize;
 
 use super::WhatIfError;
@@ -162,7 +162,46 @@ impl Policy {
                 known: known_classes.into_iter().collect(),
             });
         }
+        if self.changes_nothing_in(recording)? {
+            return Err(WhatIfError::Policy {
+                file: self.source.clone(),
+                problem: format!(
+                    "it changes nothing: its {} as the log recorded them, so both runs would be the same; change a field to ask a question",
+                    self.describe()
+                ),
+            });
+        }
         Ok(())
+    }
+
+    /// Every NodePool and EC2NodeClass it gives is exactly the one the recording applied (each
+    /// time it applied one of that name), and its settings leave the recorded configuration as
+    /// it was.
+    fn changes_nothing_in(&self, recording: &Recording) -> Result<bool, WhatIfError> {
+        let mut applied_pools: BTreeMap<&str, Vec<&NodePool>> = BTreeMap::new();
+        let mut applied_classes: BTreeMap<&str, Vec<&NodeClass>> = BTreeMap::new();
+        for event in &recording.events {
+            match &event.kind {
+                EventKind::NodePoolApplied(p) => applied_pools.entry(&p.name).or_default().push(p),
+                EventKind::NodeClassApplied(c) => {
+                    applied_classes.entry(&c.name).or_default().push(c)
+                }
+                _ => {}
+            }
+        }
+        let same_pools = self.nodepools.iter().all(|(name, pool)| {
+            applied_pools
+                .get(name.as_str())
+                .is_some_and(|recorded| recorded.iter().all(|r| *r == pool))
+        });
+        let same_classes = self.nodeclasses.iter().all(|(name, class)| {
+            applied_classes
+                .get(name.as_str())
+                .is_some_and(|recorded| recorded.iter().all(|r| *r == class))
+        });
+        let mut config = recording.header.config.clone();
+        self.apply_settings(&mut config)?;
+        Ok(same_pools && same_classes && config == recording.header.config)
     }
 
     pub fn nodepool(&self, name: &str) -> Option<&NodePool> {
