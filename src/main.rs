@@ -216,6 +216,16 @@ enum LogCommands {
         #[arg(long)]
         redact: bool,
     },
+    /// Write the intact prefix of a damaged .nwlog as a log of its own (up to the first
+    /// damaged frame; an event whose commands may have been in that frame is left out), which
+    /// replays, explains and exports like any log.
+    Repair {
+        /// The damaged .nwlog file.
+        log: PathBuf,
+        /// The .nwlog file to write (it must not exist).
+        #[arg(long, short)]
+        out: PathBuf,
+    },
 }
 
 /// Exit codes: 0 success, 1 a failed check (invariant, expectation, divergence), 2 bad input.
@@ -300,6 +310,9 @@ fn main() -> ExitCode {
         Commands::Log {
             command: LogCommands::Inspect { log },
         } => inspect(&log),
+        Commands::Log {
+            command: LogCommands::Repair { log, out },
+        } => repair(&log, &out),
         Commands::Log {
             command:
                 LogCommands::Export {
@@ -857,6 +870,41 @@ fn explain(log: &Path, subject: &nodewright_replay::Subject) -> Result<u8> {
             Ok(EXIT_BAD_INPUT)
         }
     }
+}
+
+fn repair(log: &Path, out: &Path) -> Result<u8> {
+    let repaired = match nodewright_replay::repair::repair(log, out) {
+        Ok(r) => r,
+        Err(err) => {
+            eprintln!("error: {err}");
+            return Ok(EXIT_BAD_INPUT);
+        }
+    };
+    match &repaired.damage {
+        None => println!(
+            "{}: the log is intact; copied its {} records ({} events) to {}",
+            log.display(),
+            repaired.records,
+            repaired.events,
+            out.display()
+        ),
+        Some(damage) => {
+            println!("damage: {damage}");
+            println!(
+                "kept the intact prefix, {} records ({} events), in {}{}",
+                repaired.records,
+                repaired.events,
+                out.display(),
+                if repaired.dropped_last_event {
+                    "; the last intact event is left out: its commands may have been in the damaged frame"
+                } else {
+                    ""
+                }
+            );
+            println!("check it: nodewright replay {} --verify", out.display());
+        }
+    }
+    Ok(0)
 }
 
 fn inspect(log: &Path) -> Result<u8> {

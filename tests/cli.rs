@@ -549,3 +549,65 @@ fn a_yaml_error_says_error_once_and_numbers_lines_as_in_the_file() {
     assert!(stderr.contains("duplicate"), "{stderr}");
     assert!(!stderr.contains("DuplicateKeyPolicy"), "{stderr}");
 }
+
+#[test]
+fn log_repair_keeps_the_intact_prefix_as_a_log_that_replays_and_explains() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let log = tmp(&dir, "a.nwlog");
+    assert_eq!(
+        nodewright(&["simulate", "--log", s(&log)]).status.code(),
+        Some(0)
+    );
+    let bytes = std::fs::read(&log).expect("log");
+    // Cut after the catalog (most of the bytes) and flip a byte near the end: two kinds of
+    // damage.
+    let cut = tmp(&dir, "cut.nwlog");
+    std::fs::write(&cut, &bytes[..bytes.len() - 3000]).expect("write");
+    let mut flipped_bytes = bytes.clone();
+    let at = bytes.len() - 40;
+    flipped_bytes[at] ^= 0x55;
+    let flipped = tmp(&dir, "flipped.nwlog");
+    std::fs::write(&flipped, &flipped_bytes).expect("write");
+
+    let damaged = nodewright(&["replay", s(&cut), "--verify"]);
+    assert!(
+        text(&damaged).contains("nodewright log repair"),
+        "the damage names the command: {}",
+        text(&damaged)
+    );
+    let events_of = |path: &Path| -> u64 {
+        let out = nodewright(&["log", "inspect", s(path)]);
+        let shown = text(&out);
+        let line = shown
+            .lines()
+            .find(|l| l.contains(" events, "))
+            .unwrap_or_else(|| panic!("an events line: {shown}"));
+        line.split(|c: char| !c.is_ascii_digit())
+            .next()
+            .and_then(|n| n.parse().ok())
+            .unwrap_or_else(|| panic!("a count: {line}"))
+    };
+    let all_events = events_of(&log);
+    for (name, damaged) in [("cut", &cut), ("flipped", &flipped)] {
+        let repaired = tmp(&dir, &format!("{name}-repaired.nwlog"));
+        let out = nodewright(&["log", "repair", s(damaged), "--out", s(&repaired)]);
+        assert_eq!(out.status.code(), Some(0), "{name}: {}", text(&out));
+        assert!(
+            text(&out).contains("kept the intact prefix"),
+            "{}",
+            text(&out)
+        );
+        let kept = events_of(&repaired);
+        assert!(
+            kept > 0 && kept < all_events,
+            "{name}: {kept} of {all_events} events"
+        );
+        let verify = nodewright(&["replay", s(&repaired), "--verify"]);
+        assert_eq!(verify.status.code(), Some(0), "{name}: {}", text(&verify));
+        let explain = nodewright(&["explain", "--command", "0", s(&repaired)]);
+        assert_eq!(explain.status.code(), Some(0), "{name}: {}", text(&explain));
+        // It never replaces a file.
+        let again = nodewright(&["log", "repair", s(damaged), "--out", s(&repaired)]);
+        assert_eq!(again.status.code(), Some(2), "{}", text(&again));
+    }
+}

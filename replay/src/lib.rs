@@ -11,6 +11,7 @@ pub mod explain;
 pub mod export;
 pub mod inspect;
 pub mod redact;
+pub mod repair;
 pub mod verify;
 
 pub use explain::{Story, Subject, explain_file};

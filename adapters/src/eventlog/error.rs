@@ -88,8 +88,8 @@ pub enum LogError {
     /// frame is damaged so that it points past the end of the file).
     #[error(
         "{}: {} at byte {byte_offset} is incomplete ({available} of {needed} bytes present): \
-         the log was cut while writing; {}. Replay the intact prefix, or restore the log from \
-         its source (`nodewright log export` from the controller's store)",
+         the log was cut while writing; {}. Keep the intact prefix as a log of its own with \
+         `nodewright log repair LOG --out F.nwlog`, or restore the log from its source (`nodewright log export` from the controller's store)",
         ShowPath(.path), FrameName(*.frame_index), Intact(*.intact_records)
     )]
     TornTail {
@@ -110,8 +110,8 @@ pub enum LogError {
     /// A frame's payload does not match its CRC-32.
     #[error(
         "{}: {} at byte {byte_offset} fails its checksum (stored 0x{stored:08x}, computed \
-         0x{computed:08x}): the file is corrupted from this frame on; {}. Replay the intact \
-         prefix, or restore the log from its source (a backup, or `nodewright log export` from \
+         0x{computed:08x}): the file is corrupted from this frame on; {}. Keep the intact \
+         prefix with `nodewright log repair LOG --out F.nwlog`, or restore the log from its source (a backup, or `nodewright log export` from \
          the controller's store)",
         ShowPath(.path), FrameName(*.frame_index), Intact(*.intact_records)
     )]
@@ -133,8 +133,8 @@ pub enum LogError {
     /// A frame declares a payload longer than the format allows.
     #[error(
         "{}: {} at byte {byte_offset} declares a payload of {length} bytes, over the maximum of \
-         {max} bytes: its length field is corrupted; {}. Replay the intact prefix, or restore \
-         the log from its source (a backup, or `nodewright log export` from the controller's \
+         {max} bytes: its length field is corrupted; {}. Keep the intact prefix with \
+         `nodewright log repair LOG --out F.nwlog`, or restore the log from its source (a backup, or `nodewright log export` from the controller's \
          store)",
         ShowPath(.path), FrameName(*.frame_index), Intact(*.intact_records)
     )]
