@@ -7,7 +7,7 @@ use std::process::ExitCode;
 
 use anyhow::{Context, Result};
 use clap::{Parser, Subcommand};
-use nodewright_adapters::eventlog::{LogHeader, LogRecord, MemoryStore};
+use nodewright_adapters::eventlog::{EventStore, LogHeader, LogRecord, MemoryStore, RedbStore};
 use nodewright_adapters::manifest::Manifest;
 use nodewright_core::Command;
 use nodewright_testkit::scenario::{self, Scenario};
@@ -32,18 +32,19 @@ struct Cli {
 enum Commands {
     /// Run a scenario in the simulated world (default: the built-in seed tutorial).
     Simulate {
-        /// A scenario file, a file or folder of plain Kubernetes YAML (NodePools,
-        /// EC2NodeClasses, workloads; run for 30m from their state), or the name of a built-in
-        /// scenario: seed-tutorial (the default),
+        /// A scenario file, files and folders of plain Kubernetes YAML (NodePools,
+        /// EC2NodeClasses, workloads; run together for 30m from their state, as `kubectl apply
+        /// -f` takes them), or the name of a built-in scenario: seed-tutorial (the default),
         /// mixed, cloud-faults, crash-recovery, custom-labels, graceful-drain,
         /// spot-interruption, spot-storm, steady-state, zonal-spread (the files of `scenarios/`)
-        scenario: Option<String>,
+        #[arg(value_name = "SCENARIO")]
+        scenario: Vec<String>,
         /// Override the scenario's seed.
         #[arg(long, conflicts_with = "seeds")]
         seed: Option<u64>,
         /// Run the scenario once per seed of a range (`1..200`, end excluded), on every core,
         /// each run stopped at its first broken invariant; print the failing seeds.
-        #[arg(long, value_name = "FROM..TO", conflicts_with_all = ["log", "report", "html"])]
+        #[arg(long, value_name = "FROM..TO", conflicts_with_all = ["log", "store", "report", "html"])]
         seeds: Option<String>,
         /// Replay a real workload trace instead of a scenario: `alibaba-openb:FILE.csv` (the
         /// pod list of Alibaba's GPU cluster trace; mapping in docs/traces.md).
@@ -58,6 +59,10 @@ enum Commands {
         /// Write the event log (every event and command) to this .nwlog file.
         #[arg(long)]
         log: Option<PathBuf>,
+        /// Write the event log as the controller keeps it, a redb store (a new file), to try
+        /// `nodewright log export` without a cluster.
+        #[arg(long, value_name = "F.redb")]
+        store: Option<PathBuf>,
         /// Write the JSON report to this file.
         #[arg(long)]
         report: Option<PathBuf>,
@@ -253,7 +258,7 @@ fn main() -> ExitCode {
             seeds: Some(range),
             madsim,
             ..
-        } => simulate_seeds(scenario.as_deref(), &range, madsim),
+        } => simulate_seeds(&scenario, &range, madsim),
         Commands::Simulate {
             scenario,
             seed,
@@ -261,6 +266,7 @@ fn main() -> ExitCode {
             report,
             html,
             seeds: None,
+            store,
             trace,
             time_scale,
             nodepool,
@@ -268,10 +274,18 @@ fn main() -> ExitCode {
         } => {
             let loaded = match &trace {
                 Some(trace) => load_trace(trace, time_scale, nodepool.as_deref()),
-                None => load_scenario(scenario.as_deref()),
+                None => load_scenario(&scenario),
+            };
+            let loaded = match store.as_deref().filter(|p| p.exists()) {
+                Some(path) => Err(anyhow::anyhow!(
+                    "--store {}: the file exists, and a store is never overwritten; give a new path or move the file away",
+                    path.display()
+                )),
+                None => loaded,
             };
             let outputs = Outputs {
                 log: log.as_deref(),
+                store: store.as_deref(),
                 report: report.as_deref(),
                 html: html.as_deref(),
             };
@@ -379,8 +393,21 @@ fn print_crds() -> Result<u8> {
 }
 
 /// [`find_scenario`], its warnings said once.
-fn load_scenario(name_or_path: Option<&str>) -> Result<Scenario> {
-    let scenario = find_scenario(name_or_path)?;
+fn load_scenario(names_or_paths: &[String]) -> Result<Scenario> {
+    let scenario = match names_or_paths {
+        [] => find_scenario(None)?,
+        [one] => find_scenario(Some(one))?,
+        several => {
+            let paths: Vec<PathBuf> = several.iter().map(PathBuf::from).collect();
+            if let Some(missing) = paths.iter().find(|p| !p.exists()) {
+                anyhow::bail!(
+                    "{}: no such file or folder (several arguments are files and folders of Kubernetes manifests, run together)",
+                    missing.display()
+                );
+            }
+            scenario::load_paths(&paths)?
+        }
+    };
     for warning in &scenario.warnings {
         eprintln!("warning: {}: {warning}", scenario.name);
     }
@@ -446,6 +473,7 @@ fn load_trace(trace: &str, time_scale: f64, nodepool: Option<&Path>) -> Result<S
 #[derive(Clone, Copy)]
 struct Outputs<'a> {
     log: Option<&'a Path>,
+    store: Option<&'a Path>,
     report: Option<&'a Path>,
     html: Option<&'a Path>,
 }
@@ -464,6 +492,10 @@ impl Outputs<'_> {
                 .write_nwlog(BufWriter::new(file))
                 .with_context(|| format!("cannot write the event log {}", path.display()))?;
         }
+        if let Some(path) = self.store {
+            write_store(store, path)
+                .with_context(|| format!("cannot write the event store {}", path.display()))?;
+        }
         if let Some(path) = self.report {
             let json = serde_json::to_string_pretty(report)?;
             std::fs::write(path, json + "\n")
@@ -480,6 +512,22 @@ impl Outputs<'_> {
             EXIT_FAILED_CHECK
         })
     }
+}
+
+/// The run's records as a controller's redb store, in bounded batches.
+fn write_store(
+    log: &MemoryStore<LogHeader, LogRecord>,
+    path: &Path,
+) -> std::result::Result<(), nodewright_adapters::eventlog::LogError> {
+    const BATCH: u64 = 4096;
+    let mut store: RedbStore<LogHeader, LogRecord> = RedbStore::create(path, log.header())?;
+    let mut from = 0;
+    while from < log.len() {
+        let to = (from + BATCH).min(log.len());
+        store.append(&log.read_range(from, to)?)?;
+        from = to;
+    }
+    Ok(())
 }
 
 fn simulate(scenario: Scenario, outputs: Outputs) -> Result<u8> {
@@ -581,9 +629,9 @@ fn parse_seed_range(text: &str) -> Result<std::ops::Range<u64>> {
     }
 }
 
-fn simulate_seeds(name: Option<&str>, range: &str, madsim: bool) -> Result<u8> {
+fn simulate_seeds(names: &[String], range: &str, madsim: bool) -> Result<u8> {
     let seeds = parse_seed_range(range)?;
-    let scenario = load_scenario(name)?;
+    let scenario = load_scenario(names)?;
     let total = seeds.end - seeds.start;
     let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
     let tty = std::io::IsTerminal::is_terminal(&std::io::stderr());
@@ -614,7 +662,11 @@ fn simulate_seeds(name: Option<&str>, range: &str, madsim: bool) -> Result<u8> {
         outcome.events as f64 / seconds.max(1e-9),
         threads
     );
-    let shown = name.unwrap_or("seed-tutorial");
+    let shown = if names.is_empty() {
+        "seed-tutorial".to_string()
+    } else {
+        names.join(" ")
+    };
     for failure in &outcome.failures {
         println!("--- seed {} failed:", failure.seed);
         for line in failure

@@ -611,3 +611,84 @@ fn log_repair_keeps_the_intact_prefix_as_a_log_that_replays_and_explains() {
         assert_eq!(again.status.code(), Some(2), "{}", text(&again));
     }
 }
+
+#[test]
+fn several_manifest_files_and_folders_run_together_as_kubectl_apply_takes_them() {
+    let dir = tempfile::tempdir().expect("a folder");
+    let pools = tmp(&dir, "pools.yaml");
+    std::fs::write(&pools, tutorial_pool_and_class("")).expect("written");
+    let apps = tmp(&dir, "apps");
+    std::fs::create_dir(&apps).expect("a folder");
+    std::fs::write(
+        apps.join("web.yaml"),
+        deployment("web", "Deployment", 2, "{cpu: 1, memory: 1Gi}"),
+    )
+    .expect("written");
+    std::fs::write(
+        apps.join("db.yml"),
+        deployment("db", "StatefulSet", 1, "{cpu: 1, memory: 1Gi}"),
+    )
+    .expect("written");
+    let out = nodewright(&["simulate", s(&pools), s(&apps)]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(stdout.contains("pods: 3 total, 3 scheduled"), "{stdout}");
+
+    // A scenario file stands alone; a missing path is named.
+    let scenario = format!("{}/scenarios/steady-state.yaml", env!("CARGO_MANIFEST_DIR"));
+    let out = nodewright(&["simulate", s(&pools), &scenario]);
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out));
+    assert!(
+        text(&out).contains("a scenario file runs on its own"),
+        "{}",
+        text(&out)
+    );
+    let out = nodewright(&["simulate", s(&pools), "nowhere.yaml"]);
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out));
+    assert!(
+        text(&out).contains("nowhere.yaml: no such file or folder"),
+        "{}",
+        text(&out)
+    );
+}
+
+#[test]
+fn simulate_writes_a_store_that_log_export_cuts_into_a_log_that_replays() {
+    let dir = tempfile::tempdir().expect("a folder");
+    let store = tmp(&dir, "events.redb");
+    let log = tmp(&dir, "whole.nwlog");
+    let out = nodewright(&["simulate", "--store", s(&store), "--log", s(&log)]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    let cut = tmp(&dir, "cut.nwlog");
+    let out = nodewright(&["log", "export", s(&store), "--out", s(&cut), "--from", "5m"]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    let verify = nodewright(&["replay", s(&cut), "--verify"]);
+    assert_eq!(verify.status.code(), Some(0), "{}", text(&verify));
+    assert!(
+        text(&verify).contains("from a snapshot"),
+        "{}",
+        text(&verify)
+    );
+    // The whole store exports to the log the run wrote, record for record.
+    let whole = tmp(&dir, "exported.nwlog");
+    let out = nodewright(&["log", "export", s(&store), "--out", s(&whole)]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    let digest = |path: &Path| {
+        let out = nodewright(&["replay", s(path), "--verify"]);
+        text(&out)
+            .lines()
+            .find(|l| l.contains("digest"))
+            .map(str::to_string)
+            .unwrap_or_else(|| panic!("a digest: {}", text(&out)))
+    };
+    assert_eq!(digest(&whole), digest(&log));
+    // A store is never overwritten.
+    let again = nodewright(&["simulate", "--store", s(&store)]);
+    assert_eq!(again.status.code(), Some(2), "{}", text(&again));
+    assert!(
+        text(&again).contains("a store is never overwritten"),
+        "{}",
+        text(&again)
+    );
+    assert!(again.stdout.is_empty(), "refused before the run");
+}

@@ -15,4 +15,4 @@ pub use load::{
     Latency, ManifestFiles, Scenario, ScenarioError, Storm, TimelineAction, apply_settings,
     load_file, load_str,
 };
-pub use plain::{PLAIN_DURATION, load_path};
+pub use plain::{PLAIN_DURATION, load_path, load_paths};

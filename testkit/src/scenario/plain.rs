@@ -54,6 +54,38 @@ fn wrapped(name: &str, shown: &str, files: &[PathBuf]) -> Result<Scenario, Scena
     load_str(&text, shown, &Directory(PathBuf::new()))
 }
 
+/// Several files and folders of plain Kubernetes YAML as one scenario, as `kubectl apply -f`
+/// takes them (each folder's .yaml and .yml files in name order); a scenario file is refused
+/// here, since it stands alone.
+pub fn load_paths(paths: &[PathBuf]) -> Result<Scenario, ScenarioError> {
+    if let [one] = paths {
+        return load_path(one);
+    }
+    let mut files = Vec::new();
+    for path in paths {
+        let shown = path.display().to_string();
+        if path.is_dir() {
+            files.extend(yaml_files(path)?);
+            continue;
+        }
+        let text = std::fs::read_to_string(path).map_err(|source| ScenarioError::Io {
+            file: shown.clone(),
+            source,
+        })?;
+        if !is_plain_manifests(&text) {
+            return Err(ScenarioError::Yaml {
+                file: shown,
+                message: "a scenario file runs on its own: give it alone, or give only files \
+                          and folders of Kubernetes manifests"
+                    .into(),
+            });
+        }
+        files.push(path.clone());
+    }
+    let shown: Vec<String> = paths.iter().map(|p| p.display().to_string()).collect();
+    wrapped("manifests", &shown.join(", "), &files)
+}
+
 /// A scenario file, a file of plain Kubernetes YAML, or a folder of such files.
 pub fn load_path(path: &Path) -> Result<Scenario, ScenarioError> {
     let shown = path.display().to_string();
