@@ -522,3 +522,50 @@ fn what_a_scenario_names_must_exist_and_a_typo_gets_the_name_it_meant() {
         ],
     );
 }
+
+fn job(spec_extra: &str, annotations: &str) -> String {
+    format!(
+        "apiVersion: batch/v1\nkind: Job\nmetadata:\n  name: j\n  annotations: {{{annotations}}}\nspec:\n{spec_extra}  template:\n    spec:\n      containers: [{{name: c, image: x}}]\n"
+    )
+}
+
+#[test]
+fn job_and_cronjob_mistakes_name_the_field() {
+    let m = refused(&job("  completions: 0\n", ""));
+    assert_mentions(
+        &m,
+        &["Job \"j\"", "`spec.completions`", "0 is outside 1..=100000"],
+    );
+    let m = refused(&job("  parallelism: 200000\n", ""));
+    assert_mentions(&m, &["`spec.parallelism`"]);
+    let m = refused(&job("", "nodewright.dev/run-time: soon"));
+    assert_mentions(
+        &m,
+        &[
+            "`metadata.annotations.nodewright.dev/run-time`",
+            "\"soon\"",
+            "90s, 10m or 2h",
+        ],
+    );
+    let cron = |schedule: &str, policy: &str| {
+        format!(
+            "apiVersion: batch/v1\nkind: CronJob\nmetadata: {{name: c}}\nspec:\n  schedule: \"{schedule}\"\n{policy}  jobTemplate:\n    spec:\n      template:\n        spec:\n          containers: [{{name: c, image: x}}]\n"
+        )
+    };
+    let m = refused(&cron("every hour", ""));
+    assert_mentions(&m, &["CronJob \"c\"", "`spec.schedule`", "@hourly"]);
+    let m = refused(&cron("@hourly", "  concurrencyPolicy: Sometimes\n"));
+    assert_mentions(
+        &m,
+        &["`spec.concurrencyPolicy`", "Allow, Forbid or Replace"],
+    );
+    // Good ones read.
+    assert!(parse_manifests(&cron("@hourly", "  concurrencyPolicy: Replace\n"), "c.yaml").is_ok());
+    assert!(
+        parse_manifests(
+            &job("  completions: 3\n", "nodewright.dev/run-time: 90s"),
+            "j.yaml"
+        )
+        .is_ok()
+    );
+}

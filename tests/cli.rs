@@ -692,3 +692,92 @@ fn simulate_writes_a_store_that_log_export_cuts_into_a_log_that_replays() {
     );
     assert!(again.stdout.is_empty(), "refused before the run");
 }
+
+#[test]
+fn jobs_run_their_pods_to_completion_and_cronjobs_make_jobs_on_schedule() {
+    let dir = tempfile::tempdir().expect("a folder");
+    let file = tmp(&dir, "jobs.yaml");
+    let jobs = "---
+apiVersion: batch/v1
+kind: Job
+metadata:
+  name: batch
+  annotations: {nodewright.dev/run-time: 10m}
+spec:
+  completions: 4
+  parallelism: 2
+  template:
+    metadata:
+      annotations: {karpenter.sh/do-not-disrupt: \"true\"}
+    spec:
+      restartPolicy: Never
+      containers: [{name: c, image: x, resources: {requests: {cpu: 1, memory: 1Gi}}}]
+---
+apiVersion: batch/v1
+kind: CronJob
+metadata: {name: report}
+spec:
+  schedule: \"*/10 * * * *\"
+  concurrencyPolicy: Forbid
+  jobTemplate:
+    metadata:
+      annotations: {nodewright.dev/run-time: 3m}
+    spec:
+      template:
+        metadata:
+          annotations: {karpenter.sh/do-not-disrupt: \"true\"}
+        spec:
+          restartPolicy: OnFailure
+          containers: [{name: c, image: x, resources: {requests: {cpu: 2, memory: 2Gi}}}]
+";
+    std::fs::write(&file, tutorial_pool_and_class("") + jobs).expect("written");
+    let report = tmp(&dir, "report.json");
+    let out = nodewright(&["simulate", s(&file), "--report", s(&report)]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    let report: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&report).expect("the report")).expect("json");
+    let placements = report["pod_placements"].as_array().expect("a list");
+    let pods = |prefix: &str| -> Vec<&serde_json::Value> {
+        placements
+            .iter()
+            .filter(|p| p["pod"].as_str().is_some_and(|n| n.starts_with(prefix)))
+            .collect()
+    };
+    // Two at a time, four in all: the second pair starts when the first pair ends.
+    let batch = pods("default/batch-");
+    assert_eq!(batch.len(), 4, "{batch:?}");
+    let mut created: Vec<f64> = batch
+        .iter()
+        .map(|p| p["created_at_seconds"].as_f64().expect("a time"))
+        .collect();
+    created.sort_by(f64::total_cmp);
+    assert_eq!(created[0], created[1]);
+    assert_eq!(created[2], created[3]);
+    let first_bound = batch
+        .iter()
+        .filter_map(|p| p["bound_at_seconds"].as_f64())
+        .fold(f64::INFINITY, f64::min);
+    assert_eq!(
+        created[2],
+        first_bound + 600.0,
+        "ten minutes after the first ran"
+    );
+    // The CronJob fires at 10m, 20m and 30m (the end); its Jobs are named by the minute.
+    let reports: Vec<&str> = pods("default/report-")
+        .iter()
+        .map(|p| p["pod"].as_str().expect("a name"))
+        .collect();
+    assert_eq!(reports.len(), 3, "{reports:?}");
+    for (pod, minute) in reports.iter().zip([10, 20, 30]) {
+        assert!(
+            pod.starts_with(&format!("default/report-{minute}-")),
+            "{pod}"
+        );
+    }
+    // Each pod ran its run time and no more: 4 × 10 min of batch, 2 × 3 min of report (the
+    // third was made at the end).
+    let hours = report["pods"]["scheduled_pod_hours"]
+        .as_f64()
+        .expect("hours");
+    assert!((hours - (40.0 + 6.0) / 60.0).abs() < 1e-6, "{hours}");
+}

@@ -237,6 +237,42 @@ pub struct DaemonSetSpec {
 }
 
 #[derive(Debug, Clone, Deserialize)]
+pub struct JobObject {
+    pub metadata: ObjectMeta,
+    pub spec: JobSpec,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+pub struct JobSpec {
+    pub completions: Option<i64>,
+    pub parallelism: Option<i64>,
+    pub template: PodTemplateObject,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+pub struct CronJobObject {
+    pub metadata: ObjectMeta,
+    pub spec: CronJobSpec,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+pub struct CronJobSpec {
+    pub schedule: String,
+    #[serde(rename = "jobTemplate")]
+    pub job_template: JobTemplateObject,
+    pub suspend: Option<bool>,
+    #[serde(rename = "concurrencyPolicy")]
+    pub concurrency_policy: Option<String>,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+pub struct JobTemplateObject {
+    #[serde(default)]
+    pub metadata: ObjectMeta,
+    pub spec: JobSpec,
+}
+
+#[derive(Debug, Clone, Deserialize)]
 pub struct PdbObject {
     pub metadata: ObjectMeta,
     pub spec: PdbSpec,

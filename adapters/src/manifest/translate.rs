@@ -3,6 +3,7 @@
 use std::collections::BTreeMap;
 
 use nodewright_api as api;
+use nodewright_core::disruption::schedule::CronSchedule;
 use nodewright_core::model::affinity::{
     HostPort, InclusionPolicy, LabelSelector as Selector, PodAffinityTerm,
     TopologySpreadConstraint, WhenUnsatisfiable,
@@ -86,6 +87,46 @@ impl ReplicatedKind {
     }
 }
 
+/// The annotation that says how long a Job's pod runs once it is on a node (a duration such as
+/// `10m`), on the Job, its pod template, or a CronJob's job template.
+pub const RUN_TIME_ANNOTATION: &str = "nodewright.dev/run-time";
+/// How long a Job's pod runs when no annotation says.
+pub const DEFAULT_RUN_TIME: &str = "5m";
+
+/// A Job: `completions` pods must each run to the end, at most `parallelism` at once; a pod
+/// runs `run_ms` once bound, then succeeds and is gone. A pod evicted or deleted before the
+/// end does not count, and the Job makes another.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Job {
+    pub namespace: String,
+    pub name: String,
+    pub completions: u32,
+    pub parallelism: u32,
+    pub run_ms: u64,
+    pub template: PodTemplate,
+}
+
+/// A CronJob: a Job made each time the schedule fires (UTC, on the simulated clock).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CronJob {
+    pub namespace: String,
+    pub name: String,
+    pub schedule: String,
+    pub suspend: bool,
+    /// `Forbid`: no new Job while the last one runs; `Replace`: the running one is deleted
+    /// first; `Allow` (the default): both run.
+    pub concurrency: Concurrency,
+    /// Its Jobs' shape (named `<cronjob>-<minute>` when made).
+    pub job: Job,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Concurrency {
+    Allow,
+    Forbid,
+    Replace,
+}
+
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct DaemonSet {
     pub namespace: String,
@@ -101,6 +142,8 @@ pub enum Manifest {
     Pod(Pod),
     Deployment(Deployment),
     DaemonSet(DaemonSet),
+    Job(Job),
+    CronJob(CronJob),
     PodDisruptionBudget(CorePdb),
 }
 
@@ -229,6 +272,65 @@ pub fn parse_manifests_noting(
                 ReplicatedKind::StatefulSet,
                 &ctx,
             )?),
+            ("Job", "batch/v1") => {
+                let obj: JobObject = typed(&doc, source_name, document, first_line)?;
+                let name = required_name(&obj.metadata, &ctx)?;
+                let ctx = ctx.named(&name);
+                let namespace = obj.metadata.namespace.clone().unwrap_or("default".into());
+                Manifest::Job(job(
+                    &namespace,
+                    &name,
+                    &obj.spec,
+                    &[&obj.metadata.annotations],
+                    "",
+                    &ctx,
+                )?)
+            }
+            ("CronJob", "batch/v1") => {
+                let obj: CronJobObject = typed(&doc, source_name, document, first_line)?;
+                let name = required_name(&obj.metadata, &ctx)?;
+                let ctx = ctx.named(&name);
+                let namespace = obj.metadata.namespace.clone().unwrap_or("default".into());
+                let spec = &obj.spec;
+                CronSchedule::parse(&spec.schedule).map_err(|e| {
+                    ctx.invalid(
+                        "spec.schedule",
+                        &e.to_string(),
+                        "write five cron fields, e.g. \"*/15 * * * *\", or @hourly",
+                    )
+                })?;
+                let concurrency = match spec.concurrency_policy.as_deref() {
+                    None | Some("Allow") => Concurrency::Allow,
+                    Some("Forbid") => Concurrency::Forbid,
+                    Some("Replace") => Concurrency::Replace,
+                    Some(other) => {
+                        return Err(ctx.invalid(
+                            "spec.concurrencyPolicy",
+                            &format!("{other:?} is not a concurrency policy"),
+                            "use Allow, Forbid or Replace",
+                        ));
+                    }
+                };
+                let job = job(
+                    &namespace,
+                    &name,
+                    &spec.job_template.spec,
+                    &[
+                        &obj.metadata.annotations,
+                        &spec.job_template.metadata.annotations,
+                    ],
+                    "spec.jobTemplate.",
+                    &ctx,
+                )?;
+                Manifest::CronJob(CronJob {
+                    namespace,
+                    name,
+                    schedule: spec.schedule.clone(),
+                    suspend: spec.suspend.unwrap_or(false),
+                    concurrency,
+                    job,
+                })
+            }
             ("DaemonSet", "apps/v1") => {
                 let obj: DaemonSetObject = typed(&doc, source_name, document, first_line)?;
                 let name = required_name(&obj.metadata, &ctx)?;
@@ -294,6 +396,61 @@ pub fn parse_manifests_noting(
         out.push(manifest);
     }
     Ok((out, unmodelled))
+}
+
+/// A Job's spec (of a Job, or a CronJob's job template at `prefix`): its counts, checked, its
+/// run time from the first of `annotations` and the pod template's that sets one.
+fn job(
+    namespace: &str,
+    name: &str,
+    spec: &JobSpec,
+    annotations: &[&BTreeMap<String, String>],
+    prefix: &str,
+    ctx: &Ctx,
+) -> Result<Job, ManifestError> {
+    let count = |value: Option<i64>, field: &str| -> Result<u32, ManifestError> {
+        let value = value.unwrap_or(1);
+        if !(1..=MAX_REPLICAS).contains(&value) {
+            return Err(ctx.invalid(
+                &format!("{prefix}spec.{field}"),
+                &format!("{value} is outside 1..={MAX_REPLICAS}"),
+                &format!("give {field} from 1 to {MAX_REPLICAS}"),
+            ));
+        }
+        Ok(value as u32)
+    };
+    let completions = count(spec.completions, "completions")?;
+    let parallelism = count(spec.parallelism, "parallelism")?;
+    let run_time = annotations
+        .iter()
+        .copied()
+        .chain([&spec.template.metadata.annotations])
+        .find_map(|a| a.get(RUN_TIME_ANNOTATION))
+        .map(String::as_str)
+        .unwrap_or(DEFAULT_RUN_TIME);
+    let run_ms = parse_duration_ms(run_time).map_err(|e| {
+        ctx.invalid(
+            &format!("metadata.annotations.{RUN_TIME_ANNOTATION}"),
+            &format!("{run_time:?}: {e}"),
+            "write a duration such as 90s, 10m or 2h",
+        )
+    })?;
+    let owner = OwnerRef {
+        kind: "Job".to_string(),
+        name: name.to_string(),
+    };
+    let template =
+        pod_template(namespace, &spec.template, owner).map_err(|(field, problem, fix)| {
+            ctx.invalid(&format!("{prefix}spec.template.{field}"), &problem, &fix)
+        })?;
+    Ok(Job {
+        namespace: namespace.to_string(),
+        name: name.to_string(),
+        completions,
+        parallelism,
+        run_ms,
+        template,
+    })
 }
 
 /// A Deployment, ReplicaSet or StatefulSet: its replicas (checked) and its pod template.

@@ -631,6 +631,8 @@ pub fn load_str(
                 "Deployment",
                 "ReplicaSet",
                 "StatefulSet",
+                "Job",
+                "CronJob",
                 "Pod",
                 "NodePool",
                 "EC2NodeClass",

@@ -22,6 +22,8 @@ fn identity(manifest: &Manifest) -> Identity {
         // cluster keeps them (and `scale` and `delete` find them) by namespace and name.
         Manifest::Deployment(d) => ("Deployment", d.namespace.clone(), d.name.clone()),
         Manifest::DaemonSet(d) => ("DaemonSet", d.namespace.clone(), d.name.clone()),
+        Manifest::Job(j) => ("Job", j.namespace.clone(), j.name.clone()),
+        Manifest::CronJob(c) => ("CronJob", c.namespace.clone(), c.name.clone()),
         Manifest::PodDisruptionBudget(b) => {
             ("PodDisruptionBudget", b.namespace.clone(), b.name.clone())
         }
@@ -180,6 +182,8 @@ pub(crate) fn check(
                     "Pod" => "Pod",
                     "Deployment" | "ReplicaSet" | "StatefulSet" => "Deployment",
                     "DaemonSet" => "DaemonSet",
+                    "Job" => "Job",
+                    "CronJob" => "CronJob",
                     "PodDisruptionBudget" => "PodDisruptionBudget",
                     // The loader refused other kinds already.
                     _ => continue,

@@ -16,6 +16,7 @@ use nodewright_core::model::resources::Resources;
 use nodewright_core::model::taints::first_untolerated;
 use nodewright_core::{Event, EventKind};
 
+use super::jobs::Jobs;
 use super::rng::SimRng;
 
 #[derive(Debug, Clone)]
@@ -41,6 +42,8 @@ pub struct SimCluster {
     pub terminating: BTreeMap<PodKey, Terminating>,
     /// Exits the world has yet to schedule: (time, pod).
     pub exits_to_schedule: Vec<(u64, PodKey)>,
+    /// The Job and CronJob controllers' state.
+    pub jobs: Jobs,
     /// The pods no node runs, oldest first: what the binder looks at.
     pending: BTreeSet<(u64, PodKey)>,
     /// Something changed since the binder last found no node for any pending pod that may let
@@ -139,6 +142,9 @@ impl SimCluster {
                 at_ms: now_ms,
             });
         }
+        if pod.node_name.is_some() {
+            self.jobs.note_bound(&pod.key, now_ms);
+        }
         if let Some(node) = pod.node_name.clone()
             && let Some(n) = self.nodes.get_mut(&node)
         {
@@ -184,6 +190,7 @@ impl SimCluster {
         for pods in self.deployment_pods.values_mut() {
             pods.remove(key);
         }
+        self.jobs.note_gone(key);
         let exits_at_ms = now_ms.saturating_add(grace);
         self.terminating.insert(
             key.clone(),
@@ -230,6 +237,7 @@ impl SimCluster {
             for pods in self.deployment_pods.values_mut() {
                 pods.remove(key);
             }
+            self.jobs.note_gone(key);
             changes.push(PodChange::Deleted {
                 pod: key.clone(),
                 at_ms: now_ms,
@@ -468,6 +476,7 @@ impl SimCluster {
                 node: node.clone(),
                 at_ms: now_ms,
             });
+            self.jobs.note_bound(&key, now_ms);
             out.push(Event::new(now_ms, EventKind::PodBound { pod: key, node }));
         }
     }
@@ -538,6 +547,10 @@ impl SimCluster {
         let owners: Vec<(String, String)> = self.deployments.keys().cloned().collect();
         for key in owners {
             self.reconcile_deployment(&key, now_ms, rng, out, changes);
+        }
+        let jobs: Vec<(String, String)> = self.jobs.jobs.keys().cloned().collect();
+        for key in jobs {
+            self.reconcile_job(&key, now_ms, rng, out, changes);
         }
     }
 

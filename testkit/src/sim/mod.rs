@@ -4,6 +4,7 @@ pub mod cloud;
 pub mod cluster;
 pub mod eventbridge;
 pub mod faults;
+pub mod jobs;
 #[cfg(madsim)]
 pub mod madsim_world;
 pub mod queue;

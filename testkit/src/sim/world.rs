@@ -47,6 +47,14 @@ enum WorldEvent {
     PodExit {
         pod: PodKey,
     },
+    /// A Job's pod has run its run time: it succeeds.
+    PodCompleted {
+        pod: PodKey,
+    },
+    /// A CronJob's schedule fires.
+    CronFire {
+        cronjob: (String, String),
+    },
     /// The cloud takes an instance away (the end of a spot interruption notice, a stop).
     InstanceReclaimed {
         instance_id: String,
@@ -281,6 +289,19 @@ impl World {
                     &mut self.outbox,
                     &mut self.changes,
                 ),
+                Manifest::Job(job) => self.cluster.apply_job(
+                    job.clone(),
+                    now,
+                    &mut self.rng,
+                    &mut self.outbox,
+                    &mut self.changes,
+                ),
+                Manifest::CronJob(cronjob) => {
+                    let key = (cronjob.namespace.clone(), cronjob.name.clone());
+                    if let Some(at) = self.cluster.apply_cronjob(cronjob.clone(), now) {
+                        self.schedule(at, WorldEvent::CronFire { cronjob: key });
+                    }
+                }
                 Manifest::DaemonSet(ds) => self.cluster.apply_daemonset(
                     ds.clone(),
                     now,
@@ -383,6 +404,16 @@ impl World {
                     "EC2NodeClass" => {
                         self.nodeclasses.remove(name);
                         self.emit(EventKind::NodeClassDeleted { name: name.clone() });
+                    }
+                    "Job" => {
+                        let key = (namespace.clone(), name.clone());
+                        self.cluster
+                            .delete_job(&key, now, &mut self.outbox, &mut self.changes);
+                    }
+                    "CronJob" => {
+                        let key = (namespace.clone(), name.clone());
+                        self.cluster
+                            .delete_cronjob(&key, now, &mut self.outbox, &mut self.changes);
                     }
                     "DaemonSet" => {
                         self.cluster
@@ -560,6 +591,26 @@ impl World {
             WorldEvent::PodExit { pod } => {
                 self.cluster
                     .pod_exited(&pod, now, &mut self.outbox, &mut self.changes);
+            }
+            WorldEvent::PodCompleted { pod } => {
+                self.cluster.pod_completed(
+                    &pod,
+                    now,
+                    &mut self.rng,
+                    &mut self.outbox,
+                    &mut self.changes,
+                );
+            }
+            WorldEvent::CronFire { cronjob } => {
+                if let Some(at) = self.cluster.fire_cronjob(
+                    &cronjob,
+                    now,
+                    &mut self.rng,
+                    &mut self.outbox,
+                    &mut self.changes,
+                ) {
+                    self.schedule(at, WorldEvent::CronFire { cronjob });
+                }
             }
         }
         self.cluster
@@ -832,10 +883,14 @@ impl World {
         }
     }
 
-    /// Pods that began shutting down exit at the end of their grace period.
+    /// Pods that began shutting down exit at the end of their grace period; Jobs' pods that
+    /// started running succeed at the end of their run time.
     fn schedule_pod_exits(&mut self) {
         for (at, pod) in std::mem::take(&mut self.cluster.exits_to_schedule) {
             self.schedule(at, WorldEvent::PodExit { pod });
+        }
+        for (at, pod) in std::mem::take(&mut self.cluster.jobs.completions_to_schedule) {
+            self.schedule(at, WorldEvent::PodCompleted { pod });
         }
     }
 

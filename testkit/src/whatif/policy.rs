@@ -245,6 +245,8 @@ fn kind_of(manifest: &Manifest) -> &'static str {
         Manifest::Pod(_) => "Pod",
         Manifest::Deployment(d) => d.kind.as_str(),
         Manifest::DaemonSet(_) => "DaemonSet",
+        Manifest::Job(_) => "Job",
+        Manifest::CronJob(_) => "CronJob",
         Manifest::PodDisruptionBudget(_) => "PodDisruptionBudget",
     }
 }
