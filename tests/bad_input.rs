@@ -569,3 +569,52 @@ fn job_and_cronjob_mistakes_name_the_field() {
         .is_ok()
     );
 }
+
+fn nodeclass_storage(spec_extra: &str) -> nodewright_core::model::nodeclass::NodeStorage {
+    let yaml = format!(
+        "apiVersion: karpenter.k8s.aws/v1\nkind: EC2NodeClass\nmetadata: {{name: c}}\nspec:\n  role: R\n  subnetSelectorTerms: [{{tags: {{k: v}}}}]\n  securityGroupSelectorTerms: [{{tags: {{k: v}}}}]\n{spec_extra}"
+    );
+    match parse_manifests(&yaml, "c.yaml")
+        .unwrap_or_else(|e| panic!("{e}"))
+        .remove(0)
+    {
+        Manifest::NodeClass(class) => class.storage,
+        other => panic!("an EC2NodeClass: {other:?}"),
+    }
+}
+
+#[test]
+fn the_node_storage_is_read_from_block_device_mappings_as_karpenter_reads_it() {
+    use nodewright_core::model::nodeclass::Threshold;
+    let gib = 1i64 << 30;
+    let al2023 = "  amiSelectorTerms: [{alias: al2023@latest}]\n";
+    assert_eq!(nodeclass_storage(al2023).volume_bytes, 20 * gib);
+    // The mapping marked rootVolume.
+    let root = nodeclass_storage(&format!(
+        "{al2023}  blockDeviceMappings:\n    - {{deviceName: /dev/xvdb, ebs: {{volumeSize: 300Gi}}}}\n    - {{deviceName: /dev/xvda, rootVolume: true, ebs: {{volumeSize: 100Gi}}}}\n"
+    ));
+    assert_eq!(root.volume_bytes, 100 * gib);
+    // Else the family's device: /dev/xvda for AL2023, /dev/xvdb (the data volume) for
+    // Bottlerocket, whose default is 20 GiB.
+    let device = nodeclass_storage(&format!(
+        "{al2023}  blockDeviceMappings:\n    - {{deviceName: /dev/xvda, ebs: {{volumeSize: 80Gi}}}}\n"
+    ));
+    assert_eq!(device.volume_bytes, 80 * gib);
+    let bottlerocket = "  amiSelectorTerms: [{alias: bottlerocket@latest}]\n";
+    assert_eq!(nodeclass_storage(bottlerocket).volume_bytes, 20 * gib);
+    let data = nodeclass_storage(&format!(
+        "{bottlerocket}  blockDeviceMappings:\n    - {{deviceName: /dev/xvda, ebs: {{volumeSize: 4Gi}}}}\n    - {{deviceName: /dev/xvdb, ebs: {{volumeSize: 60Gi}}}}\n"
+    ));
+    assert_eq!(data.volume_bytes, 60 * gib);
+    // A Custom AMI: the last mapping.
+    let custom = nodeclass_storage(
+        "  amiFamily: Custom\n  amiSelectorTerms: [{id: ami-123}]\n  blockDeviceMappings:\n    - {deviceName: /dev/sda1, ebs: {volumeSize: 30Gi}}\n    - {deviceName: /dev/sdb, ebs: {volumeSize: 40Gi}}\n",
+    );
+    assert_eq!(custom.volume_bytes, 40 * gib);
+    // RAID0 and the nodefs eviction threshold.
+    let raid = nodeclass_storage(&format!(
+        "{al2023}  instanceStorePolicy: RAID0\n  kubelet:\n    evictionHard: {{nodefs.available: 15%}}\n"
+    ));
+    assert!(raid.instance_store_raid0);
+    assert_eq!(raid.eviction_hard_nodefs, Some(Threshold::Percent(15)));
+}

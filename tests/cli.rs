@@ -781,3 +781,48 @@ spec:
         .expect("hours");
     assert!((hours - (40.0 + 6.0) / 60.0).abs() < 1e-6, "{hours}");
 }
+
+#[test]
+fn ephemeral_storage_requests_fit_the_volume_the_node_class_gives() {
+    let dir = tempfile::tempdir().expect("a folder");
+    let run = |class_extra: &str| -> (String, serde_json::Value) {
+        let file = tmp(&dir, "storage.yaml");
+        let yaml = tutorial_pool_and_class(class_extra)
+            + &deployment(
+                "scratch",
+                "Deployment",
+                2,
+                "{cpu: 1, memory: 1Gi, ephemeral-storage: 60Gi}",
+            );
+        std::fs::write(&file, yaml).expect("written");
+        let report = tmp(&dir, "storage.json");
+        let out = nodewright(&["simulate", s(&file), "--report", s(&report)]);
+        assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+        let json = serde_json::from_str(&std::fs::read_to_string(&report).expect("the report"))
+            .expect("json");
+        (String::from_utf8_lossy(&out.stdout).into_owned(), json)
+    };
+    // Karpenter's default 20 GiB root volume holds 17 GiB for pods: nothing fits 60 GiB.
+    let (stdout, report) = run("");
+    assert_eq!(report["pods"]["scheduled"], 0, "{stdout}");
+    assert!(
+        stdout.contains("none offers enough ephemeral-storage"),
+        "{stdout}"
+    );
+    assert!(stdout.contains("ephemeral-storage=60Gi"), "{stdout}");
+    // A 100 GiB root volume does.
+    let (stdout, report) = run(
+        "  blockDeviceMappings:\n    - deviceName: /dev/xvda\n      rootVolume: true\n      ebs: {volumeSize: 100Gi, volumeType: gp3}\n",
+    );
+    assert_eq!(report["pods"]["scheduled"], 2, "{stdout}");
+    // RAID0 instance store: only types with local NVMe disks large enough.
+    let (stdout, report) = run("  instanceStorePolicy: RAID0\n");
+    assert_eq!(report["pods"]["scheduled"], 2, "{stdout}");
+    for machine in report["machines"].as_array().expect("machines") {
+        let family = machine["instance_type"]
+            .as_str()
+            .and_then(|t| t.split('.').next())
+            .expect("a type");
+        assert!(family.ends_with('d'), "a type with local NVMe: {machine}");
+    }
+}

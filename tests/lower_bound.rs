@@ -42,10 +42,8 @@ fn by_hand(catalog: &PreparedCatalog, cpu_milli: i64, memory: i64, hours: f64) -
         .min()
         .expect("on-demand")
         .usd_per_hour();
-    let alloc = catalog.node_resources(
-        &NodeClass::new("default").kubelet,
-        &config.capacity_settings(),
-    )[index]
+    let alloc = catalog.node_resources(&NodeClass::new("default"), &config.capacity_settings())
+        [index]
         .allocatable
         .clone();
     let per_cpu = price / alloc.cpu_milli as f64 * cpu_milli as f64;

@@ -123,7 +123,8 @@ impl Core {
     ///
     /// 2: the disruption pass mark, the drains' look-again hints, the pending pod count.
     /// 3: the zones of each node class's subnets (`NodeClassResolved`).
-    pub const STATE_LAYOUT: u32 = 3;
+    /// 4: each node class's storage (`NodeClass::storage`).
+    pub const STATE_LAYOUT: u32 = 4;
 
     pub fn new(config: Config) -> Self {
         let names = NameGenerator::new(config.seed);

@@ -11,7 +11,7 @@ use crate::model::do_not_disrupt::Protection;
 use crate::model::labels;
 use crate::model::node::Node;
 use crate::model::nodeclaim::{Instance, NodeClaimSpec, OfferingKey, TerminationReason};
-use crate::model::nodeclass::{KubeletConfig, NodeClass};
+use crate::model::nodeclass::NodeClass;
 use crate::model::nodepool::NodePool;
 use crate::model::pod::{Pod, PodKey};
 use crate::model::requirements::Requirements;
@@ -48,16 +48,17 @@ impl PreparedCatalog {
         }
     }
 
-    /// Node resources of every type under one kubelet config, by type index.
+    /// Node resources of every type under one node class (its kubelet config and storage), by
+    /// type index.
     pub fn node_resources(
         &self,
-        kubelet: &KubeletConfig,
+        class: &NodeClass,
         settings: &CapacitySettings,
     ) -> Vec<NodeResources> {
         self.catalog
             .instance_types
             .iter()
-            .map(|it| catalog::capacity_with(it, kubelet, settings))
+            .map(|it| catalog::capacity_with(it, &class.kubelet, &class.storage, settings))
             .collect()
     }
 }
@@ -346,15 +347,13 @@ impl ClusterState {
         let Some(prepared) = self.catalog.as_deref() else {
             return Vec::new();
         };
-        let kubelet = self
-            .nodeclasses
-            .get(&claim.spec.nodeclass)
-            .map(|nc| nc.kubelet.clone())
-            .unwrap_or_default();
+        let class = self.nodeclasses.get(&claim.spec.nodeclass);
+        let kubelet = class.map(|nc| nc.kubelet.clone()).unwrap_or_default();
+        let storage = class.map(|nc| nc.storage.clone()).unwrap_or_default();
         self.nodeclaim_type_names(claim)
             .into_iter()
             .filter_map(|name| prepared.catalog.get(name))
-            .map(|it| catalog::capacity_with(it, &kubelet, &self.capacity_settings))
+            .map(|it| catalog::capacity_with(it, &kubelet, &storage, &self.capacity_settings))
             .collect()
     }
 

@@ -325,7 +325,7 @@ fn fractional_bound(state: &ClusterState, config: &Config, pods: &[Pod]) -> f64 
     let Some(prepared) = state.catalog.as_deref() else {
         return 0.0;
     };
-    let resources = prepared.node_resources(&node_class().kubelet, &config.capacity_settings());
+    let resources = prepared.node_resources(&node_class(), &config.capacity_settings());
     let mut best_cpu = f64::INFINITY;
     let mut best_mem = f64::INFINITY;
     for (it, r) in prepared.catalog.instance_types.iter().zip(&resources) {

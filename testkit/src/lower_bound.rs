@@ -107,7 +107,7 @@ pub fn lower_bound_usd<'a>(input: &BoundInput, spans: impl Iterator<Item = PodSp
         .map(|c| {
             (
                 c.name.clone(),
-                input.catalog.node_resources(&c.kubelet, &input.settings),
+                input.catalog.node_resources(c, &input.settings),
             )
         })
         .collect();

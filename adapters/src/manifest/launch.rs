@@ -56,6 +56,15 @@ impl AmiFamily {
         }
     }
 
+    /// The device whose volume holds the kubelet's data (ephemeral storage): Bottlerocket's
+    /// data volume, else the root volume.
+    pub fn ephemeral_device(self) -> &'static str {
+        match self {
+            AmiFamily::Bottlerocket => "/dev/xvdb",
+            other => other.root_device(),
+        }
+    }
+
     /// Karpenter's default disks when `blockDeviceMappings` is not set: 20 GiB gp3 encrypted
     /// (Windows 50 GiB); Bottlerocket a 4 GiB OS volume and a 20 GiB data volume.
     pub fn default_block_devices(self) -> Vec<BlockDeviceMapping> {
@@ -214,6 +223,48 @@ pub struct LaunchSettings {
     pub associate_public_ip_address: Option<bool>,
     /// `RAID0`: the instance's local NVMe disks as one volume for the kubelet and pods.
     pub instance_store_policy: Option<String>,
+}
+
+/// The size of a volume no mapping gives, as Karpenter's default EBS volume.
+const DEFAULT_VOLUME_GIB: u64 = 20;
+
+impl LaunchSettings {
+    /// The size of the volume that holds the node's ephemeral storage, as Karpenter reads it:
+    /// the mapping marked `rootVolume` when it gives a size; for a Custom AMI the last
+    /// mapping's; else the family's data device, as mapped or by default; else 20 GiB.
+    pub fn ephemeral_volume_gib(&self) -> u64 {
+        let sized = |m: &BlockDeviceMapping| m.ebs.as_ref().and_then(|e| e.volume_size_gib);
+        if let Some(size) = self
+            .block_device_mappings
+            .iter()
+            .find(|m| m.root_volume)
+            .and_then(sized)
+        {
+            return size;
+        }
+        let family = self.ami_family;
+        if family == AmiFamily::Custom {
+            return self
+                .block_device_mappings
+                .last()
+                .and_then(sized)
+                .unwrap_or(DEFAULT_VOLUME_GIB);
+        }
+        let device = family.ephemeral_device();
+        let on_device = |list: &[BlockDeviceMapping]| {
+            list.iter()
+                .find(|m| m.device_name == device)
+                .and_then(sized)
+        };
+        on_device(&self.block_device_mappings)
+            .or_else(|| on_device(&family.default_block_devices()))
+            .unwrap_or(DEFAULT_VOLUME_GIB)
+    }
+
+    /// `instanceStorePolicy: RAID0`.
+    pub fn instance_store_raid0(&self) -> bool {
+        self.instance_store_policy.as_deref() == Some("RAID0")
+    }
 }
 
 /// `(field, problem, fix)`, turned into a [`super::ManifestError`] by the caller.

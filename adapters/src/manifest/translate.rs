@@ -9,7 +9,9 @@ use nodewright_core::model::affinity::{
     TopologySpreadConstraint, WhenUnsatisfiable,
 };
 use nodewright_core::model::duration::{MaybeNever, parse_duration_ms, parse_maybe_never};
-use nodewright_core::model::nodeclass::{KubeletConfig, NodeClass, SelectorTerm};
+use nodewright_core::model::nodeclass::{
+    KubeletConfig, NodeClass, NodeStorage, SelectorTerm, Threshold,
+};
 use nodewright_core::model::nodepool::{
     BudgetNodes, ConsolidationPolicy, DisruptionBudget, DisruptionReason, NodeClassRef, NodePool,
 };
@@ -1060,7 +1062,12 @@ fn translate_nodeclass(obj: api::EC2NodeClass, ctx: Ctx) -> Result<NodeClass, Ma
             "select AMIs, e.g. {alias: al2023@latest} or a pinned {id: ami-...}",
         ));
     }
-    launch::launch_settings(&spec).map_err(e)?;
+    let launch = launch::launch_settings(&spec).map_err(e)?;
+    let mut storage = NodeStorage {
+        volume_bytes: (launch.ephemeral_volume_gib() as i64).saturating_mul(1 << 30),
+        instance_store_raid0: launch.instance_store_raid0(),
+        eviction_hard_nodefs: None,
+    };
     let mut kubelet = KubeletConfig::default();
     if let Some(k) = spec.kubelet {
         kubelet.max_pods = k.max_pods.map(i64::from);
@@ -1076,6 +1083,22 @@ fn translate_nodeclass(obj: api::EC2NodeClass, ctx: Ctx) -> Result<NodeClass, Ma
             let amount =
                 resource_amount(resource, value, "spec.kubelet.kubeReserved").map_err(e)?;
             kubelet.kube_reserved.insert(resource.clone(), amount);
+        }
+        if let Some(v) = k.eviction_hard.get("nodefs.available") {
+            let field = "spec.kubelet.evictionHard.nodefs.available";
+            storage.eviction_hard_nodefs = Some(match v.strip_suffix('%') {
+                Some(p) => Threshold::Percent(p.parse().map_err(|_| {
+                    ctx.invalid(
+                        field,
+                        &format!("{v:?} is not a percentage"),
+                        "write e.g. 10% or 5Gi",
+                    )
+                })?),
+                None => Threshold::Bytes(
+                    resource_amount("nodefs.available", v, "spec.kubelet.evictionHard")
+                        .map_err(e)?,
+                ),
+            });
         }
         if let Some(v) = k.eviction_hard.get("memory.available") {
             if let Some(p) = v.strip_suffix('%') {
@@ -1104,6 +1127,7 @@ fn translate_nodeclass(obj: api::EC2NodeClass, ctx: Ctx) -> Result<NodeClass, Ma
         ami_selector_terms: ami_terms(&spec.ami_selector_terms),
         kubelet,
         tags: spec.tags,
+        storage,
     })
 }
 
@@ -1146,10 +1170,6 @@ pub fn pod_from_spec(
         names.extend(c.resources.requests.iter());
         for (resource, value) in names {
             check_resource_name(resource, field)?;
-            // Not modelled yet: no node offers it in the catalog's terms.
-            if resource == "ephemeral-storage" {
-                continue;
-            }
             r.set(
                 resource,
                 resource_amount(resource, &value.as_text(), field)?,

@@ -63,22 +63,6 @@ pub fn of_nodeclass(spec: &EC2NodeClassSpec) -> Vec<Entry> {
         ("spec.userData", "runs on the node at boot", AppliedAtLaunch),
     );
     note(
-        spec.block_device_mappings.is_some(),
-        (
-            "spec.blockDeviceMappings",
-            "the node's volumes",
-            AppliedAtLaunch,
-        ),
-    );
-    note(
-        spec.instance_store_policy.is_some(),
-        (
-            "spec.instanceStorePolicy",
-            "instance-store disks as one volume",
-            AppliedAtLaunch,
-        ),
-    );
-    note(
         spec.metadata_options.is_some(),
         (
             "spec.metadataOptions",
@@ -177,9 +161,11 @@ pub fn of_nodeclass(spec: &EC2NodeClassSpec) -> Vec<Entry> {
             ),
         );
         note(
-            k.eviction_hard.keys().any(|k| k != "memory.available"),
+            k.eviction_hard
+                .keys()
+                .any(|k| k != "memory.available" && k != "nodefs.available"),
             (
-                "spec.kubelet.evictionHard (other than memory.available)",
+                "spec.kubelet.evictionHard (other than memory.available and nodefs.available)",
                 "hard eviction on disk and process signals",
                 NotApplied,
             ),

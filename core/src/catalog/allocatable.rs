@@ -4,7 +4,8 @@
 use serde::{Deserialize, Serialize};
 
 use super::InstanceType;
-use crate::model::nodeclass::KubeletConfig;
+use crate::model::labels;
+use crate::model::nodeclass::{KubeletConfig, NodeStorage, Threshold};
 use crate::model::resources::Resources;
 
 const MIB: i64 = 1 << 20;
@@ -66,16 +67,43 @@ pub fn kube_reserved_cpu_milli(cpu_milli: i64) -> i64 {
         .sum()
 }
 
-/// Capacity and allocatable of a node of this type under this kubelet config and the default
-/// settings.
-pub fn capacity(it: &InstanceType, kubelet: &KubeletConfig) -> NodeResources {
-    capacity_with(it, kubelet, &CapacitySettings::default())
+/// Karpenter's default kube-reserved ephemeral storage.
+const KUBE_RESERVED_EPHEMERAL_BYTES: i64 = 1 << 30;
+/// The default hard eviction threshold `nodefs.available<10%`.
+const EVICTION_HARD_NODEFS_PERCENT: u32 = 10;
+/// The resource name.
+pub const EPHEMERAL_STORAGE: &str = "ephemeral-storage";
+
+/// The ephemeral storage of a node of this type: its local NVMe disks under
+/// `instanceStorePolicy: RAID0` (in decimal GB, as EC2 gives them), else the volume's size.
+pub fn ephemeral_storage_bytes(it: &InstanceType, storage: &NodeStorage) -> i64 {
+    let nvme_gb = it
+        .labels
+        .get(labels::INSTANCE_LOCAL_NVME)
+        .and_then(|v| v.parse::<i64>().ok())
+        .filter(|gb| *gb > 0);
+    match nvme_gb {
+        Some(gb) if storage.instance_store_raid0 => gb.saturating_mul(1_000_000_000),
+        _ => storage.volume_bytes,
+    }
 }
 
-/// [`capacity`] under explicit cluster settings.
+/// Capacity and allocatable of a node of this type under this kubelet config, the default
+/// storage and the default settings.
+pub fn capacity(it: &InstanceType, kubelet: &KubeletConfig) -> NodeResources {
+    capacity_with(
+        it,
+        kubelet,
+        &NodeStorage::default(),
+        &CapacitySettings::default(),
+    )
+}
+
+/// [`capacity`] with the node class's storage, under explicit cluster settings.
 pub fn capacity_with(
     it: &InstanceType,
     kubelet: &KubeletConfig,
+    storage: &NodeStorage,
     settings: &CapacitySettings,
 ) -> NodeResources {
     let pods = max_pods(it, kubelet, settings.reserved_enis);
@@ -87,6 +115,8 @@ pub fn capacity_with(
         pods,
     );
     capacity.add(&it.extended_resources());
+    let ephemeral = ephemeral_storage_bytes(it, storage);
+    capacity.set_extended(EPHEMERAL_STORAGE, ephemeral);
 
     let kube_reserved_cpu = kubelet
         .kube_reserved
@@ -114,10 +144,40 @@ pub fn capacity_with(
     allocatable.memory_bytes =
         (capacity.memory_bytes - kube_reserved_memory - system_reserved_memory - eviction_memory)
             .max(0);
+    let eviction_nodefs = match storage.eviction_hard_nodefs {
+        Some(Threshold::Bytes(bytes)) => bytes,
+        Some(Threshold::Percent(p)) => ceil_percent(ephemeral, p),
+        None => ceil_percent(ephemeral, EVICTION_HARD_NODEFS_PERCENT),
+    };
+    let reserved_ephemeral = kubelet
+        .kube_reserved
+        .get(EPHEMERAL_STORAGE)
+        .copied()
+        .unwrap_or(KUBE_RESERVED_EPHEMERAL_BYTES)
+        .saturating_add(
+            kubelet
+                .system_reserved
+                .get(EPHEMERAL_STORAGE)
+                .copied()
+                .unwrap_or(0),
+        );
+    allocatable.set_extended(
+        EPHEMERAL_STORAGE,
+        ephemeral
+            .saturating_sub(reserved_ephemeral)
+            .saturating_sub(eviction_nodefs)
+            .max(0),
+    );
     NodeResources {
         capacity,
         allocatable,
     }
+}
+
+/// `percent` of `amount`, rounded up (Karpenter's `ceil(storage / 100 * 10)`).
+fn ceil_percent(amount: i64, percent: u32) -> i64 {
+    let p = percent as i128;
+    ((amount as i128 * p + 99) / 100) as i64
 }
 
 #[cfg(test)]
@@ -143,6 +203,52 @@ mod tests {
         // 7577 − (11 × 29 + 255) − 100 = 6903 MiB
         assert_eq!(r.allocatable.memory_bytes, 6903 * MIB);
         assert_eq!(r.allocatable.pods, 29);
+    }
+
+    #[test]
+    fn ephemeral_storage_is_the_volume_or_the_raid0_instance_store_less_what_the_kubelet_keeps() {
+        let catalog = builtin::us_east_1();
+        let kubelet = KubeletConfig::default();
+        let gib = 1i64 << 30;
+        let m5 = catalog.get("m5.large").expect("m5.large");
+        let m5d = catalog.get("m5d.large").expect("m5d.large (75 GB of NVMe)");
+        let of = |it, storage: &NodeStorage| {
+            let r = capacity_with(it, &kubelet, storage, &CapacitySettings::default());
+            (
+                r.capacity.extended(EPHEMERAL_STORAGE),
+                r.allocatable.extended(EPHEMERAL_STORAGE),
+            )
+        };
+        // 20 GiB − 1 GiB kube-reserved − 10 % nodefs.available.
+        let default = NodeStorage::default();
+        assert_eq!(of(m5, &default), (20 * gib, 20 * gib - gib - 2 * gib));
+        // Without RAID0 the instance store is not used; with it, the NVMe disks replace the
+        // volume where there are any.
+        assert_eq!(of(m5d, &default).0, 20 * gib);
+        let raid0 = NodeStorage {
+            instance_store_raid0: true,
+            ..NodeStorage::default()
+        };
+        assert_eq!(of(m5d, &raid0).0, 75_000_000_000);
+        assert_eq!(of(m5, &raid0).0, 20 * gib);
+        let kept = NodeStorage {
+            volume_bytes: 100 * gib,
+            eviction_hard_nodefs: Some(Threshold::Bytes(5 * gib)),
+            ..NodeStorage::default()
+        };
+        assert_eq!(of(m5, &kept), (100 * gib, 100 * gib - gib - 5 * gib));
+        let mut reserved = KubeletConfig::default();
+        reserved
+            .kube_reserved
+            .insert(EPHEMERAL_STORAGE.into(), 3 * gib);
+        reserved
+            .system_reserved
+            .insert(EPHEMERAL_STORAGE.into(), gib);
+        let r = capacity_with(m5, &reserved, &default, &CapacitySettings::default());
+        assert_eq!(
+            r.allocatable.extended(EPHEMERAL_STORAGE),
+            20 * gib - 4 * gib - 2 * gib
+        );
     }
 
     #[test]

@@ -12,7 +12,7 @@ use std::collections::BTreeMap;
 
 use serde::Serialize;
 
-use crate::model::nodeclass::NodeClass;
+use crate::model::nodeclass::{NodeClass, NodeStorage};
 use crate::model::nodepool::NodePool;
 use crate::model::requirements::Requirements;
 use crate::state::ClusterState;
@@ -45,9 +45,11 @@ pub fn nodepool_hash(pool: &NodePool) -> String {
     ))
 }
 
-/// The EC2NodeClass fields whose change drifts a machine.
+/// The EC2NodeClass fields whose change drifts a machine. The storage counts only when it is
+/// not the default, so that a class without storage settings keeps the hash it had before
+/// storage was modelled (the hash is recorded in launch commands' annotations).
 pub fn nodeclass_hash(class: &NodeClass) -> String {
-    hash(&(
+    let fields = (
         &class.ami_selector_terms,
         &class.subnet_selector_terms,
         &class.security_group_selector_terms,
@@ -56,7 +58,12 @@ pub fn nodeclass_hash(class: &NodeClass) -> String {
         &class.instance_profile,
         &class.tags,
         &class.kubelet,
-    ))
+    );
+    if class.storage == NodeStorage::default() {
+        hash(&fields)
+    } else {
+        hash(&(fields, &class.storage))
+    }
 }
 
 /// Drifted machines (initialized, not already leaving), by name, with why.

@@ -27,6 +27,52 @@ pub struct KubeletConfig {
     pub eviction_hard_memory_percent: Option<u32>,
 }
 
+/// A threshold of a kubelet eviction signal: an amount, or a share of the capacity.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum Threshold {
+    Bytes(i64),
+    Percent(u32),
+}
+
+const GIB: i64 = 1 << 30;
+
+/// Where a node's ephemeral storage (the kubelet's directory: images, writable layers,
+/// `emptyDir`, logs) lives, and what the kubelet keeps of it, as Karpenter computes it.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct NodeStorage {
+    /// The size of the volume that holds it, in bytes: the `blockDeviceMappings` entry marked
+    /// `rootVolume`, else the AMI family's data volume (its device in `blockDeviceMappings`, or
+    /// its default), else 20 GiB.
+    pub volume_bytes: i64,
+    /// `instanceStorePolicy: RAID0`: on a type with local NVMe disks, their total holds it
+    /// instead.
+    pub instance_store_raid0: bool,
+    /// `kubelet.evictionHard["nodefs.available"]`; none: 10 %.
+    pub eviction_hard_nodefs: Option<Threshold>,
+}
+
+impl Default for NodeStorage {
+    fn default() -> Self {
+        NodeStorage {
+            volume_bytes: 20 * GIB,
+            instance_store_raid0: false,
+            eviction_hard_nodefs: None,
+        }
+    }
+}
+
+/// Reads a field added to the end of a record after the first log format: a record written
+/// before it ends where the field would start, and the field reads as its default. (postcard
+/// is not self-describing; a struct of the log grows only at its end, each new field read
+/// this way.)
+fn trailing<'de, D, T>(deserializer: D) -> Result<T, D::Error>
+where
+    D: serde::Deserializer<'de>,
+    T: Deserialize<'de> + Default,
+{
+    Ok(T::deserialize(deserializer).unwrap_or_default())
+}
+
 #[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub struct NodeClass {
     pub name: String,
@@ -38,6 +84,9 @@ pub struct NodeClass {
     pub ami_selector_terms: Vec<SelectorTerm>,
     pub kubelet: KubeletConfig,
     pub tags: BTreeMap<String, String>,
+    /// Added after log format 1, so the last field: see [`trailing`].
+    #[serde(default, deserialize_with = "trailing")]
+    pub storage: NodeStorage,
 }
 
 impl NodeClass {
@@ -52,6 +101,7 @@ impl NodeClass {
             ami_selector_terms: Vec::new(),
             kubelet: KubeletConfig::default(),
             tags: BTreeMap::new(),
+            storage: NodeStorage::default(),
         }
     }
 }

@@ -54,7 +54,7 @@ impl PoolShape {
         if let Some(zones) = subnet_zones {
             template.add(Requirement::values_in(labels::ZONE, zones.iter().cloned()));
         }
-        let resources = catalog.node_resources(&nodeclass.kubelet, capacity_settings);
+        let resources = catalog.node_resources(nodeclass, capacity_settings);
         let overhead =
             daemonset_overhead(pool, &template, &catalog.requirements, daemonsets.values());
         let filter = OfferingFilter::new(&template);

@@ -18,7 +18,7 @@ use nodewright_api::NodeClaim;
 use nodewright_aws::instances::Instances;
 use nodewright_core::catalog::{Catalog, builtin, capacity};
 use nodewright_core::model::nodeclass::KubeletConfig;
-use nodewright_core::model::resources::{Resources, format_bytes, format_milli_cpu};
+use nodewright_core::model::resources::{Resources, format_bytes, format_milli_cpu, is_bytes};
 use tokio::task::JoinHandle;
 
 use crate::{FAKE_NODE_ANNOTATION, FAKE_NODE_LABEL};
@@ -31,12 +31,22 @@ pub fn node_name(instance_id: &str) -> String {
     format!("{instance_id}.ec2.internal")
 }
 
+/// As a kubelet reports them: CPU, memory, pods, ephemeral storage and the devices.
 fn quantities(r: &Resources) -> BTreeMap<String, Quantity> {
-    BTreeMap::from([
+    let mut out = BTreeMap::from([
         ("cpu".to_string(), Quantity(format_milli_cpu(r.cpu_milli))),
         ("memory".to_string(), Quantity(format_bytes(r.memory_bytes))),
         ("pods".to_string(), Quantity(r.pods.to_string())),
-    ])
+    ]);
+    for (name, amount) in &r.extended {
+        let value = if is_bytes(name) {
+            format_bytes(*amount)
+        } else {
+            amount.to_string()
+        };
+        out.insert(name.clone(), Quantity(value));
+    }
+    out
 }
 
 /// Registers Nodes for the cluster's instances.
