@@ -156,3 +156,53 @@ pub struct ResolvedAmi {
     /// RFC 3339, as EC2 gives it.
     pub creation_date: String,
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A NodeClass as log format 1 wrote it: every field but the storage.
+    #[derive(Serialize)]
+    struct RecordedBeforeStorage<'a> {
+        name: &'a str,
+        ami_family: Option<&'a str>,
+        role: Option<&'a str>,
+        instance_profile: Option<&'a str>,
+        subnet_selector_terms: Vec<SelectorTerm>,
+        security_group_selector_terms: Vec<SelectorTerm>,
+        ami_selector_terms: Vec<SelectorTerm>,
+        kubelet: KubeletConfig,
+        tags: BTreeMap<String, String>,
+    }
+
+    #[test]
+    fn a_class_recorded_before_storage_reads_with_the_default_storage() {
+        let old = RecordedBeforeStorage {
+            name: "default",
+            ami_family: Some("AL2023"),
+            role: Some("R"),
+            instance_profile: None,
+            subnet_selector_terms: Vec::new(),
+            security_group_selector_terms: Vec::new(),
+            ami_selector_terms: Vec::new(),
+            kubelet: KubeletConfig::default(),
+            tags: BTreeMap::from([("team".to_string(), "a".to_string())]),
+        };
+        let bytes = postcard::to_stdvec(&old).expect("encodes");
+        let read: NodeClass = postcard::from_bytes(&bytes).expect("decodes");
+        assert_eq!(read.storage, NodeStorage::default());
+        assert_eq!(read.tags["team"], "a");
+        // A class with storage keeps it through the log.
+        let mut class = read.clone();
+        class.storage = NodeStorage {
+            volume_bytes: 100 << 30,
+            instance_store_raid0: true,
+            eviction_hard_nodefs: Some(Threshold::Percent(15)),
+        };
+        let bytes = postcard::to_stdvec(&class).expect("encodes");
+        assert_eq!(
+            postcard::from_bytes::<NodeClass>(&bytes).expect("decodes"),
+            class
+        );
+    }
+}
