@@ -618,3 +618,39 @@ fn the_node_storage_is_read_from_block_device_mappings_as_karpenter_reads_it() {
     assert!(raid.instance_store_raid0);
     assert_eq!(raid.eviction_hard_nodefs, Some(Threshold::Percent(15)));
 }
+
+#[test]
+fn too_many_pods_at_once_and_an_oversized_object_are_refused_at_load() {
+    let dir = tempfile::tempdir().expect("a folder");
+    let deployment = |name: &str, replicas: u32| {
+        format!(
+            "---\napiVersion: apps/v1\nkind: Deployment\nmetadata: {{name: {name}}}\nspec:\n  replicas: {replicas}\n  selector: {{matchLabels: {{app: {name}}}}}\n  template:\n    metadata: {{labels: {{app: {name}}}}}\n    spec:\n      containers: [{{name: c, image: x}}]\n"
+        )
+    };
+    // Each under the per-workload limit, together over the total; a scale counts at its peak.
+    let manifests = deployment("a", 90_000) + &deployment("b", 90_000) + &deployment("c", 1);
+    std::fs::write(dir.path().join("apps.yaml"), manifests).expect("written");
+    let scenario = dir.path().join("s.yaml");
+    std::fs::write(
+        &scenario,
+        "name: s\nduration: 10m\nmanifests:\n  - file: apps.yaml\ntimeline:\n  - at: 5m\n    scale: {deployment: c, replicas: 30000}\n",
+    )
+    .expect("written");
+    let err = load_file(&scenario).expect_err("over the total");
+    assert_mentions(
+        &err.to_string(),
+        &[
+            "manifests",
+            "210000 pods at once",
+            "Deployment default/a 90000",
+            "Deployment default/c 30000",
+            "200000",
+        ],
+    );
+    // One object over Kubernetes' 1.5 MiB.
+    let huge_label = "x".repeat(1_600_000);
+    let m = refused(&format!(
+        "apiVersion: v1\nkind: Pod\nmetadata: {{name: p, annotations: {{big: \"{huge_label}\"}}}}\nspec:\n  containers: [{{name: c, image: x}}]\n"
+    ));
+    assert_mentions(&m, &["document 1", "Pod", "1.5 MiB", "split it"]);
+}

@@ -118,7 +118,7 @@ impl Launcher {
 
     /// The bootstrap of a NodeClaim's machine: its labels, its taints with startup taints and
     /// `karpenter.sh/unregistered` (removed at registration), the kubelet settings.
-    fn bootstrap(claim: &NodeClaimSpec, class: &NodeClass) -> NodeBootstrap {
+    fn bootstrap(claim: &NodeClaimSpec, launch: &LaunchClass) -> NodeBootstrap {
         let mut taints = claim.taints.clone();
         taints.extend(claim.startup_taints.iter().cloned());
         taints.push(Taint::new(
@@ -129,7 +129,8 @@ impl Launcher {
         NodeBootstrap {
             labels: kubelet_labels(claim),
             taints,
-            kubelet: class.kubelet.clone(),
+            kubelet: launch.class.kubelet.clone(),
+            kubelet_extra: launch.settings.kubelet.clone(),
         }
     }
 
@@ -327,7 +328,7 @@ impl Launcher {
         for s in &launch.resolved.subnets {
             subnets_by_zone.entry(&s.zone).or_default().push(&s.id);
         }
-        let bootstrap = Self::bootstrap(claim, &launch.class);
+        let bootstrap = Self::bootstrap(claim, launch);
         // One launch template per architecture the options need.
         let mut templates: BTreeMap<String, String> = BTreeMap::new();
         let mut overrides: Vec<(String, FleetLaunchTemplateOverridesRequest)> = Vec::new();

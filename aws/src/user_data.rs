@@ -5,7 +5,7 @@
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 
-use nodewright_adapters::manifest::launch::AmiFamily;
+use nodewright_adapters::manifest::launch::{AmiFamily, KubeletExtra};
 use nodewright_core::model::nodeclass::KubeletConfig;
 use nodewright_core::model::taints::Taint;
 
@@ -27,6 +27,7 @@ pub struct NodeBootstrap {
     pub labels: BTreeMap<String, String>,
     pub taints: Vec<Taint>,
     pub kubelet: KubeletConfig,
+    pub kubelet_extra: KubeletExtra,
 }
 
 const BOUNDARY: &str = "//";
@@ -44,7 +45,11 @@ fn yaml_quote(s: &str) -> String {
 }
 
 /// The kubelet configuration keys nodewright sets (nodeadm's `kubelet.config`).
-fn kubelet_config_lines(k: &KubeletConfig, indent: &str) -> String {
+fn borrowed(m: &BTreeMap<String, String>) -> BTreeMap<&str, String> {
+    m.iter().map(|(s, v)| (s.as_str(), v.clone())).collect()
+}
+
+fn kubelet_config_lines(k: &KubeletConfig, extra: &KubeletExtra, indent: &str) -> String {
     let mut out = String::new();
     if let Some(n) = k.max_pods {
         let _ = writeln!(out, "{indent}maxPods: {n}");
@@ -69,14 +74,156 @@ fn kubelet_config_lines(k: &KubeletConfig, indent: &str) -> String {
             let _ = writeln!(out, "{indent}  {resource}: {}", yaml_quote(&value));
         }
     }
-    let eviction = match (k.eviction_hard_memory_bytes, k.eviction_hard_memory_percent) {
+    let memory = match (k.eviction_hard_memory_bytes, k.eviction_hard_memory_percent) {
         (Some(bytes), _) => Some(bytes.to_string()),
         (None, Some(p)) => Some(format!("{p}%")),
         _ => None,
     };
-    if let Some(v) = eviction {
-        let _ = writeln!(out, "{indent}evictionHard:");
-        let _ = writeln!(out, "{indent}  memory.available: {}", yaml_quote(&v));
+    let mut eviction_hard: BTreeMap<&str, String> = extra
+        .eviction_hard
+        .iter()
+        .map(|(s, v)| (s.as_str(), v.clone()))
+        .collect();
+    if let Some(v) = memory {
+        eviction_hard.insert("memory.available", v);
+    }
+    let signals = |out: &mut String, name: &str, map: &BTreeMap<&str, String>| {
+        if !map.is_empty() {
+            let _ = writeln!(out, "{indent}{name}:");
+            for (signal, value) in map {
+                let _ = writeln!(out, "{indent}  {signal}: {}", yaml_quote(value));
+            }
+        }
+    };
+    signals(&mut out, "evictionHard", &eviction_hard);
+    signals(&mut out, "evictionSoft", &borrowed(&extra.eviction_soft));
+    signals(
+        &mut out,
+        "evictionSoftGracePeriod",
+        &borrowed(&extra.eviction_soft_grace_period),
+    );
+    if !extra.cluster_dns.is_empty() {
+        let _ = writeln!(out, "{indent}clusterDNS:");
+        for ip in &extra.cluster_dns {
+            let _ = writeln!(out, "{indent}  - {}", yaml_quote(ip));
+        }
+    }
+    if let Some(n) = extra.eviction_max_pod_grace_period {
+        let _ = writeln!(out, "{indent}evictionMaxPodGracePeriod: {n}");
+    }
+    if let Some(n) = extra.image_gc_high_threshold_percent {
+        let _ = writeln!(out, "{indent}imageGCHighThresholdPercent: {n}");
+    }
+    if let Some(n) = extra.image_gc_low_threshold_percent {
+        let _ = writeln!(out, "{indent}imageGCLowThresholdPercent: {n}");
+    }
+    if let Some(b) = extra.cpu_cfs_quota {
+        let _ = writeln!(out, "{indent}cpuCFSQuota: {b}");
+    }
+    out
+}
+
+/// The kubelet settings as Bottlerocket's `[settings.kubernetes]` keys, and its sub-tables
+/// (which follow the keys).
+fn bottlerocket_kubelet(k: &KubeletConfig, extra: &KubeletExtra) -> (String, String) {
+    let mut keys = String::new();
+    if let Some(n) = k.max_pods {
+        let _ = writeln!(keys, "max-pods = {n}");
+    }
+    if let Some(ip) = extra.cluster_dns.first() {
+        let _ = writeln!(keys, "cluster-dns-ip = {}", yaml_quote(ip));
+    }
+    if let Some(n) = extra.eviction_max_pod_grace_period {
+        let _ = writeln!(keys, "eviction-max-pod-grace-period = {n}");
+    }
+    if let Some(n) = extra.image_gc_high_threshold_percent {
+        let _ = writeln!(keys, "image-gc-high-threshold-percent = {n}");
+    }
+    if let Some(n) = extra.image_gc_low_threshold_percent {
+        let _ = writeln!(keys, "image-gc-low-threshold-percent = {n}");
+    }
+    if let Some(b) = extra.cpu_cfs_quota {
+        let _ = writeln!(keys, "cpu-cfs-quota-enforced = {b}");
+    }
+    let mut tables = String::new();
+    let mut eviction_hard = extra.eviction_hard.clone();
+    match (k.eviction_hard_memory_bytes, k.eviction_hard_memory_percent) {
+        (Some(bytes), _) => {
+            eviction_hard.insert("memory.available".into(), bytes.to_string());
+        }
+        (None, Some(p)) => {
+            eviction_hard.insert("memory.available".into(), format!("{p}%"));
+        }
+        _ => {}
+    }
+    for (table, map) in [
+        ("eviction-hard", &eviction_hard),
+        ("eviction-soft", &extra.eviction_soft),
+        (
+            "eviction-soft-grace-period",
+            &extra.eviction_soft_grace_period,
+        ),
+    ] {
+        if !map.is_empty() {
+            let _ = writeln!(tables, "\n[settings.kubernetes.{table}]");
+            for (signal, value) in map {
+                let _ = writeln!(tables, "{} = {}", yaml_quote(signal), yaml_quote(value));
+            }
+        }
+    }
+    (keys, tables)
+}
+
+/// The kubelet settings as flags, for AL2's `--kubelet-extra-args`.
+fn kubelet_flags(k: &KubeletConfig, extra: &KubeletExtra) -> String {
+    let mut out = String::new();
+    if let Some(n) = k.max_pods {
+        let _ = write!(out, " --max-pods={n}");
+    }
+    let joined = |m: &BTreeMap<String, String>, sep: char| -> String {
+        m.iter()
+            .map(|(s, v)| format!("{s}{sep}{v}"))
+            .collect::<Vec<_>>()
+            .join(",")
+    };
+    let mut eviction_hard = extra.eviction_hard.clone();
+    match (k.eviction_hard_memory_bytes, k.eviction_hard_memory_percent) {
+        (Some(bytes), _) => {
+            eviction_hard.insert("memory.available".into(), bytes.to_string());
+        }
+        (None, Some(p)) => {
+            eviction_hard.insert("memory.available".into(), format!("{p}%"));
+        }
+        _ => {}
+    }
+    if !eviction_hard.is_empty() {
+        let _ = write!(out, " --eviction-hard={}", joined(&eviction_hard, '<'));
+    }
+    if !extra.eviction_soft.is_empty() {
+        let _ = write!(
+            out,
+            " --eviction-soft={}",
+            joined(&extra.eviction_soft, '<')
+        );
+    }
+    if !extra.eviction_soft_grace_period.is_empty() {
+        let _ = write!(
+            out,
+            " --eviction-soft-grace-period={}",
+            joined(&extra.eviction_soft_grace_period, '=')
+        );
+    }
+    if let Some(n) = extra.eviction_max_pod_grace_period {
+        let _ = write!(out, " --eviction-max-pod-grace-period={n}");
+    }
+    if let Some(n) = extra.image_gc_high_threshold_percent {
+        let _ = write!(out, " --image-gc-high-threshold={n}");
+    }
+    if let Some(n) = extra.image_gc_low_threshold_percent {
+        let _ = write!(out, " --image-gc-low-threshold={n}");
+    }
+    if let Some(b) = extra.cpu_cfs_quota {
+        let _ = write!(out, " --cpu-cfs-quota={b}");
     }
     out
 }
@@ -138,7 +285,7 @@ pub fn render(
                 yaml_quote(&cluster.ca_bundle),
                 yaml_quote(&cluster.service_cidr),
             );
-            let config = kubelet_config_lines(&node.kubelet, "      ");
+            let config = kubelet_config_lines(&node.kubelet, &node.kubelet_extra, "      ");
             if !config.is_empty() {
                 let _ = write!(out, "    config:\n{config}");
             }
@@ -163,20 +310,22 @@ pub fn render(
             if !taints.is_empty() {
                 let _ = write!(extra, " --register-with-taints={}", taints.join(","));
             }
-            if let Some(n) = node.kubelet.max_pods {
-                let _ = write!(extra, " --max-pods={n}");
-            }
+            extra.push_str(&kubelet_flags(&node.kubelet, &node.kubelet_extra));
             let mut out = mime_with_users_part(custom);
             let _ = write!(
                 out,
                 "--{BOUNDARY}\nContent-Type: text/x-shellscript; charset=\"us-ascii\"\n\n#!/bin/bash -xe\n\
                  exec > >(tee /var/log/user-data.log|logger -t user-data -s 2>/dev/console) 2>&1\n\
                  /etc/eks/bootstrap.sh '{}' --apiserver-endpoint '{}' --b64-cluster-ca '{}' \
-                 --use-max-pods {} --kubelet-extra-args '{}'\n--{BOUNDARY}--\n",
+                 --use-max-pods {}{} --kubelet-extra-args '{}'\n--{BOUNDARY}--\n",
                 cluster.name,
                 cluster.endpoint,
                 cluster.ca_bundle,
                 node.kubelet.max_pods.is_none(),
+                match node.kubelet_extra.cluster_dns.first() {
+                    Some(ip) => format!(" --dns-cluster-ip '{ip}'"),
+                    None => String::new(),
+                },
                 extra
             );
             out
@@ -194,9 +343,9 @@ pub fn render(
                 yaml_quote(&cluster.endpoint),
                 yaml_quote(&cluster.ca_bundle)
             );
-            if let Some(n) = node.kubelet.max_pods {
-                let _ = writeln!(out, "max-pods = {n}");
-            }
+            let (keys, tables) = bottlerocket_kubelet(&node.kubelet, &node.kubelet_extra);
+            out.push_str(&keys);
+            out.push_str(&tables);
             out.push_str("\n[settings.kubernetes.node-labels]\n");
             for (k, v) in &node.labels {
                 let _ = writeln!(out, "{} = {}", yaml_quote(k), yaml_quote(v));
@@ -264,6 +413,7 @@ mod tests {
                 max_pods: Some(110),
                 ..KubeletConfig::default()
             },
+            kubelet_extra: KubeletExtra::default(),
         }
     }
 
@@ -309,5 +459,69 @@ mod tests {
             render(AmiFamily::Custom, Some("raw"), &cluster(), &node()),
             "raw"
         );
+    }
+
+    fn tuned() -> NodeBootstrap {
+        let mut node = node();
+        node.kubelet.eviction_hard_memory_percent = Some(5);
+        node.kubelet_extra = KubeletExtra {
+            cluster_dns: vec!["10.100.0.10".into()],
+            eviction_hard: BTreeMap::from([("nodefs.available".into(), "15%".into())]),
+            eviction_soft: BTreeMap::from([("memory.available".into(), "10%".into())]),
+            eviction_soft_grace_period: BTreeMap::from([("memory.available".into(), "1m".into())]),
+            eviction_max_pod_grace_period: Some(60),
+            image_gc_high_threshold_percent: Some(85),
+            image_gc_low_threshold_percent: Some(80),
+            cpu_cfs_quota: Some(false),
+        };
+        node
+    }
+
+    #[test]
+    fn every_kubelet_setting_reaches_the_nodes_kubelet() {
+        let al2023 = render(AmiFamily::Al2023, None, &cluster(), &tuned());
+        for line in [
+            "      maxPods: 110",
+            "      evictionHard:\n        memory.available: \"5%\"\n        nodefs.available: \"15%\"",
+            "      evictionSoft:\n        memory.available: \"10%\"",
+            "      evictionSoftGracePeriod:\n        memory.available: \"1m\"",
+            "      clusterDNS:\n        - \"10.100.0.10\"",
+            "      evictionMaxPodGracePeriod: 60",
+            "      imageGCHighThresholdPercent: 85",
+            "      imageGCLowThresholdPercent: 80",
+            "      cpuCFSQuota: false",
+        ] {
+            assert!(al2023.contains(line), "{line:?} in {al2023}");
+        }
+        let bottlerocket = render(AmiFamily::Bottlerocket, None, &cluster(), &tuned());
+        for line in [
+            "max-pods = 110",
+            "cluster-dns-ip = \"10.100.0.10\"",
+            "eviction-max-pod-grace-period = 60",
+            "image-gc-high-threshold-percent = 85",
+            "cpu-cfs-quota-enforced = false",
+            "[settings.kubernetes.eviction-hard]\n\"memory.available\" = \"5%\"\n\"nodefs.available\" = \"15%\"",
+            "[settings.kubernetes.eviction-soft-grace-period]\n\"memory.available\" = \"1m\"",
+        ] {
+            assert!(bottlerocket.contains(line), "{line:?} in {bottlerocket}");
+        }
+        // The keys of [settings.kubernetes] come before its sub-tables.
+        let keys_end = bottlerocket.find("cpu-cfs-quota-enforced").expect("a key");
+        let first_table = bottlerocket.find("[settings.kubernetes.").expect("a table");
+        assert!(keys_end < first_table, "{bottlerocket}");
+        let al2 = render(AmiFamily::Al2, None, &cluster(), &tuned());
+        for flag in [
+            "--dns-cluster-ip '10.100.0.10'",
+            "--max-pods=110",
+            "--eviction-hard=memory.available<5%,nodefs.available<15%",
+            "--eviction-soft=memory.available<10%",
+            "--eviction-soft-grace-period=memory.available=1m",
+            "--eviction-max-pod-grace-period=60",
+            "--image-gc-high-threshold=85",
+            "--image-gc-low-threshold=80",
+            "--cpu-cfs-quota=false",
+        ] {
+            assert!(al2.contains(flag), "{flag:?} in {al2}");
+        }
     }
 }

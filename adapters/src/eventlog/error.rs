@@ -231,7 +231,7 @@ pub enum LogError {
     },
 
     /// redb reported an error.
-    #[error("{}: the store could not {action}: {source}", .path.display())]
+    #[error("{}: could not {action} (a redb event store): {source}", .path.display())]
     Store {
         /// The store file.
         path: PathBuf,

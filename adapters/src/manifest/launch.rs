@@ -2,6 +2,7 @@
 //! block devices, instance metadata options — as typed values. The decision core does not read
 //! these (they change no decision); the EC2 adapter builds its launch templates from them.
 
+use std::collections::BTreeMap;
 use std::fmt;
 
 use nodewright_core::model::quantity::parse_units;
@@ -211,6 +212,45 @@ impl Default for MetadataOptions {
     }
 }
 
+/// The kubelet settings that change no amount nodewright computes but go into the node's
+/// kubelet configuration as written (the others are the core's `KubeletConfig`).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Hash)]
+pub struct KubeletExtra {
+    pub cluster_dns: Vec<String>,
+    /// Hard eviction signals other than `memory.available` (which the core keeps), such as
+    /// `nodefs.available` or `pid.available`, as written.
+    pub eviction_hard: BTreeMap<String, String>,
+    pub eviction_soft: BTreeMap<String, String>,
+    pub eviction_soft_grace_period: BTreeMap<String, String>,
+    pub eviction_max_pod_grace_period: Option<i32>,
+    pub image_gc_high_threshold_percent: Option<i32>,
+    pub image_gc_low_threshold_percent: Option<i32>,
+    pub cpu_cfs_quota: Option<bool>,
+}
+
+impl KubeletExtra {
+    fn of(spec: &NodeClassSpec) -> KubeletExtra {
+        let Some(k) = &spec.kubelet else {
+            return KubeletExtra::default();
+        };
+        KubeletExtra {
+            cluster_dns: k.cluster_dns.clone().unwrap_or_default(),
+            eviction_hard: k
+                .eviction_hard
+                .iter()
+                .filter(|(signal, _)| signal.as_str() != "memory.available")
+                .map(|(s, v)| (s.clone(), v.clone()))
+                .collect(),
+            eviction_soft: k.eviction_soft.clone(),
+            eviction_soft_grace_period: k.eviction_soft_grace_period.clone(),
+            eviction_max_pod_grace_period: k.eviction_max_pod_grace_period,
+            image_gc_high_threshold_percent: k.image_gc_high_threshold_percent,
+            image_gc_low_threshold_percent: k.image_gc_low_threshold_percent,
+            cpu_cfs_quota: k.cpu_cfs_quota,
+        }
+    }
+}
+
 /// How machines of one EC2NodeClass are launched.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct LaunchSettings {
@@ -223,6 +263,7 @@ pub struct LaunchSettings {
     pub associate_public_ip_address: Option<bool>,
     /// `RAID0`: the instance's local NVMe disks as one volume for the kubelet and pods.
     pub instance_store_policy: Option<String>,
+    pub kubelet: KubeletExtra,
 }
 
 /// The size of a volume no mapping gives, as Karpenter's default EBS volume.
@@ -353,6 +394,7 @@ pub(super) fn launch_settings(spec: &NodeClassSpec) -> Result<LaunchSettings, La
         detailed_monitoring: spec.detailed_monitoring.unwrap_or(false),
         associate_public_ip_address: spec.associate_public_ip_address,
         instance_store_policy: spec.instance_store_policy.clone(),
+        kubelet: KubeletExtra::of(spec),
     })
 }
 

@@ -49,6 +49,10 @@ impl PodTemplate {
 /// pods) is what the simulator is measured to hold.
 pub const MAX_REPLICAS: i64 = 100_000;
 
+/// The largest object (one YAML document) read: Kubernetes' own limit, the 1.5 MiB etcd takes
+/// in one request. It also keeps every object well inside a log record.
+pub const MAX_OBJECT_BYTES: usize = 1536 * 1024;
+
 /// A workload that keeps a number of identical pods: a Deployment, a ReplicaSet or a
 /// StatefulSet. They differ only in how their pods are named and owned.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -224,6 +228,16 @@ pub fn parse_manifests_noting(
             kind: kind.clone(),
             name: String::new(),
         };
+        if doc.len() > MAX_OBJECT_BYTES {
+            return Err(ctx.invalid(
+                "(the whole object)",
+                &format!(
+                    "is {} bytes, above the {MAX_OBJECT_BYTES} bytes (1.5 MiB) Kubernetes stores per object",
+                    doc.len()
+                ),
+                "split it into smaller objects, as the API server would require",
+            ));
+        }
         let manifest = match (kind.as_str(), api_version.as_str()) {
             ("NodePool", "karpenter.sh/v1") => {
                 let obj: api::NodePool = typed(&doc, source_name, document, first_line)?;

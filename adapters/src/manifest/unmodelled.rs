@@ -157,7 +157,7 @@ pub fn of_nodeclass(spec: &EC2NodeClassSpec) -> Vec<Entry> {
             (
                 "spec.kubelet.clusterDNS",
                 "the DNS servers pods get",
-                NotApplied,
+                AppliedAtLaunch,
             ),
         );
         note(
@@ -167,7 +167,7 @@ pub fn of_nodeclass(spec: &EC2NodeClassSpec) -> Vec<Entry> {
             (
                 "spec.kubelet.evictionHard (other than memory.available and nodefs.available)",
                 "hard eviction on disk and process signals",
-                NotApplied,
+                AppliedAtLaunch,
             ),
         );
         note(
@@ -175,7 +175,7 @@ pub fn of_nodeclass(spec: &EC2NodeClassSpec) -> Vec<Entry> {
             (
                 "spec.kubelet.evictionSoft",
                 "soft eviction thresholds",
-                NotApplied,
+                AppliedAtLaunch,
             ),
         );
         note(
@@ -183,7 +183,7 @@ pub fn of_nodeclass(spec: &EC2NodeClassSpec) -> Vec<Entry> {
             (
                 "spec.kubelet.evictionSoftGracePeriod",
                 "how long a soft threshold holds before eviction",
-                NotApplied,
+                AppliedAtLaunch,
             ),
         );
         note(
@@ -191,7 +191,7 @@ pub fn of_nodeclass(spec: &EC2NodeClassSpec) -> Vec<Entry> {
             (
                 "spec.kubelet.evictionMaxPodGracePeriod",
                 "the grace period of pods evicted by the kubelet",
-                NotApplied,
+                AppliedAtLaunch,
             ),
         );
         note(
@@ -199,7 +199,7 @@ pub fn of_nodeclass(spec: &EC2NodeClassSpec) -> Vec<Entry> {
             (
                 "spec.kubelet.imageGCHighThresholdPercent",
                 "image garbage collection",
-                NotApplied,
+                AppliedAtLaunch,
             ),
         );
         note(
@@ -207,7 +207,7 @@ pub fn of_nodeclass(spec: &EC2NodeClassSpec) -> Vec<Entry> {
             (
                 "spec.kubelet.imageGCLowThresholdPercent",
                 "image garbage collection",
-                NotApplied,
+                AppliedAtLaunch,
             ),
         );
         note(
@@ -215,7 +215,7 @@ pub fn of_nodeclass(spec: &EC2NodeClassSpec) -> Vec<Entry> {
             (
                 "spec.kubelet.cpuCFSQuota",
                 "CPU limits enforced by CFS quota",
-                NotApplied,
+                AppliedAtLaunch,
             ),
         );
     }

@@ -244,6 +244,69 @@ pub const MAX_EXISTING_NODES: u64 = 10_000;
 
 pub use nodewright_adapters::manifest::MAX_REPLICAS;
 
+/// The most pods a scenario may hold at once, all workloads together: twice the scheduling
+/// benchmark's largest run.
+pub const MAX_PODS: u64 = 200_000;
+
+/// The most pods the scenario's workloads can hold at once: each Deployment, ReplicaSet and
+/// StatefulSet at the most replicas it is ever given (applied or scaled), each Job and
+/// CronJob at its parallelism, each bare pod. With the three largest, for the message.
+fn peak_pods(manifests: &[Manifest], timeline: &[TimelineAction]) -> (u64, Vec<(String, u64)>) {
+    let mut by_workload: BTreeMap<(&'static str, String, String), u64> = BTreeMap::new();
+    let mut count = |kind: &'static str, ns: &str, name: &str, pods: u64| {
+        let entry = by_workload
+            .entry((kind, ns.to_string(), name.to_string()))
+            .or_default();
+        *entry = (*entry).max(pods);
+    };
+    let applied = manifests
+        .iter()
+        .chain(timeline.iter().flat_map(|t| match &t.action {
+            Action::Apply(m) => m.as_slice(),
+            _ => &[],
+        }));
+    for m in applied {
+        match m {
+            Manifest::Deployment(d) => {
+                count("Deployment", &d.namespace, &d.name, d.replicas as u64)
+            }
+            Manifest::Job(j) => count(
+                "Job",
+                &j.namespace,
+                &j.name,
+                j.parallelism.min(j.completions) as u64,
+            ),
+            Manifest::CronJob(c) => count(
+                "CronJob",
+                &c.namespace,
+                &c.name,
+                c.job.parallelism.min(c.job.completions) as u64,
+            ),
+            Manifest::Pod(p) => count("Pod", &p.key.namespace, &p.key.name, 1),
+            _ => {}
+        }
+    }
+    for t in timeline {
+        if let Action::Scale {
+            namespace,
+            deployment,
+            replicas,
+        } = &t.action
+        {
+            count("Deployment", namespace, deployment, *replicas as u64);
+        }
+    }
+    let total = by_workload.values().sum();
+    let mut largest: Vec<(String, u64)> = by_workload
+        .into_iter()
+        .filter(|((kind, _, _), _)| *kind != "Pod")
+        .map(|((kind, ns, name), pods)| (format!("{kind} {ns}/{name}"), pods))
+        .collect();
+    largest.sort_by(|a, b| b.1.cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
+    largest.truncate(3);
+    (total, largest)
+}
+
 /// Loads a scenario file; `file:` manifests are read relative to it.
 pub fn load_file(path: &Path) -> Result<Scenario, ScenarioError> {
     let shown = path.display().to_string();
@@ -669,6 +732,21 @@ pub fn load_str(
     )?;
     let timeline: Vec<TimelineAction> = timeline.into_iter().map(|(_, t)| t).collect();
     let manifests: Vec<Manifest> = sourced.into_iter().map(|(_, m)| m).collect();
+    let (pods, largest) = peak_pods(&manifests, &timeline);
+    if pods > MAX_PODS {
+        let shown: Vec<String> = largest
+            .iter()
+            .map(|(what, n)| format!("{what} {n}"))
+            .collect();
+        return Err(invalid(
+            "manifests",
+            format!(
+                "the workloads can hold {pods} pods at once (the largest: {}), above the most nodewright simulates, {MAX_PODS}",
+                shown.join(", ")
+            ),
+            &format!("keep the replicas of all workloads together at {MAX_PODS} or fewer"),
+        ));
+    }
 
     let mut expectations = Vec::new();
     for (i, e) in raw.expect.iter().enumerate() {
