@@ -14,6 +14,7 @@ use kube::api::PostParams;
 use kube::runtime::reflector::Store;
 use nodewright_adapters::control_loop::{InboxSender, Input};
 use nodewright_adapters::manifest::nodeclass_from_api;
+use nodewright_adapters::manifest::unmodelled::{self, InController};
 use nodewright_api::{
     AmiRequirement, AmiStatus, EC2NodeClass, EC2NodeClassStatus, SecurityGroupStatus, SubnetStatus,
     Time,
@@ -117,6 +118,16 @@ impl NodeClassResolver {
                 continue;
             }
             seen.insert(name.clone(), generation);
+            // Said once per generation: a field nodewright reads but does not act on yet.
+            for (field, effect, in_controller) in unmodelled::of_nodeclass(&object.spec) {
+                if in_controller == InController::NotApplied {
+                    warn!(
+                        nodeclass = name,
+                        field,
+                        "accepted but not applied by this nodewright ({effect}): launches go on without it"
+                    );
+                }
+            }
             match self.resolve(&object).await {
                 Outcome::Ready(launch) => {
                     if sent.get(&name) != Some(&launch.resolved) {
