@@ -203,8 +203,12 @@ pub fn alias_parameters(alias: &AmiAlias, kubernetes_version: &str) -> Vec<(Stri
                 )
             })
             .collect(),
-        AmiFamily::Windows2019 | AmiFamily::Windows2022 => {
-            let year = if alias.family == AmiFamily::Windows2019 { "2019" } else { "2022" };
+        AmiFamily::Windows2019 | AmiFamily::Windows2022 | AmiFamily::Windows2025 => {
+            let year = match alias.family {
+                AmiFamily::Windows2019 => "2019",
+                AmiFamily::Windows2022 => "2022",
+                _ => "2025",
+            };
             vec![(
                 format!("/aws/service/ami-windows-latest/Windows_Server-{year}-English-Core-EKS_Optimized-{k}/image_id"),
                 "amd64",

@@ -367,7 +367,7 @@ pub fn render(
             }
             out
         }
-        AmiFamily::Windows2019 | AmiFamily::Windows2022 => {
+        AmiFamily::Windows2019 | AmiFamily::Windows2022 | AmiFamily::Windows2025 => {
             let mut extra = format!("--node-labels=\"{}\"", labels.join(","));
             if !taints.is_empty() {
                 let _ = write!(extra, " --register-with-taints=\"{}\"", taints.join(","));

@@ -20,6 +20,7 @@ pub enum AmiFamily {
     Bottlerocket,
     Windows2019,
     Windows2022,
+    Windows2025,
     /// The user's own AMI: the user data is passed as it is written.
     Custom,
 }
@@ -33,6 +34,7 @@ impl AmiFamily {
             "Bottlerocket" => AmiFamily::Bottlerocket,
             "Windows2019" => AmiFamily::Windows2019,
             "Windows2022" => AmiFamily::Windows2022,
+            "Windows2025" => AmiFamily::Windows2025,
             "Custom" => AmiFamily::Custom,
             _ => return None,
         })
@@ -45,6 +47,7 @@ impl AmiFamily {
             AmiFamily::Bottlerocket => "Bottlerocket",
             AmiFamily::Windows2019 => "Windows2019",
             AmiFamily::Windows2022 => "Windows2022",
+            AmiFamily::Windows2025 => "Windows2025",
             AmiFamily::Custom => "Custom",
         }
     }
@@ -52,7 +55,7 @@ impl AmiFamily {
     /// The device of the root volume.
     pub fn root_device(self) -> &'static str {
         match self {
-            AmiFamily::Windows2019 | AmiFamily::Windows2022 => "/dev/sda1",
+            AmiFamily::Windows2019 | AmiFamily::Windows2022 | AmiFamily::Windows2025 => "/dev/sda1",
             _ => "/dev/xvda",
         }
     }
@@ -84,7 +87,7 @@ impl AmiFamily {
             AmiFamily::Bottlerocket => {
                 vec![volume("/dev/xvda", 4, false), volume("/dev/xvdb", 20, true)]
             }
-            AmiFamily::Windows2019 | AmiFamily::Windows2022 => {
+            AmiFamily::Windows2019 | AmiFamily::Windows2022 | AmiFamily::Windows2025 => {
                 vec![volume("/dev/sda1", 50, true)]
             }
             AmiFamily::Custom => Vec::new(),
@@ -109,12 +112,13 @@ pub struct AmiAlias {
 }
 
 /// The alias families, as written in an alias.
-pub const ALIAS_FAMILIES: [&str; 5] = [
+pub const ALIAS_FAMILIES: [&str; 6] = [
     "al2023",
     "al2",
     "bottlerocket",
     "windows2019",
     "windows2022",
+    "windows2025",
 ];
 
 impl AmiAlias {
@@ -131,6 +135,7 @@ impl AmiAlias {
             "bottlerocket" => AmiFamily::Bottlerocket,
             "windows2019" => AmiFamily::Windows2019,
             "windows2022" => AmiFamily::Windows2022,
+            "windows2025" => AmiFamily::Windows2025,
             other => {
                 return Err(format!(
                     "{other:?} is not an AMI family an alias can name; use one of {}",
@@ -148,7 +153,12 @@ impl AmiAlias {
                 ));
             }
         };
-        if version.is_some() && matches!(family, AmiFamily::Windows2019 | AmiFamily::Windows2022) {
+        if version.is_some()
+            && matches!(
+                family,
+                AmiFamily::Windows2019 | AmiFamily::Windows2022 | AmiFamily::Windows2025
+            )
+        {
             return Err(format!("{raw:?}: Windows aliases only take @latest"));
         }
         Ok(AmiAlias { family, version })
@@ -163,6 +173,7 @@ impl fmt::Display for AmiAlias {
             AmiFamily::Bottlerocket => "bottlerocket",
             AmiFamily::Windows2019 => "windows2019",
             AmiFamily::Windows2022 => "windows2022",
+            AmiFamily::Windows2025 => "windows2025",
             AmiFamily::Custom => "custom",
         };
         write!(
@@ -343,16 +354,19 @@ pub(super) fn launch_settings(spec: &NodeClassSpec) -> Result<LaunchSettings, La
                 invalid(
                     "spec.amiFamily".to_string(),
                     format!("{raw:?} is not an AMI family"),
-                    "use AL2023, AL2, Bottlerocket, Windows2019, Windows2022 or Custom",
+                    "use AL2023, AL2, Bottlerocket, Windows2019, Windows2022, Windows2025 or Custom",
                 )
             })?;
+            // With an alias, Karpenter takes its own family or Custom (the alias's AMI, the
+            // user data passed as written).
             if let Some(alias) = from_alias
                 && alias != family
+                && family != AmiFamily::Custom
             {
                 return Err(invalid(
                     "spec.amiFamily".to_string(),
                     format!("is {family} but the AMI alias names {alias}"),
-                    "leave spec.amiFamily out when an alias is used (the alias names the family)",
+                    "leave spec.amiFamily out when an alias is used (the alias names the family), or set Custom to pass your own user data",
                 ));
             }
             family
