@@ -45,6 +45,21 @@ fn yaml_quote(s: &str) -> String {
 }
 
 /// The kubelet configuration keys nodewright sets (nodeadm's `kubelet.config`).
+/// Every hard eviction threshold as written: the core's `memory.available` with the others.
+fn eviction_hard(k: &KubeletConfig, extra: &KubeletExtra) -> BTreeMap<String, String> {
+    let mut signals = extra.eviction_hard.clone();
+    match (k.eviction_hard_memory_bytes, k.eviction_hard_memory_percent) {
+        (Some(bytes), _) => {
+            signals.insert("memory.available".into(), bytes.to_string());
+        }
+        (None, Some(p)) => {
+            signals.insert("memory.available".into(), format!("{p}%"));
+        }
+        _ => {}
+    }
+    signals
+}
+
 fn borrowed(m: &BTreeMap<String, String>) -> BTreeMap<&str, String> {
     m.iter().map(|(s, v)| (s.as_str(), v.clone())).collect()
 }
@@ -74,19 +89,7 @@ fn kubelet_config_lines(k: &KubeletConfig, extra: &KubeletExtra, indent: &str) -
             let _ = writeln!(out, "{indent}  {resource}: {}", yaml_quote(&value));
         }
     }
-    let memory = match (k.eviction_hard_memory_bytes, k.eviction_hard_memory_percent) {
-        (Some(bytes), _) => Some(bytes.to_string()),
-        (None, Some(p)) => Some(format!("{p}%")),
-        _ => None,
-    };
-    let mut eviction_hard: BTreeMap<&str, String> = extra
-        .eviction_hard
-        .iter()
-        .map(|(s, v)| (s.as_str(), v.clone()))
-        .collect();
-    if let Some(v) = memory {
-        eviction_hard.insert("memory.available", v);
-    }
+    let hard = eviction_hard(k, extra);
     let signals = |out: &mut String, name: &str, map: &BTreeMap<&str, String>| {
         if !map.is_empty() {
             let _ = writeln!(out, "{indent}{name}:");
@@ -95,7 +98,7 @@ fn kubelet_config_lines(k: &KubeletConfig, extra: &KubeletExtra, indent: &str) -
             }
         }
     };
-    signals(&mut out, "evictionHard", &eviction_hard);
+    signals(&mut out, "evictionHard", &borrowed(&hard));
     signals(&mut out, "evictionSoft", &borrowed(&extra.eviction_soft));
     signals(
         &mut out,
@@ -146,18 +149,9 @@ fn bottlerocket_kubelet(k: &KubeletConfig, extra: &KubeletExtra) -> (String, Str
         let _ = writeln!(keys, "cpu-cfs-quota-enforced = {b}");
     }
     let mut tables = String::new();
-    let mut eviction_hard = extra.eviction_hard.clone();
-    match (k.eviction_hard_memory_bytes, k.eviction_hard_memory_percent) {
-        (Some(bytes), _) => {
-            eviction_hard.insert("memory.available".into(), bytes.to_string());
-        }
-        (None, Some(p)) => {
-            eviction_hard.insert("memory.available".into(), format!("{p}%"));
-        }
-        _ => {}
-    }
+    let hard = eviction_hard(k, extra);
     for (table, map) in [
-        ("eviction-hard", &eviction_hard),
+        ("eviction-hard", &hard),
         ("eviction-soft", &extra.eviction_soft),
         (
             "eviction-soft-grace-period",
@@ -186,18 +180,9 @@ fn kubelet_flags(k: &KubeletConfig, extra: &KubeletExtra) -> String {
             .collect::<Vec<_>>()
             .join(",")
     };
-    let mut eviction_hard = extra.eviction_hard.clone();
-    match (k.eviction_hard_memory_bytes, k.eviction_hard_memory_percent) {
-        (Some(bytes), _) => {
-            eviction_hard.insert("memory.available".into(), bytes.to_string());
-        }
-        (None, Some(p)) => {
-            eviction_hard.insert("memory.available".into(), format!("{p}%"));
-        }
-        _ => {}
-    }
-    if !eviction_hard.is_empty() {
-        let _ = write!(out, " --eviction-hard={}", joined(&eviction_hard, '<'));
+    let hard = eviction_hard(k, extra);
+    if !hard.is_empty() {
+        let _ = write!(out, " --eviction-hard={}", joined(&hard, '<'));
     }
     if !extra.eviction_soft.is_empty() {
         let _ = write!(

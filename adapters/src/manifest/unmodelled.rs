@@ -52,174 +52,173 @@ use InController::{AppliedAtLaunch, NotApplied};
 
 /// The set fields of an EC2NodeClass the simulation leaves out.
 pub fn of_nodeclass(spec: &EC2NodeClassSpec) -> Vec<Entry> {
-    let mut out: Vec<Entry> = Vec::new();
-    let mut note = |set: bool, entry: Entry| {
-        if set {
-            out.push(entry);
-        }
-    };
-    note(
-        spec.user_data.is_some(),
-        ("spec.userData", "runs on the node at boot", AppliedAtLaunch),
-    );
-    note(
-        spec.metadata_options.is_some(),
+    let kubelet = spec.kubelet.as_ref();
+    let kubelet_has =
+        |set: fn(&nodewright_api::KubeletConfiguration) -> bool| kubelet.is_some_and(set);
+    let table: [(bool, Entry); 20] = [
         (
-            "spec.metadataOptions",
-            "the instance metadata service",
-            AppliedAtLaunch,
+            spec.user_data.is_some(),
+            ("spec.userData", "runs on the node at boot", AppliedAtLaunch),
         ),
-    );
-    note(
-        spec.detailed_monitoring.is_some(),
         (
-            "spec.detailedMonitoring",
-            "one-minute CloudWatch metrics",
-            AppliedAtLaunch,
+            spec.metadata_options.is_some(),
+            (
+                "spec.metadataOptions",
+                "the instance metadata service",
+                AppliedAtLaunch,
+            ),
         ),
-    );
-    note(
-        spec.associate_public_ip_address.is_some(),
         (
-            "spec.associatePublicIPAddress",
-            "a public IP on the node",
-            AppliedAtLaunch,
+            spec.detailed_monitoring.is_some(),
+            (
+                "spec.detailedMonitoring",
+                "one-minute CloudWatch metrics",
+                AppliedAtLaunch,
+            ),
         ),
-    );
-    for term in &spec.ami_selector_terms {
-        if term.ssm_parameter.is_some() {
-            note(
-                true,
-                (
-                    "spec.amiSelectorTerms[].ssmParameter",
-                    "the AMI named by an SSM parameter (simulated AMIs are found by alias, id, name or tags)",
-                    AppliedAtLaunch,
-                ),
-            );
-            break;
-        }
-    }
-    note(
-        !spec.capacity_reservation_selector_terms.is_empty(),
         (
-            "spec.capacityReservationSelectorTerms",
-            "launches into On-Demand Capacity Reservations",
-            NotApplied,
+            spec.associate_public_ip_address.is_some(),
+            (
+                "spec.associatePublicIPAddress",
+                "a public IP on the node",
+                AppliedAtLaunch,
+            ),
         ),
-    );
-    note(
-        !spec.network_interfaces.is_empty(),
         (
-            "spec.networkInterfaces",
-            "EFA and extra network interfaces",
-            NotApplied,
+            spec.ami_selector_terms
+                .iter()
+                .any(|t| t.ssm_parameter.is_some()),
+            (
+                "spec.amiSelectorTerms[].ssmParameter",
+                "the AMI named by an SSM parameter (simulated AMIs are found by alias, id, name or tags)",
+                AppliedAtLaunch,
+            ),
         ),
-    );
-    note(
-        spec.ip_prefix_count.is_some(),
         (
-            "spec.ipPrefixCount",
-            "IPv4 prefixes on the primary interface",
-            NotApplied,
+            !spec.capacity_reservation_selector_terms.is_empty(),
+            (
+                "spec.capacityReservationSelectorTerms",
+                "launches into On-Demand Capacity Reservations",
+                NotApplied,
+            ),
         ),
-    );
-    note(
-        spec.connection_tracking.is_some(),
         (
-            "spec.connectionTracking",
-            "connection-tracking timeouts",
-            NotApplied,
+            !spec.network_interfaces.is_empty(),
+            (
+                "spec.networkInterfaces",
+                "EFA and extra network interfaces",
+                NotApplied,
+            ),
         ),
-    );
-    note(
-        spec.cpu_options.is_some(),
-        ("spec.cpuOptions", "CPU options of the instance", NotApplied),
-    );
-    note(
-        spec.placement_group_selector.is_some(),
         (
-            "spec.placementGroupSelector",
-            "the placement group of the instances",
-            NotApplied,
+            spec.ip_prefix_count.is_some(),
+            (
+                "spec.ipPrefixCount",
+                "IPv4 prefixes on the primary interface",
+                NotApplied,
+            ),
         ),
-    );
-    note(
-        spec.context.is_some(),
         (
-            "spec.context",
-            "the EC2 Fleet context of reserved launches",
-            NotApplied,
+            spec.connection_tracking.is_some(),
+            (
+                "spec.connectionTracking",
+                "connection-tracking timeouts",
+                NotApplied,
+            ),
         ),
-    );
-    if let Some(k) = &spec.kubelet {
-        note(
-            k.cluster_dns.is_some(),
+        (
+            spec.cpu_options.is_some(),
+            ("spec.cpuOptions", "CPU options of the instance", NotApplied),
+        ),
+        (
+            spec.placement_group_selector.is_some(),
+            (
+                "spec.placementGroupSelector",
+                "the placement group of the instances",
+                NotApplied,
+            ),
+        ),
+        (
+            spec.context.is_some(),
+            (
+                "spec.context",
+                "the EC2 Fleet context of reserved launches",
+                NotApplied,
+            ),
+        ),
+        (
+            kubelet_has(|k| k.cluster_dns.is_some()),
             (
                 "spec.kubelet.clusterDNS",
                 "the DNS servers pods get",
                 AppliedAtLaunch,
             ),
-        );
-        note(
-            k.eviction_hard
-                .keys()
-                .any(|k| k != "memory.available" && k != "nodefs.available"),
+        ),
+        (
+            kubelet_has(|k| {
+                k.eviction_hard
+                    .keys()
+                    .any(|s| s != "memory.available" && s != "nodefs.available")
+            }),
             (
                 "spec.kubelet.evictionHard (other than memory.available and nodefs.available)",
                 "hard eviction on disk and process signals",
                 AppliedAtLaunch,
             ),
-        );
-        note(
-            !k.eviction_soft.is_empty(),
+        ),
+        (
+            kubelet_has(|k| !k.eviction_soft.is_empty()),
             (
                 "spec.kubelet.evictionSoft",
                 "soft eviction thresholds",
                 AppliedAtLaunch,
             ),
-        );
-        note(
-            !k.eviction_soft_grace_period.is_empty(),
+        ),
+        (
+            kubelet_has(|k| !k.eviction_soft_grace_period.is_empty()),
             (
                 "spec.kubelet.evictionSoftGracePeriod",
                 "how long a soft threshold holds before eviction",
                 AppliedAtLaunch,
             ),
-        );
-        note(
-            k.eviction_max_pod_grace_period.is_some(),
+        ),
+        (
+            kubelet_has(|k| k.eviction_max_pod_grace_period.is_some()),
             (
                 "spec.kubelet.evictionMaxPodGracePeriod",
                 "the grace period of pods evicted by the kubelet",
                 AppliedAtLaunch,
             ),
-        );
-        note(
-            k.image_gc_high_threshold_percent.is_some(),
+        ),
+        (
+            kubelet_has(|k| k.image_gc_high_threshold_percent.is_some()),
             (
                 "spec.kubelet.imageGCHighThresholdPercent",
                 "image garbage collection",
                 AppliedAtLaunch,
             ),
-        );
-        note(
-            k.image_gc_low_threshold_percent.is_some(),
+        ),
+        (
+            kubelet_has(|k| k.image_gc_low_threshold_percent.is_some()),
             (
                 "spec.kubelet.imageGCLowThresholdPercent",
                 "image garbage collection",
                 AppliedAtLaunch,
             ),
-        );
-        note(
-            k.cpu_cfs_quota.is_some(),
+        ),
+        (
+            kubelet_has(|k| k.cpu_cfs_quota.is_some()),
             (
                 "spec.kubelet.cpuCFSQuota",
                 "CPU limits enforced by CFS quota",
                 AppliedAtLaunch,
             ),
-        );
-    }
-    out
+        ),
+    ];
+    table
+        .into_iter()
+        .filter_map(|(set, entry)| set.then_some(entry))
+        .collect()
 }
 
 /// The set fields of a NodePool the simulation leaves out.
