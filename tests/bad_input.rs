@@ -654,3 +654,33 @@ fn too_many_pods_at_once_and_an_oversized_object_are_refused_at_load() {
     ));
     assert_mentions(&m, &["document 1", "Pod", "1.5 MiB", "split it"]);
 }
+
+#[test]
+fn network_interfaces_without_a_primary_or_of_an_unknown_type_are_refused() {
+    let class = |nics: &str| {
+        format!(
+            "apiVersion: karpenter.k8s.aws/v1\nkind: EC2NodeClass\nmetadata: {{name: c}}\nspec:\n  role: R\n  amiSelectorTerms: [{{alias: al2023@latest}}]\n  subnetSelectorTerms: [{{tags: {{k: v}}}}]\n  securityGroupSelectorTerms: [{{tags: {{k: v}}}}]\n  networkInterfaces:\n{nics}"
+        )
+    };
+    let m = refused(&class(
+        "    - {networkCardIndex: 1, deviceIndex: 0, interfaceType: efa-only}\n",
+    ));
+    assert_mentions(
+        &m,
+        &[
+            "`spec.networkInterfaces`",
+            "no primary interface",
+            "deviceIndex: 0",
+        ],
+    );
+    let m = refused(&class(
+        "    - {networkCardIndex: 0, deviceIndex: 0, interfaceType: efa}\n",
+    ));
+    assert_mentions(
+        &m,
+        &[
+            "`spec.networkInterfaces[0].interfaceType`",
+            "interface or efa-only",
+        ],
+    );
+}

@@ -392,7 +392,7 @@ fn a_field_the_simulation_does_not_model_is_said_once_and_listed_in_the_report()
     let dir = tempfile::tempdir().expect("a folder");
     let file = tmp(&dir, "mine.yaml");
     let yaml = tutorial_pool_and_class(
-        "  userData: |\n    echo hello\n  detailedMonitoring: true\n  ipPrefixCount: 2\n  kubelet:\n    clusterDNS: [10.100.0.10]\n",
+        "  userData: |\n    echo hello\n  detailedMonitoring: true\n  context: reservation-context\n  kubelet:\n    clusterDNS: [10.100.0.10]\n",
     ) + &deployment("web", "Deployment", 2, "{cpu: 1, memory: 1Gi}");
     std::fs::write(&file, yaml).expect("written");
     let report = tmp(&dir, "report.json");
@@ -402,7 +402,7 @@ fn a_field_the_simulation_does_not_model_is_said_once_and_listed_in_the_report()
     for field in [
         "`spec.userData`",
         "`spec.detailedMonitoring`",
-        "`spec.ipPrefixCount`",
+        "`spec.context`",
         "`spec.kubelet.clusterDNS`",
     ] {
         let lines: Vec<&str> = stderr.lines().filter(|l| l.contains(field)).collect();
@@ -426,7 +426,7 @@ fn a_field_the_simulation_does_not_model_is_said_once_and_listed_in_the_report()
         [
             "spec.userData",
             "spec.detailedMonitoring",
-            "spec.ipPrefixCount",
+            "spec.context",
             "spec.kubelet.clusterDNS"
         ]
     );

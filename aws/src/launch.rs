@@ -7,18 +7,19 @@
 use std::collections::BTreeMap;
 
 use aws_sdk_ec2::types::{
-    DefaultTargetCapacityType, FleetLaunchTemplateConfigRequest,
-    FleetLaunchTemplateOverridesRequest, FleetLaunchTemplateSpecificationRequest,
-    FleetOnDemandAllocationStrategy, FleetType, InstanceType as Ec2InstanceType,
-    LaunchTemplateBlockDeviceMappingRequest, LaunchTemplateEbsBlockDeviceRequest,
-    LaunchTemplateHttpTokensState, LaunchTemplateIamInstanceProfileSpecificationRequest,
+    ConnectionTrackingSpecificationRequest, DefaultTargetCapacityType,
+    FleetLaunchTemplateConfigRequest, FleetLaunchTemplateOverridesRequest,
+    FleetLaunchTemplateSpecificationRequest, FleetOnDemandAllocationStrategy, FleetType,
+    InstanceType as Ec2InstanceType, LaunchTemplateBlockDeviceMappingRequest,
+    LaunchTemplateEbsBlockDeviceRequest, LaunchTemplateHttpTokensState,
+    LaunchTemplateIamInstanceProfileSpecificationRequest,
     LaunchTemplateInstanceMetadataEndpointState, LaunchTemplateInstanceMetadataOptionsRequest,
     LaunchTemplateInstanceMetadataProtocolIpv6,
     LaunchTemplateInstanceNetworkInterfaceSpecificationRequest, LaunchTemplatesMonitoringRequest,
     OnDemandOptionsRequest, RequestLaunchTemplateData, ResourceType, SpotAllocationStrategy,
     SpotOptionsRequest, Tag, TagSpecification, TargetCapacitySpecificationRequest, VolumeType,
 };
-use nodewright_adapters::manifest::launch::LaunchSettings;
+use nodewright_adapters::manifest::launch::{LaunchSettings, NetworkInterfaceSpec};
 use nodewright_core::EventKind;
 use nodewright_core::catalog::{CapacityType, Price};
 use nodewright_core::model::nodeclaim::{Instance, NodeClaimSpec, OfferingKey};
@@ -203,18 +204,47 @@ impl Launcher {
             .iter()
             .map(|g| g.id.clone())
             .collect();
-        match settings.associate_public_ip_address {
-            // A public address is set on the network interface, which then carries the groups.
-            Some(public) => {
-                data = data.network_interfaces(
-                    LaunchTemplateInstanceNetworkInterfaceSpecificationRequest::builder()
-                        .device_index(0)
-                        .associate_public_ip_address(public)
-                        .set_groups(Some(groups))
-                        .build(),
-                );
+        let network = &settings.network;
+        if settings.associate_public_ip_address.is_none() && network.is_default() {
+            return data.set_security_group_ids(Some(groups)).build();
+        }
+        // The interfaces are shaped: each carries the groups, the primary one the public
+        // address, the prefixes and the connection tracking.
+        let primary = NetworkInterfaceSpec {
+            network_card_index: 0,
+            device_index: 0,
+            efa_only: false,
+        };
+        let interfaces = if network.interfaces.is_empty() {
+            std::slice::from_ref(&primary)
+        } else {
+            network.interfaces.as_slice()
+        };
+        for nic in interfaces {
+            let mut spec = LaunchTemplateInstanceNetworkInterfaceSpecificationRequest::builder()
+                .device_index(nic.device_index)
+                .set_groups(Some(groups.clone()));
+            if !network.interfaces.is_empty() {
+                spec = spec.network_card_index(nic.network_card_index);
             }
-            None => data = data.set_security_group_ids(Some(groups)),
+            if nic.efa_only {
+                spec = spec.interface_type("efa-only");
+            }
+            if *nic == primary {
+                spec = spec
+                    .set_associate_public_ip_address(settings.associate_public_ip_address)
+                    .set_ipv4_prefix_count(network.ip_prefix_count);
+                if let Some(c) = &network.connection_tracking {
+                    spec = spec.connection_tracking_specification(
+                        ConnectionTrackingSpecificationRequest::builder()
+                            .set_tcp_established_timeout(c.tcp_established_timeout)
+                            .set_udp_stream_timeout(c.udp_stream_timeout)
+                            .set_udp_timeout(c.udp_timeout)
+                            .build(),
+                    );
+                }
+            }
+            data = data.network_interfaces(spec.build());
         }
         data.build()
     }

@@ -634,3 +634,61 @@ async fn a_pending_pod_becomes_a_moto_instance_through_the_driver_and_the_log_re
     assert!(outcome.divergence.is_none(), "{:?}", outcome.divergence);
     assert!(outcome.events >= 6);
 }
+
+#[tokio::test]
+async fn the_node_classs_interfaces_prefixes_and_connection_tracking_reach_the_launch_template() {
+    let moto = Moto::start();
+    let c = clients(&moto).await;
+    let (mut launch, _) = launch_class(&c).await;
+    let shaped = format!(
+        "{}  networkInterfaces:\n    - {{networkCardIndex: 0, deviceIndex: 0, interfaceType: interface}}\n    - {{networkCardIndex: 1, deviceIndex: 0, interfaceType: efa-only}}\n  ipPrefixCount: 2\n  connectionTracking: {{tcpEstablishedTimeout: 3600, udpTimeout: 45}}\n",
+        nodeclass_yaml(launch.resolved.amis[0].id.as_str())
+    );
+    let (_, settings) = parse_node_classes(&shaped, "nodeclass.yaml")
+        .unwrap()
+        .remove(0);
+    launch.settings = settings;
+    let launcher = Launcher::new(c.ec2.clone(), cluster(), "log-nonce");
+    let bootstrap_claim = claim("default-nets");
+    let LaunchOutcome::Launched { .. } = launcher.launch(&bootstrap_claim, &launch).await else {
+        panic!("the launch failed");
+    };
+    let templates = c.ec2.describe_launch_templates().send().await.unwrap();
+    let name = templates.launch_templates()[0]
+        .launch_template_name()
+        .unwrap()
+        .to_string();
+    let version = c
+        .ec2
+        .describe_launch_template_versions()
+        .launch_template_name(&name)
+        .send()
+        .await
+        .unwrap();
+    let data = version.launch_template_versions()[0]
+        .launch_template_data()
+        .unwrap();
+    let nics = data.network_interfaces();
+    assert_eq!(nics.len(), 2, "{nics:?}");
+    let primary = nics
+        .iter()
+        .find(|n| n.network_card_index() == Some(0))
+        .expect("the primary interface");
+    assert_eq!(primary.device_index(), Some(0));
+    assert_eq!(primary.ipv4_prefix_count(), Some(2), "{primary:?}");
+    let tracking = primary
+        .connection_tracking_specification()
+        .expect("connection tracking");
+    assert_eq!(tracking.tcp_established_timeout(), Some(3600));
+    assert_eq!(tracking.udp_timeout(), Some(45));
+    assert!(
+        !primary.groups().is_empty(),
+        "the groups ride on the interface"
+    );
+    let efa = nics
+        .iter()
+        .find(|n| n.network_card_index() == Some(1))
+        .expect("the EFA interface");
+    assert_eq!(efa.interface_type(), Some("efa-only"));
+    assert!(data.security_group_ids().is_empty(), "{data:?}");
+}

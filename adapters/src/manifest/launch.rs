@@ -262,6 +262,40 @@ impl KubeletExtra {
     }
 }
 
+/// One network interface of `networkInterfaces`.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct NetworkInterfaceSpec {
+    pub network_card_index: i32,
+    pub device_index: i32,
+    /// `efa-only`: an EFA device without an IP address; else a standard interface.
+    pub efa_only: bool,
+}
+
+/// Connection-tracking timeouts of the primary interface, in seconds.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Hash)]
+pub struct ConnectionTracking {
+    pub tcp_established_timeout: Option<i32>,
+    pub udp_stream_timeout: Option<i32>,
+    pub udp_timeout: Option<i32>,
+}
+
+/// The instance's network interfaces, when the EC2NodeClass shapes them.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Hash)]
+pub struct NetworkShape {
+    /// `networkInterfaces`; empty: the one primary interface.
+    pub interfaces: Vec<NetworkInterfaceSpec>,
+    /// `ipPrefixCount`: IPv4 prefixes on the primary interface.
+    pub ip_prefix_count: Option<i32>,
+    pub connection_tracking: Option<ConnectionTracking>,
+}
+
+impl NetworkShape {
+    /// Whether it asks anything of the interfaces beyond the default.
+    pub fn is_default(&self) -> bool {
+        *self == NetworkShape::default()
+    }
+}
+
 /// How machines of one EC2NodeClass are launched.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct LaunchSettings {
@@ -275,6 +309,7 @@ pub struct LaunchSettings {
     /// `RAID0`: the instance's local NVMe disks as one volume for the kubelet and pods.
     pub instance_store_policy: Option<String>,
     pub kubelet: KubeletExtra,
+    pub network: NetworkShape,
 }
 
 /// The size of a volume no mapping gives, as Karpenter's default EBS volume.
@@ -409,6 +444,52 @@ pub(super) fn launch_settings(spec: &NodeClassSpec) -> Result<LaunchSettings, La
         associate_public_ip_address: spec.associate_public_ip_address,
         instance_store_policy: spec.instance_store_policy.clone(),
         kubelet: KubeletExtra::of(spec),
+        network: network_shape(spec)?,
+    })
+}
+
+fn network_shape(spec: &NodeClassSpec) -> Result<NetworkShape, LaunchFieldError> {
+    let mut interfaces = Vec::new();
+    for (i, nic) in spec.network_interfaces.iter().enumerate() {
+        let efa_only = match nic.interface_type.as_str() {
+            "interface" => false,
+            "efa-only" => true,
+            other => {
+                return Err(invalid(
+                    format!("spec.networkInterfaces[{i}].interfaceType"),
+                    format!("{other:?} is not an interface type"),
+                    "use interface or efa-only",
+                ));
+            }
+        };
+        interfaces.push(NetworkInterfaceSpec {
+            network_card_index: nic.network_card_index,
+            device_index: nic.device_index,
+            efa_only,
+        });
+    }
+    if !interfaces.is_empty()
+        && !interfaces
+            .iter()
+            .any(|n| n.network_card_index == 0 && n.device_index == 0 && !n.efa_only)
+    {
+        return Err(invalid(
+            "spec.networkInterfaces".to_string(),
+            "has no primary interface".to_string(),
+            "include {networkCardIndex: 0, deviceIndex: 0, interfaceType: interface}",
+        ));
+    }
+    Ok(NetworkShape {
+        interfaces,
+        ip_prefix_count: spec.ip_prefix_count,
+        connection_tracking: spec
+            .connection_tracking
+            .as_ref()
+            .map(|c| ConnectionTracking {
+                tcp_established_timeout: c.tcp_established_timeout,
+                udp_stream_timeout: c.udp_stream_timeout,
+                udp_timeout: c.udp_timeout,
+            }),
     })
 }
 

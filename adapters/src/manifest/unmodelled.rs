@@ -107,7 +107,7 @@ pub fn of_nodeclass(spec: &EC2NodeClassSpec) -> Vec<Entry> {
             (
                 "spec.networkInterfaces",
                 "EFA and extra network interfaces",
-                NotApplied,
+                AppliedAtLaunch,
             ),
         ),
         (
@@ -115,7 +115,7 @@ pub fn of_nodeclass(spec: &EC2NodeClassSpec) -> Vec<Entry> {
             (
                 "spec.ipPrefixCount",
                 "IPv4 prefixes on the primary interface",
-                NotApplied,
+                AppliedAtLaunch,
             ),
         ),
         (
@@ -123,7 +123,7 @@ pub fn of_nodeclass(spec: &EC2NodeClassSpec) -> Vec<Entry> {
             (
                 "spec.connectionTracking",
                 "connection-tracking timeouts",
-                NotApplied,
+                AppliedAtLaunch,
             ),
         ),
         (
