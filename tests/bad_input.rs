@@ -684,3 +684,11 @@ fn network_interfaces_without_a_primary_or_of_an_unknown_type_are_refused() {
         ],
     );
 }
+
+#[test]
+fn a_placement_group_selector_names_one_group() {
+    let m = refused(
+        "apiVersion: karpenter.k8s.aws/v1\nkind: EC2NodeClass\nmetadata: {name: c}\nspec:\n  role: R\n  amiSelectorTerms: [{alias: al2023@latest}]\n  subnetSelectorTerms: [{tags: {k: v}}]\n  securityGroupSelectorTerms: [{tags: {k: v}}]\n  placementGroupSelector: {id: pg-0123, name: gpu}\n",
+    );
+    assert_mentions(&m, &["`spec.placementGroupSelector`", "by id or by name"]);
+}

@@ -15,11 +15,12 @@ use aws_sdk_ec2::types::{
     LaunchTemplateIamInstanceProfileSpecificationRequest,
     LaunchTemplateInstanceMetadataEndpointState, LaunchTemplateInstanceMetadataOptionsRequest,
     LaunchTemplateInstanceMetadataProtocolIpv6,
-    LaunchTemplateInstanceNetworkInterfaceSpecificationRequest, LaunchTemplatesMonitoringRequest,
-    OnDemandOptionsRequest, RequestLaunchTemplateData, ResourceType, SpotAllocationStrategy,
-    SpotOptionsRequest, Tag, TagSpecification, TargetCapacitySpecificationRequest, VolumeType,
+    LaunchTemplateInstanceNetworkInterfaceSpecificationRequest, LaunchTemplatePlacementRequest,
+    LaunchTemplatesMonitoringRequest, OnDemandOptionsRequest, RequestLaunchTemplateData,
+    ResourceType, SpotAllocationStrategy, SpotOptionsRequest, Tag, TagSpecification,
+    TargetCapacitySpecificationRequest, VolumeType,
 };
-use nodewright_adapters::manifest::launch::{LaunchSettings, NetworkInterfaceSpec};
+use nodewright_adapters::manifest::launch::{LaunchSettings, NetworkInterfaceSpec, PlacementGroup};
 use nodewright_core::EventKind;
 use nodewright_core::catalog::{CapacityType, Price};
 use nodewright_core::model::nodeclaim::{Instance, NodeClaimSpec, OfferingKey};
@@ -197,6 +198,13 @@ impl Launcher {
                 m = m.ebs(e.build());
             }
             data = data.block_device_mappings(m.build());
+        }
+        if let Some(group) = &settings.placement_group {
+            let placement = LaunchTemplatePlacementRequest::builder();
+            data = data.placement(match group {
+                PlacementGroup::Id(id) => placement.group_id(id).build(),
+                PlacementGroup::Name(name) => placement.group_name(name).build(),
+            });
         }
         let groups: Vec<String> = launch
             .resolved

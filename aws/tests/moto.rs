@@ -636,12 +636,12 @@ async fn a_pending_pod_becomes_a_moto_instance_through_the_driver_and_the_log_re
 }
 
 #[tokio::test]
-async fn the_node_classs_interfaces_prefixes_and_connection_tracking_reach_the_launch_template() {
+async fn the_node_classs_interfaces_prefixes_tracking_and_placement_reach_the_launch_template() {
     let moto = Moto::start();
     let c = clients(&moto).await;
     let (mut launch, _) = launch_class(&c).await;
     let shaped = format!(
-        "{}  networkInterfaces:\n    - {{networkCardIndex: 0, deviceIndex: 0, interfaceType: interface}}\n    - {{networkCardIndex: 1, deviceIndex: 0, interfaceType: efa-only}}\n  ipPrefixCount: 2\n  connectionTracking: {{tcpEstablishedTimeout: 3600, udpTimeout: 45}}\n",
+        "{}  networkInterfaces:\n    - {{networkCardIndex: 0, deviceIndex: 0, interfaceType: interface}}\n    - {{networkCardIndex: 1, deviceIndex: 0, interfaceType: efa-only}}\n  ipPrefixCount: 2\n  connectionTracking: {{tcpEstablishedTimeout: 3600, udpTimeout: 45}}\n  placementGroupSelector: {{name: gpu-cluster}}\n",
         nodeclass_yaml(launch.resolved.amis[0].id.as_str())
     );
     let (_, settings) = parse_node_classes(&shaped, "nodeclass.yaml")
@@ -691,4 +691,9 @@ async fn the_node_classs_interfaces_prefixes_and_connection_tracking_reach_the_l
         .expect("the EFA interface");
     assert_eq!(efa.interface_type(), Some("efa-only"));
     assert!(data.security_group_ids().is_empty(), "{data:?}");
+    assert_eq!(
+        data.placement().and_then(|p| p.group_name()),
+        Some("gpu-cluster"),
+        "{data:?}"
+    );
 }

@@ -296,6 +296,13 @@ impl NetworkShape {
     }
 }
 
+/// `placementGroupSelector`: the placement group instances launch into.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub enum PlacementGroup {
+    Id(String),
+    Name(String),
+}
+
 /// How machines of one EC2NodeClass are launched.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct LaunchSettings {
@@ -310,6 +317,7 @@ pub struct LaunchSettings {
     pub instance_store_policy: Option<String>,
     pub kubelet: KubeletExtra,
     pub network: NetworkShape,
+    pub placement_group: Option<PlacementGroup>,
 }
 
 /// The size of a volume no mapping gives, as Karpenter's default EBS volume.
@@ -445,6 +453,20 @@ pub(super) fn launch_settings(spec: &NodeClassSpec) -> Result<LaunchSettings, La
         instance_store_policy: spec.instance_store_policy.clone(),
         kubelet: KubeletExtra::of(spec),
         network: network_shape(spec)?,
+        placement_group: match &spec.placement_group_selector {
+            None => None,
+            Some(selector) => Some(match (&selector.id, &selector.name) {
+                (Some(id), None) => PlacementGroup::Id(id.clone()),
+                (None, Some(name)) => PlacementGroup::Name(name.clone()),
+                _ => {
+                    return Err(invalid(
+                        "spec.placementGroupSelector".to_string(),
+                        "gives both or neither of id and name".to_string(),
+                        "select the placement group by id or by name",
+                    ));
+                }
+            }),
+        },
     })
 }
 

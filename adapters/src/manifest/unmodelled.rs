@@ -135,7 +135,7 @@ pub fn of_nodeclass(spec: &EC2NodeClassSpec) -> Vec<Entry> {
             (
                 "spec.placementGroupSelector",
                 "the placement group of the instances",
-                NotApplied,
+                AppliedAtLaunch,
             ),
         ),
         (
