@@ -26,6 +26,14 @@ fn s(p: &Path) -> &str {
     p.to_str().expect("utf-8 temp path")
 }
 
+/// The built-in tutorial's log, simulated into `dir`.
+fn tutorial_log(dir: &tempfile::TempDir) -> PathBuf {
+    let log = tmp(dir, "a.nwlog");
+    let out = nodewright(&["simulate", "--log", s(&log)]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    log
+}
+
 #[test]
 fn simulate_then_replay_verify_then_a_flipped_byte() {
     let dir = tempfile::tempdir().expect("tempdir");
@@ -95,11 +103,7 @@ fn simulate_then_replay_verify_then_a_flipped_byte() {
 #[test]
 fn log_inspect_summarises() {
     let dir = tempfile::tempdir().expect("tempdir");
-    let log = tmp(&dir, "a.nwlog");
-    assert_eq!(
-        nodewright(&["simulate", "--log", s(&log)]).status.code(),
-        Some(0)
-    );
+    let log = tutorial_log(&dir);
     let out = nodewright(&["log", "inspect", s(&log)]);
     assert_eq!(out.status.code(), Some(0), "{}", text(&out));
     let t = text(&out);
@@ -127,11 +131,7 @@ fn unreadable_logs_exit_2_without_a_backtrace() {
 #[test]
 fn a_truncated_log_names_the_torn_frame() {
     let dir = tempfile::tempdir().expect("tempdir");
-    let log = tmp(&dir, "a.nwlog");
-    assert_eq!(
-        nodewright(&["simulate", "--log", s(&log)]).status.code(),
-        Some(0)
-    );
+    let log = tutorial_log(&dir);
     let bytes = std::fs::read(&log).expect("log");
     let cut = tmp(&dir, "cut.nwlog");
     std::fs::write(&cut, &bytes[..bytes.len() - 3]).expect("write");
@@ -559,11 +559,7 @@ fn a_yaml_error_says_error_once_and_numbers_lines_as_in_the_file() {
 #[test]
 fn log_repair_keeps_the_intact_prefix_as_a_log_that_replays_and_explains() {
     let dir = tempfile::tempdir().expect("tempdir");
-    let log = tmp(&dir, "a.nwlog");
-    assert_eq!(
-        nodewright(&["simulate", "--log", s(&log)]).status.code(),
-        Some(0)
-    );
+    let log = tutorial_log(&dir);
     let bytes = std::fs::read(&log).expect("log");
     // Cut after the catalog (most of the bytes) and flip a byte near the end: two kinds of
     // damage.
