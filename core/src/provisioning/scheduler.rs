@@ -95,6 +95,8 @@ struct PoolContext<'a> {
     shape: Arc<PoolShape>,
     /// Types compatible with the template and offered, available now, where it allows.
     types: Vec<usize>,
+    /// The largest room of `types` in every dimension: a new machine's before its first pod.
+    max_room: Resources,
     /// Capacity of live NodeClaims (at their largest) and their number.
     usage: PoolUsage,
 }
@@ -632,10 +634,16 @@ impl<'a> Solver<'a> {
                 continue;
             }
             let target = self.targets.len() + self.planned.len();
-            let mut max_room = Resources::default();
-            for &t in &types {
-                max_room.max_assign(ctx.room(t));
-            }
+            let max_room = if remaining.is_none() {
+                // `types` is every type of the context.
+                ctx.max_room.clone()
+            } else {
+                let mut max_room = Resources::default();
+                for &t in &types {
+                    max_room.max_assign(ctx.room(t));
+                }
+                max_room
+            };
             let claim = PlannedClaim {
                 nodepool: ctx.pool.name.clone(),
                 requirements: ctx.shape.template.clone(),
@@ -770,16 +778,24 @@ impl<'a> Solver<'a> {
                 *m = (*m).min(distinct.len() as u32);
             }
         }
-        // Commit.
-        let mut max_room = Resources::default();
-        let mut limit_capacity = Resources::default();
-        let limited = !ctx.pool.limits.is_empty();
-        for &t in &types {
-            max_room.max_assign(ctx.room(t));
-            if limited {
-                limit_capacity.max_assign(&ctx.shape.resources[t].capacity);
-            }
-        }
+        // Commit. `types` only ever narrows `planned.claim.types` (a filter of it, in its
+        // order): the same length is the same types, whose maxima the claim's last commit
+        // computed (a claim without pods has had none).
+        let (max_room, limit_capacity) =
+            if !planned.claim.pods.is_empty() && types.len() == planned.claim.types.len() {
+                (planned.max_room.clone(), planned.limit_capacity.clone())
+            } else {
+                let mut max_room = Resources::default();
+                let mut limit_capacity = Resources::default();
+                let limited = !ctx.pool.limits.is_empty();
+                for &t in &types {
+                    max_room.max_assign(ctx.room(t));
+                    if limited {
+                        limit_capacity.max_assign(&ctx.shape.resources[t].capacity);
+                    }
+                }
+                (max_room, limit_capacity)
+            };
         let pool_index = planned.pool;
         let old_capacity = planned.limit_capacity.clone();
         let target = planned.target;
@@ -957,10 +973,15 @@ impl<'a> ClusterView<'a> {
                             || has_allowed_offering(state, prepared, t, &shape.template, now_ms)
                     })
                     .collect();
+                let mut max_room = Resources::default();
+                for &t in &types {
+                    max_room.max_assign(&shape.rooms[t]);
+                }
                 Some(PoolContext {
                     pool,
                     shape,
                     types,
+                    max_room,
                     usage: PoolUsage {
                         resources: usage,
                         count,
