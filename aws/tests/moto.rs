@@ -84,6 +84,21 @@ fn claim(name: &str) -> NodeClaimSpec {
     }
 }
 
+/// The data of a launch template's first version, as EC2 gives it back.
+async fn template_data(c: &Clients, name: &str) -> aws_sdk_ec2::types::ResponseLaunchTemplateData {
+    let version = c
+        .ec2
+        .describe_launch_template_versions()
+        .launch_template_name(name)
+        .send()
+        .await
+        .unwrap();
+    version.launch_template_versions()[0]
+        .launch_template_data()
+        .unwrap()
+        .clone()
+}
+
 async fn launch_class(c: &Clients) -> (LaunchClass, Vec<String>) {
     let Network { subnets, ami, .. } = network(c).await;
     let mut classes = parse_node_classes(&nodeclass_yaml(&ami), "nodeclass.yaml").unwrap();
@@ -307,16 +322,7 @@ async fn a_launch_makes_one_tagged_instance_also_when_retried_and_terminate_remo
         .collect();
     assert_eq!(names.len(), 1, "{names:?}");
     assert!(names[0].starts_with("nodewright/demo/"), "{names:?}");
-    let version = c
-        .ec2
-        .describe_launch_template_versions()
-        .launch_template_name(names[0])
-        .send()
-        .await
-        .unwrap();
-    let data = version.launch_template_versions()[0]
-        .launch_template_data()
-        .unwrap();
+    let data = template_data(&c, names[0]).await;
     assert_eq!(data.image_id(), Some(launch.resolved.amis[0].id.as_str()));
     let user_data = aws_smithy_types::base64::decode(data.user_data().unwrap()).unwrap();
     let user_data = String::from_utf8(user_data).unwrap();
@@ -658,16 +664,7 @@ async fn the_node_classs_interfaces_prefixes_tracking_and_placement_reach_the_la
         .launch_template_name()
         .unwrap()
         .to_string();
-    let version = c
-        .ec2
-        .describe_launch_template_versions()
-        .launch_template_name(&name)
-        .send()
-        .await
-        .unwrap();
-    let data = version.launch_template_versions()[0]
-        .launch_template_data()
-        .unwrap();
+    let data = template_data(&c, &name).await;
     let nics = data.network_interfaces();
     assert_eq!(nics.len(), 2, "{nics:?}");
     let primary = nics

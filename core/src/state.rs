@@ -58,7 +58,7 @@ impl PreparedCatalog {
         self.catalog
             .instance_types
             .iter()
-            .map(|it| catalog::capacity_with(it, &class.kubelet, &class.storage, settings))
+            .map(|it| catalog::capacity_of_class(it, Some(class), settings))
             .collect()
     }
 }
@@ -348,12 +348,10 @@ impl ClusterState {
             return Vec::new();
         };
         let class = self.nodeclasses.get(&claim.spec.nodeclass);
-        let kubelet = class.map(|nc| nc.kubelet.clone()).unwrap_or_default();
-        let storage = class.map(|nc| nc.storage.clone()).unwrap_or_default();
         self.nodeclaim_type_names(claim)
             .into_iter()
             .filter_map(|name| prepared.catalog.get(name))
-            .map(|it| catalog::capacity_with(it, &kubelet, &storage, &self.capacity_settings))
+            .map(|it| catalog::capacity_of_class(it, class, &self.capacity_settings))
             .collect()
     }
 

@@ -235,6 +235,26 @@ impl UnmodelledFieldReport {
     }
 }
 
+/// Pods grouped by their reason: the most pods first, then by reason; each group's pods in the
+/// order given.
+pub fn group_by_reason<'a>(
+    pods: impl IntoIterator<Item = &'a Unschedulable>,
+) -> Vec<UnschedulableGroup<'a>> {
+    let mut groups: BTreeMap<&str, Vec<&str>> = BTreeMap::new();
+    for u in pods {
+        groups
+            .entry(u.reason.as_str())
+            .or_default()
+            .push(u.pod.as_str());
+    }
+    let mut groups: Vec<UnschedulableGroup<'_>> = groups
+        .into_iter()
+        .map(|(reason, pods)| UnschedulableGroup { reason, pods })
+        .collect();
+    groups.sort_by(|a, b| b.pods.len().cmp(&a.pods.len()).then(a.reason.cmp(b.reason)));
+    groups
+}
+
 /// Pods named per reason in the summary; the JSON report lists them all.
 const SHOWN_PODS: usize = 3;
 
@@ -249,19 +269,7 @@ pub struct UnschedulableGroup<'a> {
 impl Report {
     /// The pods never scheduled, grouped by their reason: the most pods first, then by reason.
     pub fn unschedulable_by_reason(&self) -> Vec<UnschedulableGroup<'_>> {
-        let mut groups: BTreeMap<&str, Vec<&str>> = BTreeMap::new();
-        for u in &self.unschedulable {
-            groups
-                .entry(u.reason.as_str())
-                .or_default()
-                .push(u.pod.as_str());
-        }
-        let mut groups: Vec<UnschedulableGroup<'_>> = groups
-            .into_iter()
-            .map(|(reason, pods)| UnschedulableGroup { reason, pods })
-            .collect();
-        groups.sort_by(|a, b| b.pods.len().cmp(&a.pods.len()).then(a.reason.cmp(b.reason)));
-        groups
+        group_by_reason(&self.unschedulable)
     }
 
     /// True when no invariant broke and every expectation held.

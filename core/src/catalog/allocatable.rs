@@ -5,7 +5,7 @@ use serde::{Deserialize, Serialize};
 
 use super::InstanceType;
 use crate::model::labels;
-use crate::model::nodeclass::{KubeletConfig, NodeStorage, Threshold};
+use crate::model::nodeclass::{KubeletConfig, NodeClass, NodeStorage, Threshold};
 use crate::model::resources::Resources;
 
 const MIB: i64 = 1 << 20;
@@ -97,6 +97,24 @@ pub fn capacity(it: &InstanceType, kubelet: &KubeletConfig) -> NodeResources {
         &NodeStorage::default(),
         &CapacitySettings::default(),
     )
+}
+
+/// [`capacity_with`] under a node class's kubelet config and storage (the defaults without
+/// one).
+pub fn capacity_of_class(
+    it: &InstanceType,
+    class: Option<&NodeClass>,
+    settings: &CapacitySettings,
+) -> NodeResources {
+    match class {
+        Some(c) => capacity_with(it, &c.kubelet, &c.storage, settings),
+        None => capacity_with(
+            it,
+            &KubeletConfig::default(),
+            &NodeStorage::default(),
+            settings,
+        ),
+    }
 }
 
 /// [`capacity`] with the node class's storage, under explicit cluster settings.

@@ -10,7 +10,8 @@ use serde::{Deserialize, Serialize};
 
 pub use allocatable::{
     CapacitySettings, DEFAULT_VM_MEMORY_OVERHEAD_PER_MILLE, EPHEMERAL_STORAGE, NodeResources,
-    capacity, capacity_with, ephemeral_storage_bytes, kube_reserved_cpu_milli, max_pods,
+    capacity, capacity_of_class, capacity_with, ephemeral_storage_bytes, kube_reserved_cpu_milli,
+    max_pods,
 };
 
 use crate::model::labels;

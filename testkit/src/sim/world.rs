@@ -331,9 +331,7 @@ impl World {
     ) -> Option<Node> {
         let it = self.catalog.get(instance_type)?;
         let class = nodeclass.and_then(|n| self.nodeclasses.get(n));
-        let kubelet = class.map(|n| n.kubelet.clone()).unwrap_or_default();
-        let storage = class.map(|n| n.storage.clone()).unwrap_or_default();
-        let resources = catalog::capacity_with(it, &kubelet, &storage, &self.capacity_settings);
+        let resources = catalog::capacity_of_class(it, class, &self.capacity_settings);
         let name = format!(
             "ip-192-168-{}-{}.ec2.internal",
             self.rng.between(0, 255),

@@ -106,24 +106,19 @@ impl Figures {
 /// The pods a run never scheduled and the core gave a reason for (still pending at the end,
 /// or deleted while unschedulable), by reason: the most pods first.
 fn left_out(report: &Report) -> Vec<LeftOut> {
-    let mut groups: BTreeMap<&str, Vec<&str>> = BTreeMap::new();
-    for u in report
-        .unschedulable
-        .iter()
-        .chain(&report.deleted_unschedulable)
-    {
-        groups.entry(&u.reason).or_default().push(&u.pod);
-    }
-    let mut out: Vec<LeftOut> = groups
-        .into_iter()
-        .map(|(reason, pods)| LeftOut {
-            reason: reason.to_string(),
-            pods: pods.len() as u64,
-            examples: pods.iter().take(3).map(|p| p.to_string()).collect(),
-        })
-        .collect();
-    out.sort_by(|a, b| b.pods.cmp(&a.pods).then_with(|| a.reason.cmp(&b.reason)));
-    out
+    crate::report::group_by_reason(
+        report
+            .unschedulable
+            .iter()
+            .chain(&report.deleted_unschedulable),
+    )
+    .into_iter()
+    .map(|g| LeftOut {
+        reason: g.reason.to_string(),
+        pods: g.pods.len() as u64,
+        examples: g.pods.iter().take(3).map(|p| p.to_string()).collect(),
+    })
+    .collect()
 }
 
 /// Pods a run never scheduled for one reason.
