@@ -4,8 +4,11 @@
 //! The driver calls [`Dispatch::execute`] synchronously, after the commands are logged; it only
 //! queues them. [`Executor::run`] takes them off the queue: the commands of one NodeClaim
 //! (launch, cordon, uncordon, terminate) run one after another in that NodeClaim's lane, in the
-//! order the core gave them; evictions and the rest run concurrently. Every command also gives
-//! its Kubernetes Events (Karpenter's reasons, the decision's reason in the message).
+//! order the core gave them. An eviction from a node enters that node's lane, so it starts only
+//! once the node's `karpenter.sh/disrupted` taint is set (else the evicted pod's replacement can
+//! land on the node being drained), and then runs beside the other evictions. The rest run
+//! concurrently. Every command also gives its Kubernetes Events (Karpenter's reasons, the
+//! decision's reason in the message).
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -84,16 +87,36 @@ pub struct Hands {
 pub struct Executor {
     hands: Arc<Hands>,
     lanes: BTreeMap<String, mpsc::UnboundedSender<Command>>,
+    /// The NodeClaim of each node a command named with its NodeClaim: evictions from the node
+    /// run in that NodeClaim's lane.
+    node_claims: BTreeMap<String, String>,
 }
 
-/// The NodeClaim whose lane a command runs in.
-fn lane_of(command: &Command) -> Option<&str> {
-    match command {
-        Command::LaunchNodeClaim { nodeclaim, .. } => Some(&nodeclaim.name),
-        Command::TerminateNodeClaim { nodeclaim, .. }
-        | Command::CordonNode { nodeclaim, .. }
-        | Command::UncordonNode { nodeclaim, .. } => Some(nodeclaim),
-        _ => None,
+impl Executor {
+    /// The NodeClaim whose lane a command runs in.
+    fn lane_of(&mut self, command: &Command) -> Option<String> {
+        match command {
+            Command::LaunchNodeClaim { nodeclaim, .. } => Some(nodeclaim.name.clone()),
+            Command::TerminateNodeClaim {
+                nodeclaim, node, ..
+            } => {
+                if let Some(node) = node {
+                    self.node_claims.remove(node);
+                }
+                Some(nodeclaim.clone())
+            }
+            Command::CordonNode {
+                nodeclaim, node, ..
+            }
+            | Command::UncordonNode {
+                nodeclaim, node, ..
+            } => {
+                self.node_claims.insert(node.clone(), nodeclaim.clone());
+                Some(nodeclaim.clone())
+            }
+            Command::EvictPod { node, .. } => self.node_claims.get(node).cloned(),
+            _ => None,
+        }
     }
 }
 
@@ -106,6 +129,7 @@ impl Executor {
         Executor {
             hands: Arc::new(hands),
             lanes: BTreeMap::new(),
+            node_claims: BTreeMap::new(),
         }
     }
 
@@ -113,7 +137,7 @@ impl Executor {
     pub async fn run(mut self, mut commands: mpsc::UnboundedReceiver<Command>) {
         while let Some(command) = commands.recv().await {
             self.announce(&command);
-            match lane_of(&command).map(str::to_string) {
+            match self.lane_of(&command) {
                 Some(name) => self.queue_in_lane(name, command),
                 None => {
                     let hands = Arc::clone(&self.hands);
@@ -123,6 +147,9 @@ impl Executor {
             // Lanes whose NodeClaim is terminated have ended.
             if self.lanes.len() > 64 {
                 self.lanes.retain(|_, lane| !lane.is_closed());
+                let lanes = &self.lanes;
+                self.node_claims
+                    .retain(|_, claim| lanes.contains_key(claim));
             }
         }
     }
@@ -155,10 +182,17 @@ impl Executor {
         let hands = Arc::clone(&self.hands);
         tokio::spawn(async move {
             while let Some(command) = queue.recv().await {
-                let last = matches!(command, Command::TerminateNodeClaim { .. });
-                hands.carry_out(command).await;
-                if last {
-                    break;
+                match command {
+                    // Ordered after the taint, concurrent with the other evictions.
+                    Command::EvictPod { .. } => {
+                        let hands = Arc::clone(&hands);
+                        tokio::spawn(async move { hands.carry_out(command).await });
+                    }
+                    Command::TerminateNodeClaim { .. } => {
+                        hands.carry_out(command).await;
+                        break;
+                    }
+                    command => hands.carry_out(command).await,
                 }
             }
         });
