@@ -995,11 +995,7 @@ impl Core {
         {
             return (Some(at + poll), false);
         }
-        let (decision, next) =
-            match consolidation::multi_node(&self.state, &self.config, nominated, now) {
-                Some(d) => (Some(d), None),
-                None => consolidation::single_node(&self.state, &self.config, nominated, now),
-            };
+        let (decision, next) = consolidation::search(&self.state, &self.config, nominated, now);
         self.last_consolidation_search = Some((self.epoch, now));
         self.consolidation_next_ms = next;
         match decision {

@@ -10,7 +10,9 @@ use crate::event::DaemonSet;
 use crate::model::do_not_disrupt::Protection;
 use crate::model::labels;
 use crate::model::node::Node;
-use crate::model::nodeclaim::{Instance, NodeClaimSpec, OfferingKey, TerminationReason};
+use crate::model::nodeclaim::{
+    Instance, NodeClaimSpec, OfferingKey, OfferingParts, TerminationReason,
+};
 use crate::model::nodeclass::NodeClass;
 use crate::model::nodepool::NodePool;
 use crate::model::pod::{Pod, PodKey};
@@ -157,15 +159,12 @@ impl ClusterState {
         o: &catalog::Offering,
         now_ms: u64,
     ) -> bool {
+        let key = (it.name.as_str(), o.zone.as_str(), o.capacity_type);
         self.unavailable.is_empty()
-            || !self.is_unavailable(
-                &OfferingKey {
-                    instance_type: it.name.clone(),
-                    zone: o.zone.clone(),
-                    capacity_type: o.capacity_type,
-                },
-                now_ms,
-            )
+            || self
+                .unavailable
+                .get(&key as &dyn OfferingParts)
+                .is_none_or(|until| *until <= now_ms)
     }
 
     /// The first PodDisruptionBudget that allows no more disruption of this pod now (pods in

@@ -510,8 +510,8 @@ pub fn consolidation_pass(nodes: usize, pods: usize, pdbs: usize) -> (f64, usize
 pub fn consolidation_search(config: &Config, state: &ClusterState) -> usize {
     use nodewright_core::disruption::consolidation;
     let nominated = Default::default();
-    consolidation::multi_node(state, config, &nominated, 3_600_000)
-        .or_else(|| consolidation::single_node(state, config, &nominated, 3_600_000).0)
+    consolidation::search(state, config, &nominated, 3_600_000)
+        .0
         .map(|d| d.nodeclaims.len())
         .unwrap_or(0)
 }

@@ -17,7 +17,8 @@ use crate::config::Config;
 use crate::model::duration::format_duration_ms;
 use crate::model::nodepool::{ConsolidationPolicy, DisruptionReason};
 use crate::model::pod::Pod;
-use crate::provisioning::{ClusterView, PlannedClaim, launch_options};
+use crate::provisioning::launch::OfferingAt;
+use crate::provisioning::{ClusterView, PlannedClaim, launch_offerings};
 use crate::state::ClusterState;
 
 /// Karpenter's consolidation validation period.
@@ -191,16 +192,22 @@ fn simulate_in(
     let (replacement, new_price) = match result.new_claims.into_iter().next() {
         None => (None, Price(0)),
         Some(mut planned) => {
-            let options = launch_options(state, &planned, now_ms, config.max_instance_types);
-            let cheaper: Vec<_> = options.iter().filter(|o| o.price < price).collect();
+            let prepared = state.catalog.as_deref().ok_or("no catalog")?;
+            let is_spot = |o: &OfferingAt| {
+                prepared.catalog.instance_types[o.t].offerings[o.o].capacity_type
+                    == CapacityType::Spot
+            };
+            let cheaper: Vec<OfferingAt> =
+                launch_offerings(state, &planned, now_ms, config.max_instance_types)
+                    .into_iter()
+                    .filter(|o| o.price < price)
+                    .collect();
             if cheaper.is_empty() {
                 return Err(format!("no replacement is cheaper than {price}"));
             }
-            let spot_types: BTreeSet<&str> = cheaper
-                .iter()
-                .filter(|o| o.capacity_type == CapacityType::Spot)
-                .map(|o| o.instance_type.as_str())
-                .collect();
+            // By catalog index: one per type.
+            let spot_types: BTreeSet<usize> =
+                cheaper.iter().filter(|o| is_spot(o)).map(|o| o.t).collect();
             if any_spot && !any_on_demand && spot_types.len() < MIN_SPOT_TO_SPOT_OPTIONS {
                 return Err(format!(
                     "spot-to-spot replacement needs {MIN_SPOT_TO_SPOT_OPTIONS} cheaper spot instance types, {} exist",
@@ -209,10 +216,10 @@ fn simulate_in(
             }
             // On-demand replaced by a machine that may be spot is pinned to spot.
             let pin_spot = any_on_demand && !spot_types.is_empty();
-            let keep: BTreeSet<String> = if pin_spot {
-                spot_types.iter().map(|s| s.to_string()).collect()
+            let keep: BTreeSet<usize> = if pin_spot {
+                spot_types
             } else {
-                cheaper.iter().map(|o| o.instance_type.clone()).collect()
+                cheaper.iter().map(|o| o.t).collect()
             };
             if pin_spot {
                 planned
@@ -222,26 +229,19 @@ fn simulate_in(
                         "spot",
                     ));
             }
-            let prepared = state.catalog.as_deref().ok_or("no catalog")?;
-            planned
-                .types
-                .retain(|t| keep.contains(&prepared.catalog.instance_types[*t].name));
+            planned.types.retain(|t| keep.contains(t));
             if any_spot && !any_on_demand {
                 // Spot-to-spot launches with the 15 cheapest spot types (Karpenter's rule).
-                let cheapest: BTreeSet<String> =
-                    launch_options(state, &planned, now_ms, MIN_SPOT_TO_SPOT_OPTIONS)
+                let cheapest: BTreeSet<usize> =
+                    launch_offerings(state, &planned, now_ms, MIN_SPOT_TO_SPOT_OPTIONS)
                         .into_iter()
-                        .map(|o| o.instance_type)
+                        .map(|o| o.t)
                         .collect();
-                planned
-                    .types
-                    .retain(|t| cheapest.contains(&prepared.catalog.instance_types[*t].name));
+                planned.types.retain(|t| cheapest.contains(t));
             }
-            let mut final_options =
-                launch_options(state, &planned, now_ms, config.max_instance_types);
-            final_options.retain(|o| o.price < price);
-            let cheapest = final_options
-                .first()
+            let cheapest = launch_offerings(state, &planned, now_ms, config.max_instance_types)
+                .into_iter()
+                .find(|o| o.price < price)
                 .map(|o| o.price)
                 .ok_or("no cheaper replacement option")?;
             (Some(planned), cheapest)
@@ -316,32 +316,49 @@ fn simulate_in(
     })
 }
 
-/// Multi-node consolidation: the largest prefix (at least two) of the first 100 candidates
-/// that can go together, found by binary search.
-pub fn multi_node(
+/// One consolidation search: multi-node first, then single-node, over one list of candidates
+/// and one view of the cluster. Returns the decision, and the earliest time another node
+/// becomes a candidate.
+pub fn search(
     state: &ClusterState,
     config: &Config,
     nominated: &BTreeSet<String>,
     now_ms: u64,
-) -> Option<Decision> {
+) -> (Option<Decision>, Option<u64>) {
     if state.pending_pods().next().is_some() {
-        return None;
+        // Pods are waiting for capacity: no node is taken away meanwhile.
+        return (None, None);
     }
-    let (candidates, _) = candidates(state, nominated, now_ms);
-    let names: Vec<String> = candidates
-        .into_iter()
-        .take(MAX_MULTI_NODE_CANDIDATES)
-        .map(|(_, n)| n)
-        .collect();
+    let (candidates, next) = candidates(state, nominated, now_ms);
+    if candidates.is_empty() {
+        return (None, next);
+    }
+    let names: Vec<String> = candidates.into_iter().map(|(_, n)| n).collect();
+    let view = ClusterView::new(state, config, now_ms);
+    if let Some(decision) = multi_node(&view, state, config, &names, now_ms) {
+        return (Some(decision), None);
+    }
+    (single_node(&view, state, config, &names, now_ms), next)
+}
+
+/// Multi-node consolidation: the largest prefix (at least two) of the first 100 candidates
+/// that can go together, found by binary search.
+fn multi_node(
+    view: &ClusterView,
+    state: &ClusterState,
+    config: &Config,
+    candidates: &[String],
+    now_ms: u64,
+) -> Option<Decision> {
+    let names = &candidates[..candidates.len().min(MAX_MULTI_NODE_CANDIDATES)];
     if names.len() < 2 {
         return None;
     }
-    let view = ClusterView::new(state, config, now_ms);
     let (mut lo, mut hi) = (2usize, names.len());
     let mut best = None;
     while lo <= hi {
         let mid = (lo + hi) / 2;
-        match simulate_in(&view, state, config, &names[..mid], now_ms) {
+        match simulate_in(view, state, config, &names[..mid], now_ms) {
             Ok(d) => {
                 best = Some(d);
                 lo = mid + 1;
@@ -353,22 +370,14 @@ pub fn multi_node(
 }
 
 /// The first node (cheapest to disrupt) that can be consolidated now.
-pub fn single_node(
+fn single_node(
+    view: &ClusterView,
     state: &ClusterState,
     config: &Config,
-    nominated: &BTreeSet<String>,
+    candidates: &[String],
     now_ms: u64,
-) -> (Option<Decision>, Option<u64>) {
-    if state.pending_pods().next().is_some() {
-        // Pods are waiting for capacity: no node is taken away meanwhile.
-        return (None, None);
-    }
-    let (candidates, next) = candidates(state, nominated, now_ms);
-    let view = ClusterView::new(state, config, now_ms);
-    for (_, nodeclaim) in candidates {
-        if let Ok(decision) = simulate_in(&view, state, config, &[nodeclaim], now_ms) {
-            return (Some(decision), next);
-        }
-    }
-    (None, next)
+) -> Option<Decision> {
+    candidates.iter().find_map(|nodeclaim| {
+        simulate_in(view, state, config, std::slice::from_ref(nodeclaim), now_ms).ok()
+    })
 }

@@ -39,6 +39,51 @@ pub struct OfferingKey {
     pub capacity_type: CapacityType,
 }
 
+/// An offering's key as borrowed parts, so that a map keyed by [`OfferingKey`] is searched
+/// without building one (two strings) per lookup: `map.get(&(type, zone, capacity) as &dyn
+/// OfferingParts)`. Ordered and compared as [`OfferingKey`] is, field by field.
+pub trait OfferingParts {
+    fn parts(&self) -> (&str, &str, CapacityType);
+}
+
+impl OfferingParts for OfferingKey {
+    fn parts(&self) -> (&str, &str, CapacityType) {
+        (&self.instance_type, &self.zone, self.capacity_type)
+    }
+}
+
+impl OfferingParts for (&str, &str, CapacityType) {
+    fn parts(&self) -> (&str, &str, CapacityType) {
+        *self
+    }
+}
+
+impl<'a> std::borrow::Borrow<dyn OfferingParts + 'a> for OfferingKey {
+    fn borrow(&self) -> &(dyn OfferingParts + 'a) {
+        self
+    }
+}
+
+impl PartialEq for dyn OfferingParts + '_ {
+    fn eq(&self, other: &Self) -> bool {
+        self.parts() == other.parts()
+    }
+}
+
+impl Eq for dyn OfferingParts + '_ {}
+
+impl PartialOrd for dyn OfferingParts + '_ {
+    fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(other))
+    }
+}
+
+impl Ord for dyn OfferingParts + '_ {
+    fn cmp(&self, other: &Self) -> std::cmp::Ordering {
+        self.parts().cmp(&other.parts())
+    }
+}
+
 impl fmt::Display for OfferingKey {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(

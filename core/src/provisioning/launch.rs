@@ -34,27 +34,48 @@ impl<'a> OfferingFilter<'a> {
     }
 }
 
-/// The allowed, available offerings of one type.
-pub fn type_options(
-    state: &ClusterState,
-    prepared: &PreparedCatalog,
-    t: usize,
-    reqs: &Requirements,
-    now_ms: u64,
-) -> Vec<LaunchOption> {
-    let it = &prepared.catalog.instance_types[t];
-    let filter = OfferingFilter::new(reqs);
-    it.offerings
-        .iter()
-        .filter(|o| filter.allows(&o.zone, o.capacity_type.as_str()))
-        .filter(|o| state.offering_available(it, o, now_ms))
-        .map(|o| LaunchOption {
+/// One offering of the prepared catalog, by position: its type's index and the offering's
+/// index in that type, with its price. Choosing among offerings this way builds no strings;
+/// [`OfferingAt::option`] makes the launch option of the chosen ones.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct OfferingAt {
+    pub t: usize,
+    pub o: usize,
+    pub price: Price,
+}
+
+impl OfferingAt {
+    pub fn option(&self, prepared: &PreparedCatalog) -> LaunchOption {
+        let it = &prepared.catalog.instance_types[self.t];
+        let o = &it.offerings[self.o];
+        LaunchOption {
             instance_type: it.name.clone(),
             zone: o.zone.clone(),
             capacity_type: o.capacity_type,
             price: o.price,
+        }
+    }
+}
+
+/// The allowed, available offerings of one type.
+fn type_offerings<'a>(
+    state: &'a ClusterState,
+    prepared: &'a PreparedCatalog,
+    t: usize,
+    filter: OfferingFilter<'a>,
+    now_ms: u64,
+) -> impl Iterator<Item = OfferingAt> + 'a {
+    let it = &prepared.catalog.instance_types[t];
+    it.offerings
+        .iter()
+        .enumerate()
+        .filter(move |(_, o)| filter.allows(&o.zone, o.capacity_type.as_str()))
+        .filter(move |(_, o)| state.offering_available(it, o, now_ms))
+        .map(move |(o, offering)| OfferingAt {
+            t,
+            o,
+            price: offering.price,
         })
-        .collect()
 }
 
 /// The value a type has for a `minValues` key (offering-level keys have several).
@@ -101,35 +122,54 @@ pub fn launch_options(
     now_ms: u64,
     max_types: usize,
 ) -> Vec<LaunchOption> {
+    launch_offerings(state, prepared, types, reqs, min_values, now_ms, max_types)
+        .iter()
+        .map(|o| o.option(prepared))
+        .collect()
+}
+
+/// [`launch_options`] by position in the catalog: the same offerings in the same order.
+pub fn launch_offerings(
+    state: &ClusterState,
+    prepared: &PreparedCatalog,
+    types: &[usize],
+    reqs: &Requirements,
+    min_values: &[(String, u32)],
+    now_ms: u64,
+    max_types: usize,
+) -> Vec<OfferingAt> {
     let filter = OfferingFilter::new(reqs);
     // The cheapest allowed, available offering of each type, without building options yet.
-    let mut per_type: Vec<(Price, &str, usize)> = Vec::new();
-    for &t in types {
-        let it = &prepared.catalog.instance_types[t];
-        let cheapest = it
-            .offerings
-            .iter()
-            .filter(|o| filter.allows(&o.zone, o.capacity_type.as_str()))
-            .filter(|o| state.offering_available(it, o, now_ms))
-            .map(|o| o.price)
-            .min();
-        if let Some(price) = cheapest {
-            per_type.push((price, it.name.as_str(), t));
-        }
+    // Types are in name order in the prepared catalog, so (price, index) orders them by price,
+    // then name.
+    let mut per_type: Vec<(Price, usize)> = types
+        .iter()
+        .filter_map(|&t| {
+            type_offerings(state, prepared, t, filter, now_ms)
+                .map(|o| o.price)
+                .min()
+                .map(|price| (price, t))
+        })
+        .collect();
+    let max_types = max_types.max(1);
+    if min_values.is_empty() && per_type.len() > max_types {
+        // Only the cheapest `max_types` are chosen: no need to order the rest.
+        per_type.select_nth_unstable(max_types - 1);
+        per_type.truncate(max_types);
     }
-    per_type.sort_by(|a, b| a.0.cmp(&b.0).then(a.1.cmp(b.1)));
+    per_type.sort_unstable();
     let mut chosen: Vec<usize> = Vec::new();
     // Meet minValues first, cheapest types that bring a new value.
     for (key, min) in min_values {
         let mut seen: BTreeSet<String> = chosen
             .iter()
-            .flat_map(|i| values_for_key(prepared, per_type[*i].2, key))
+            .flat_map(|i| values_for_key(prepared, per_type[*i].1, key))
             .collect();
         for (i, entry) in per_type.iter().enumerate() {
             if seen.len() >= *min as usize {
                 break;
             }
-            let values = values_for_key(prepared, entry.2, key);
+            let values = values_for_key(prepared, entry.1, key);
             if values.iter().any(|v| !seen.contains(v)) && !chosen.contains(&i) {
                 chosen.push(i);
                 seen.extend(values);
@@ -137,24 +177,26 @@ pub fn launch_options(
         }
     }
     for i in 0..per_type.len() {
-        if chosen.len() >= max_types.max(1) {
+        if chosen.len() >= max_types {
             break;
         }
         if !chosen.contains(&i) {
             chosen.push(i);
         }
     }
-    let chosen: BTreeSet<usize> = chosen.into_iter().collect();
-    let mut out: Vec<LaunchOption> = chosen
+    chosen.sort_unstable();
+    let mut out: Vec<OfferingAt> = chosen
         .iter()
-        .flat_map(|i| type_options(state, prepared, per_type[*i].2, reqs, now_ms))
+        .flat_map(|i| type_offerings(state, prepared, per_type[*i].1, filter, now_ms))
         .collect();
+    let offering = |a: &OfferingAt| &prepared.catalog.instance_types[a.t].offerings[a.o];
     out.sort_by(|a, b| {
-        a.price
-            .cmp(&b.price)
-            .then(a.instance_type.cmp(&b.instance_type))
-            .then(a.zone.cmp(&b.zone))
-            .then(a.capacity_type.cmp(&b.capacity_type))
+        a.price.cmp(&b.price).then(a.t.cmp(&b.t)).then_with(|| {
+            let (oa, ob) = (offering(a), offering(b));
+            oa.zone
+                .cmp(&ob.zone)
+                .then(oa.capacity_type.cmp(&ob.capacity_type))
+        })
     });
     out
 }

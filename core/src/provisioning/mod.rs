@@ -9,4 +9,6 @@ pub mod scheduler;
 pub mod topology;
 
 pub use batcher::Batcher;
-pub use scheduler::{ClusterView, PlannedClaim, SolveResult, launch_options, solve, solve_without};
+pub use scheduler::{
+    ClusterView, PlannedClaim, SolveResult, launch_offerings, launch_options, solve, solve_without,
+};

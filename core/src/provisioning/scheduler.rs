@@ -1244,7 +1244,23 @@ pub fn launch_options(
     let Some(prepared) = state.catalog.as_deref() else {
         return Vec::new();
     };
-    launch::launch_options(
+    launch_offerings(state, claim, now_ms, max_types)
+        .iter()
+        .map(|o| o.option(prepared))
+        .collect()
+}
+
+/// [`launch_options`] by position in the catalog.
+pub fn launch_offerings(
+    state: &ClusterState,
+    claim: &PlannedClaim,
+    now_ms: u64,
+    max_types: usize,
+) -> Vec<launch::OfferingAt> {
+    let Some(prepared) = state.catalog.as_deref() else {
+        return Vec::new();
+    };
+    launch::launch_offerings(
         state,
         prepared,
         &claim.types,
