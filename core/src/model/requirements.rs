@@ -488,6 +488,20 @@ impl Requirements {
         self.position(key).ok().map(|at| &self.by_key[at])
     }
 
+    /// [`Requirements::get`], trying position `hint` first: sets built alike (every instance
+    /// type's) keep a key at the same position, so one comparison usually finds it.
+    pub fn get_hinted(&self, key: &str, hint: usize) -> Option<&Requirement> {
+        match self.by_key.get(hint) {
+            Some(r) if r.key == key => Some(r),
+            _ => self.get(key),
+        }
+    }
+
+    /// Where `key` is, for [`Requirements::get_hinted`].
+    pub fn position_of(&self, key: &str) -> Option<usize> {
+        self.position(key).ok()
+    }
+
     pub fn has_key(&self, key: &str) -> bool {
         self.position(key).is_ok()
     }
@@ -521,16 +535,23 @@ impl Requirements {
     /// Karpenter's `Intersects`: on every key both define, some value must be allowed by both,
     /// unless both allow the label to be absent.
     pub fn intersects(&self, incoming: &Requirements) -> Result<(), Conflict> {
+        // Both lists are in key order: one walk pairs the keys they share.
+        let mut ours_iter = self.by_key.iter().peekable();
         for theirs in incoming.iter() {
-            if let Some(ours) = self.get(&theirs.key) {
-                let both = ours.intersect(theirs);
-                if both.is_empty_set() && !(theirs.allows_absence() && ours.allows_absence()) {
-                    return Err(Conflict {
-                        key: theirs.key.clone(),
-                        wanted: theirs.to_string(),
-                        allowed: ours.to_string(),
-                    });
-                }
+            while ours_iter
+                .next_if(|ours| ours.key.as_str() < theirs.key.as_str())
+                .is_some()
+            {}
+            let Some(ours) = ours_iter.next_if(|ours| ours.key == theirs.key) else {
+                continue;
+            };
+            let absent_allowed = theirs.allows_absence() && ours.allows_absence();
+            if !(ours.overlaps(theirs) || absent_allowed) {
+                return Err(Conflict {
+                    key: theirs.key.clone(),
+                    wanted: theirs.to_string(),
+                    allowed: ours.to_string(),
+                });
             }
         }
         Ok(())
@@ -787,5 +808,67 @@ mod tests {
                 .validate()
                 .is_ok()
         );
+    }
+
+    mod intersects_walk {
+        use super::*;
+        use proptest::prelude::*;
+
+        /// `intersects` as Karpenter defines it: per shared key, the built intersection.
+        fn by_definition(ours: &Requirements, incoming: &Requirements) -> Result<(), String> {
+            for theirs in incoming.iter() {
+                if let Some(o) = ours.get(&theirs.key)
+                    && o.intersect(theirs).is_empty_set()
+                    && !(theirs.allows_absence() && o.allows_absence())
+                {
+                    return Err(theirs.key.clone());
+                }
+            }
+            Ok(())
+        }
+
+        fn requirement() -> impl Strategy<Value = Requirement> {
+            let op = prop_oneof![
+                Just(Operator::In),
+                Just(Operator::NotIn),
+                Just(Operator::Exists),
+                Just(Operator::DoesNotExist),
+                Just(Operator::Gt),
+                Just(Operator::Lt),
+            ];
+            (
+                prop::sample::select(vec!["a", "b", "c", "d"]),
+                op,
+                prop::collection::vec(prop::sample::select(vec!["1", "2", "5", "x"]), 0..3),
+            )
+                .prop_map(|(key, op, values)| {
+                    let values: Vec<&str> = match op {
+                        Operator::Exists | Operator::DoesNotExist => Vec::new(),
+                        Operator::Gt | Operator::Lt => vec!["2"],
+                        _ => values,
+                    };
+                    spec(key, op, &values)
+                })
+        }
+
+        fn requirements() -> impl Strategy<Value = Requirements> {
+            prop::collection::vec(requirement(), 0..4).prop_map(|rs| {
+                let mut out = Requirements::new();
+                for r in rs {
+                    out.add(r);
+                }
+                out
+            })
+        }
+
+        proptest! {
+            #[test]
+            fn the_walk_agrees_with_the_definition(ours in requirements(), incoming in requirements()) {
+                prop_assert_eq!(
+                    ours.intersects(&incoming).map_err(|c| c.key),
+                    by_definition(&ours, &incoming)
+                );
+            }
+        }
     }
 }

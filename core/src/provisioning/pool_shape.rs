@@ -5,7 +5,7 @@
 //! core keeps it ([`PoolShapes`]) and a solve only checks that it still holds.
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
 use crate::catalog::{CapacitySettings, NodeResources};
 use crate::event::DaemonSet;
@@ -31,6 +31,9 @@ pub struct PoolShape {
     /// capacity type the template allows (whether the offering is available now aside).
     pub types: Vec<usize>,
     pub min_values: Vec<(String, u32)>,
+    /// Each topology key's values on the machines of this pool when all of `types` may be
+    /// launched, filled as solves ask (see `scheduler::pool_domains`).
+    pub domains: Mutex<BTreeMap<String, BTreeSet<String>>>,
     // What it was computed from.
     catalog: Arc<PreparedCatalog>,
     pool: NodePool,
@@ -84,6 +87,7 @@ impl PoolShape {
             rooms,
             types,
             min_values,
+            domains: Mutex::default(),
             catalog: Arc::clone(catalog),
             pool: pool.clone(),
             nodeclass: nodeclass.clone(),

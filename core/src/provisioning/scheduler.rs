@@ -133,9 +133,10 @@ fn requirement_changed(old: &Requirements, new: &Requirements) -> Vec<String> {
         .collect()
 }
 
-/// Whether a type's requirement on `key` allows `wanted` (Karpenter's Intersects, one key).
-fn type_allows(type_reqs: &Requirements, wanted: &Requirement) -> bool {
-    match type_reqs.get(&wanted.key) {
+/// Whether a type's requirement on `key` allows `wanted` (Karpenter's Intersects, one key);
+/// `hint` is where the key usually is among a type's requirements.
+fn type_allows(type_reqs: &Requirements, wanted: &Requirement, hint: usize) -> bool {
+    match type_reqs.get_hinted(&wanted.key, hint) {
         None => true,
         Some(ours) => ours.overlaps(wanted) || (ours.allows_absence() && wanted.allows_absence()),
     }
@@ -164,12 +165,78 @@ fn has_offering_passing(
     })
 }
 
-/// Where topology domains come from: for each NodePool (with its taints), the values each key
-/// takes on its instance types, offerings and template; for each existing node (with its
-/// taints), its labels.
-fn domain_sources(
+/// [`pool_domains`], kept by the pool's shape while every type of the shape may be launched
+/// (no offering is marked unavailable): the values then change only with the shape.
+fn pool_domains_kept(
     prepared: Option<&PreparedCatalog>,
-    contexts: &[PoolContext],
+    ctx: &PoolContext,
+    key: &str,
+) -> BTreeSet<String> {
+    // `ctx.types` is a filter of the shape's types: the same length is the same types.
+    if ctx.types.len() != ctx.shape.types.len() {
+        return pool_domains(prepared, ctx, key);
+    }
+    // A poisoned lock only means a panic elsewhere; the map is still whole.
+    let mut kept = ctx
+        .shape
+        .domains
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    if let Some(set) = kept.get(key) {
+        return set.clone();
+    }
+    let set = pool_domains(prepared, ctx, key);
+    kept.insert(key.to_string(), set.clone());
+    set
+}
+
+/// The values a topology key takes on the machines one NodePool can launch: its template's,
+/// when the template names them; else those of its instance types and offerings that the
+/// template allows.
+fn pool_domains(
+    prepared: Option<&PreparedCatalog>,
+    ctx: &PoolContext,
+    key: &str,
+) -> BTreeSet<String> {
+    let mut set = BTreeSet::new();
+    let template = ctx.shape.template.get(key);
+    if let Some(r) = template
+        && !r.complement
+    {
+        set.extend(r.values.iter().cloned());
+        return set;
+    }
+    let Some(prepared) = prepared else {
+        return set;
+    };
+    let mut add = |v: &str| {
+        if !set.contains(v) && template.is_none_or(|r| r.has(v)) {
+            set.insert(v.to_string());
+        }
+    };
+    for &t in &ctx.types {
+        let it = &prepared.catalog.instance_types[t];
+        match key {
+            labels::ZONE => it.offerings.iter().for_each(|o| add(&o.zone)),
+            labels::CAPACITY_TYPE => it
+                .offerings
+                .iter()
+                .for_each(|o| add(o.capacity_type.as_str())),
+            _ => {
+                if let Some(v) = it.labels.get(key) {
+                    add(v)
+                }
+            }
+        }
+    }
+    set
+}
+
+/// Where topology domains come from: for each NodePool (with its taints), the values each key
+/// takes on its instance types, offerings and template (kept by the view: they do not change
+/// between the solves of one view); for each existing node (with its taints), its labels.
+fn domain_sources(
+    view: &ClusterView,
     state: &ClusterState,
     keys: &BTreeSet<String>,
 ) -> Vec<DomainSource> {
@@ -178,39 +245,28 @@ fn domain_sources(
         .filter(|k| k.as_str() != labels::HOSTNAME)
         .collect();
     let mut out = Vec::new();
-    for ctx in contexts {
-        let mut domains: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
+    {
+        let mut memo = view.pool_domains.borrow_mut();
         for key in &keys {
-            let set = domains.entry((*key).clone()).or_default();
-            if let Some(r) = ctx.shape.template.get(key)
-                && !r.complement
-            {
-                set.extend(r.values.iter().cloned());
-                continue;
-            }
-            let Some(prepared) = prepared else { continue };
-            for &t in &ctx.types {
-                let it = &prepared.catalog.instance_types[t];
-                let values: Vec<String> = match key.as_str() {
-                    labels::ZONE => it.offerings.iter().map(|o| o.zone.clone()).collect(),
-                    labels::CAPACITY_TYPE => it
-                        .offerings
-                        .iter()
-                        .map(|o| o.capacity_type.as_str().to_string())
-                        .collect(),
-                    _ => it.labels.get(*key).cloned().into_iter().collect(),
-                };
-                for v in values {
-                    if ctx.shape.template.get(key).is_none_or(|r| r.has(&v)) {
-                        set.insert(v);
-                    }
-                }
+            if !memo.contains_key(*key) {
+                let per_pool = view
+                    .contexts
+                    .iter()
+                    .map(|ctx| pool_domains_kept(view.prepared, ctx, key))
+                    .collect();
+                memo.insert((*key).clone(), per_pool);
             }
         }
-        out.push(DomainSource {
-            taints: ctx.pool.taints.clone(),
-            domains,
-        });
+        for (i, ctx) in view.contexts.iter().enumerate() {
+            let domains = keys
+                .iter()
+                .map(|key| ((*key).clone(), memo[*key][i].clone()))
+                .collect();
+            out.push(DomainSource {
+                taints: ctx.pool.taints.clone(),
+                domains,
+            });
+        }
     }
     for node in state.nodes.values() {
         let domains: BTreeMap<String, BTreeSet<String>> = keys
@@ -740,6 +796,18 @@ impl<'a> Solver<'a> {
             )));
         }
         let filter = OfferingFilter::new(&reqs);
+        // Every type's requirements have the same keys in the same places.
+        let hints: Vec<usize> = changed_reqs
+            .iter()
+            .map(|r| {
+                planned
+                    .claim
+                    .types
+                    .first()
+                    .and_then(|&t| prepared.requirements[t].position_of(&r.key))
+                    .unwrap_or(0)
+            })
+            .collect();
         let types: Vec<usize> = planned
             .claim
             .types
@@ -749,7 +817,8 @@ impl<'a> Solver<'a> {
                 requests.fits_in(ctx.room(t))
                     && changed_reqs
                         .iter()
-                        .all(|r| type_allows(&prepared.requirements[t], r))
+                        .zip(&hints)
+                        .all(|(r, &hint)| type_allows(&prepared.requirements[t], r, hint))
                     && (!offering_keys_changed
                         || has_offering_passing(self.state, prepared, t, &filter, self.now_ms))
             })
@@ -943,6 +1012,8 @@ pub struct ClusterView<'a> {
     /// Bound pods with required pod anti-affinity (every pending pod must respect them).
     anti_affinity_pods: Vec<&'a Pod>,
     any_prefer_no_schedule: bool,
+    /// Each topology key's values per NodePool (by context), filled as solves ask.
+    pool_domains: std::cell::RefCell<BTreeMap<String, Vec<BTreeSet<String>>>>,
 }
 
 impl<'a> ClusterView<'a> {
@@ -1012,6 +1083,7 @@ impl<'a> ClusterView<'a> {
             targets,
             anti_affinity_pods,
             any_prefer_no_schedule,
+            pool_domains: Default::default(),
         }
     }
 
@@ -1116,7 +1188,7 @@ impl<'a> ClusterView<'a> {
                 .as_deref()
                 .is_some_and(|n| removed_nodes.contains(n))
         };
-        let mut topology = Topology::new(domain_sources(prepared, &self.contexts, state, &keys));
+        let mut topology = Topology::new(domain_sources(self, state, &keys));
         for (pod, profile) in pods.iter().zip(profiles.iter_mut()) {
             topology.register_pending(pod, profile);
         }
