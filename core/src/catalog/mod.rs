@@ -165,10 +165,14 @@ pub struct Catalog {
 
 impl Catalog {
     pub fn get(&self, name: &str) -> Option<&InstanceType> {
+        self.position(name).map(|i| &self.instance_types[i])
+    }
+
+    /// The index of the type named `name`.
+    pub fn position(&self, name: &str) -> Option<usize> {
         self.instance_types
             .binary_search_by(|it| it.name.as_str().cmp(name))
             .ok()
-            .map(|i| &self.instance_types[i])
     }
 
     /// Sorts types by name (lookups rely on it).

@@ -30,6 +30,8 @@ pub struct PoolShape {
     /// Types compatible with the template, with room for the DaemonSets, offered in a zone and
     /// capacity type the template allows (whether the offering is available now aside).
     pub types: Vec<usize>,
+    /// The largest room of each resource over `types`.
+    pub max_room: Resources,
     pub min_values: Vec<(String, u32)>,
     /// Each topology key's values on the machines of this pool when all of `types` may be
     /// launched, filled as solves ask (see `scheduler::pool_domains`).
@@ -61,7 +63,7 @@ impl PoolShape {
         let overhead =
             daemonset_overhead(pool, &template, &catalog.requirements, daemonsets.values());
         let filter = OfferingFilter::new(&template);
-        let types = (0..catalog.catalog.instance_types.len())
+        let types: Vec<usize> = (0..catalog.catalog.instance_types.len())
             .filter(|&t| {
                 catalog.requirements[t].intersects(&template).is_ok()
                     && overhead[t].fits_in(&resources[t].allocatable)
@@ -71,11 +73,15 @@ impl PoolShape {
                         .any(|o| filter.allows(&o.zone, o.capacity_type.as_str()))
             })
             .collect();
-        let rooms = resources
+        let rooms: Vec<Resources> = resources
             .iter()
             .zip(&overhead)
             .map(|(r, o)| r.allocatable.minus(o))
             .collect();
+        let mut max_room = Resources::default();
+        for &t in &types {
+            max_room.max_assign(&rooms[t]);
+        }
         let min_values = pool
             .requirements
             .iter()
@@ -86,6 +92,7 @@ impl PoolShape {
             resources,
             rooms,
             types,
+            max_room,
             min_values,
             domains: Mutex::default(),
             catalog: Arc::clone(catalog),

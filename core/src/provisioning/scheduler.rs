@@ -1035,19 +1035,30 @@ impl<'a> ClusterView<'a> {
                 let prepared = prepared?;
                 let shape = state.pool_shapes.get(state, pool, nodeclass)?;
                 let (usage, count) = state.nodepool_usage(&pool.name);
-                let types = shape
-                    .types
+                // Only a type with an offering marked unavailable can have lost every allowed
+                // offering: the shape's types offer one the template allows.
+                let blocked: BTreeSet<usize> = state
+                    .unavailable
                     .iter()
-                    .copied()
-                    .filter(|&t| {
-                        state.unavailable.is_empty()
-                            || has_allowed_offering(state, prepared, t, &shape.template, now_ms)
-                    })
+                    .filter(|(_, until)| **until > now_ms)
+                    .filter_map(|(key, _)| prepared.catalog.position(&key.instance_type))
+                    .filter(|&t| !has_allowed_offering(state, prepared, t, &shape.template, now_ms))
                     .collect();
-                let mut max_room = Resources::default();
-                for &t in &types {
-                    max_room.max_assign(&shape.rooms[t]);
-                }
+                let (types, max_room) = if blocked.is_empty() {
+                    (shape.types.clone(), shape.max_room.clone())
+                } else {
+                    let types: Vec<usize> = shape
+                        .types
+                        .iter()
+                        .copied()
+                        .filter(|t| !blocked.contains(t))
+                        .collect();
+                    let mut max_room = Resources::default();
+                    for &t in &types {
+                        max_room.max_assign(&shape.rooms[t]);
+                    }
+                    (types, max_room)
+                };
                 Some(PoolContext {
                     pool,
                     shape,
