@@ -366,6 +366,72 @@ fn a_deleted_nodeclaim_is_drained_then_terminated_once() {
 }
 
 #[test]
+fn deleting_a_nodepool_drains_and_terminates_its_machines_outside_budgets() {
+    let mut h = CoreHarness::new();
+    // A budget of zero nodes: it paces the disruption controller, not a deletion.
+    let mut p = pool(0);
+    p.budgets = vec![DisruptionBudget {
+        nodes: BudgetNodes::Count(0),
+        schedule: None,
+        duration_ms: None,
+        reasons: vec![],
+    }];
+    h.nodepool(p);
+    let (claim, instance, node) = running_machine(&mut h, "a");
+    let cmds = h.send(EventKind::NodePoolDeleted {
+        name: "default".into(),
+    });
+    // Drained first, through the Eviction API.
+    assert!(terminations(&cmds).is_empty(), "{cmds:?}");
+    assert!(
+        cmds.iter()
+            .any(|c| matches!(c, Command::CordonNode { node: n, .. } if *n == node)),
+        "{cmds:?}"
+    );
+    assert!(
+        cmds.iter()
+            .any(|c| matches!(c, Command::EvictPod { pod, forced: false, .. } if pod.name == "a")),
+        "{cmds:?}"
+    );
+    let after = h.complete_evictions();
+    let t = terminations(&after);
+    assert_eq!(t.len(), 1, "{after:?}");
+    assert_eq!(t[0].0, claim.name);
+    assert_eq!(t[0].1, TerminationReason::NodePoolDeleted);
+    assert!(
+        t[0].2.contains("NodePool default was deleted"),
+        "{}",
+        t[0].2
+    );
+    assert!(after.iter().any(|c| matches!(c, Command::TerminateNodeClaim { instance_id: Some(id), .. } if *id == instance.instance_id)));
+    // Told again (a relist): nothing more; and nothing launches for the deleted pool.
+    let again = h.send(EventKind::NodePoolDeleted {
+        name: "default".into(),
+    });
+    assert!(again.is_empty(), "{again:?}");
+    assert!(CoreHarness::launches(&h.advance(5 * MIN)).is_empty());
+}
+
+#[test]
+fn deleting_a_nodepool_leaves_the_machines_of_other_pools() {
+    let mut h = CoreHarness::new();
+    h.nodepool(pool(0));
+    let (kept, _, _) = running_machine(&mut h, "a");
+    let mut other = pool(0);
+    other.name = "other".into();
+    h.nodepool(other);
+    h.send(EventKind::NodePoolDeleted {
+        name: "other".into(),
+    });
+    h.advance(5 * MIN);
+    assert!(
+        all_terminations(&h).iter().all(|t| t.0 != kept.name),
+        "{:?}",
+        all_terminations(&h)
+    );
+}
+
+#[test]
 fn a_do_not_disrupt_duration_on_a_node_counts_from_its_nodeclaim() {
     let mut h = CoreHarness::new();
     h.nodepool(pool(0));

@@ -107,6 +107,49 @@ fn requirements_on_labels_of_ones_own_give_nodes_values_they_allow_and_no_replac
 }
 
 #[test]
+fn deleting_a_nodepool_moves_its_pods_to_another_pool_and_terminates_its_machines() {
+    let report = run("nodepool-deletion.yaml");
+    assert!(report.passed(), "{}", report.summary());
+    let general: Vec<_> = report
+        .machines
+        .iter()
+        .filter(|m| m.nodepool == "general")
+        .collect();
+    assert!(!general.is_empty());
+    for m in &general {
+        assert!(m.terminated_at_seconds.is_some(), "{m:?}");
+        assert!(
+            m.termination_reason
+                .as_deref()
+                .is_some_and(|r| r.starts_with("NodePoolDeleted")),
+            "{m:?}"
+        );
+    }
+    let pool_of: BTreeMap<&str, &str> = report
+        .machines
+        .iter()
+        .map(|m| (m.name.as_str(), m.nodepool.as_str()))
+        .collect();
+    let running: Vec<&str> = report
+        .pod_placements
+        .iter()
+        .filter(|p| p.pod.starts_with("default/web-"))
+        .filter_map(|p| p.node.as_deref())
+        .filter(|node| {
+            report
+                .machines
+                .iter()
+                .any(|m| m.name == *node && m.terminated_at_seconds.is_none())
+        })
+        .collect();
+    assert_eq!(running.len(), 6, "{:?}", report.pod_placements);
+    assert!(
+        running.iter().all(|n| pool_of[n] == "fallback"),
+        "{running:?}"
+    );
+}
+
+#[test]
 fn every_scenario_in_the_folder_runs_by_name() {
     let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("scenarios");
     let mut in_folder: Vec<String> = std::fs::read_dir(&dir)

@@ -299,6 +299,7 @@ fn reason_label(reason: TerminationReason) -> &'static str {
         TerminationReason::Interrupted => "interrupted",
         TerminationReason::InstanceGone => "instance_gone",
         TerminationReason::Deleted => "deleted",
+        TerminationReason::NodePoolDeleted => "nodepool_deleted",
     }
 }
 
@@ -311,6 +312,7 @@ fn is_disruption(reason: TerminationReason) -> bool {
             | TerminationReason::Expired
             | TerminationReason::Interrupted
             | TerminationReason::Deleted
+            | TerminationReason::NodePoolDeleted
     )
 }
 

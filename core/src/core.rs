@@ -336,6 +336,26 @@ impl Core {
                 self.trigger_if_pending();
             }
             EventKind::NodePoolDeleted { name } => {
+                // Karpenter's NodeClaims are owned by their NodePool, so deleting the pool
+                // deletes them, and each is drained as a deleted NodeClaim is (PodDisruptionBudgets
+                // apply, up to the pool's terminationGracePeriod; disruption budgets do not:
+                // they pace the disruption controller, not deletions).
+                let owned: Vec<String> = self
+                    .state
+                    .nodeclaims
+                    .iter()
+                    .filter(|(_, c)| c.spec.nodepool == *name && c.terminating.is_none())
+                    .map(|(n, _)| n.clone())
+                    .collect();
+                for nodeclaim in owned {
+                    self.replacements.remove(&nodeclaim);
+                    self.terminate(
+                        &nodeclaim,
+                        TerminationReason::NodePoolDeleted,
+                        format!("its NodePool {name} was deleted"),
+                        commands,
+                    );
+                }
                 self.state.nodepools.remove(name);
             }
             EventKind::NodeClassApplied(class) => {

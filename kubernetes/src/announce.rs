@@ -102,8 +102,11 @@ fn termination_reason(reason: TerminationReason) -> (&'static str, bool) {
         TerminationReason::NodeDeleted | TerminationReason::InstanceGone => {
             ("InstanceTerminating", true)
         }
-        // Karpenter's termination controller, on a NodeClaim deleted by hand.
-        TerminationReason::Deleted => ("InstanceTerminating", false),
+        // Karpenter's termination controller, on a NodeClaim deleted by hand or with its
+        // NodePool.
+        TerminationReason::Deleted | TerminationReason::NodePoolDeleted => {
+            ("InstanceTerminating", false)
+        }
     }
 }
 

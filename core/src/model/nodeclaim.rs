@@ -223,6 +223,8 @@ pub enum TerminationReason {
     /// Forced: its NodeClaim was deleted from outside nodewright. Appended last: the
     /// variants' order is the log's format.
     Deleted,
+    /// Forced: its NodePool was deleted (Kubernetes deletes the NodeClaims a NodePool owns).
+    NodePoolDeleted,
 }
 
 impl TerminationReason {

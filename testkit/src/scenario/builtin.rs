@@ -28,6 +28,10 @@ pub const SCENARIOS: &[(&str, &str)] = &[
         include_str!("../../../scenarios/graceful-drain.yaml"),
     ),
     (
+        "nodepool-deletion",
+        include_str!("../../../scenarios/nodepool-deletion.yaml"),
+    ),
+    (
         "spot-interruption",
         include_str!("../../../scenarios/spot-interruption.yaml"),
     ),
