@@ -369,9 +369,10 @@ fn spread_max_skew_out_of_range_is_refused() {
 #[test]
 fn a_term_without_label_selector_selects_no_pod() {
     let yaml = "apiVersion: v1\nkind: Pod\nmetadata: {name: p, labels: {app: p}}\nspec:\n  affinity:\n    podAntiAffinity:\n      requiredDuringSchedulingIgnoredDuringExecution:\n        - topologyKey: kubernetes.io/hostname\n  containers: [{name: c}]\n";
-    let Manifest::Pod(pod) = &parse_manifests(yaml, "p.yaml").expect("parses")[0] else {
+    let Manifest::Pod(template) = &parse_manifests(yaml, "p.yaml").expect("parses")[0] else {
         panic!("a pod");
     };
+    let pod = &template.pod;
     assert!(!pod.pod_anti_affinity[0].selector.matches(&pod.labels));
 }
 

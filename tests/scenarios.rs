@@ -150,6 +150,89 @@ fn deleting_a_nodepool_moves_its_pods_to_another_pool_and_terminates_its_machine
 }
 
 #[test]
+fn pods_with_volumes_go_back_to_their_volume_s_zone_on_every_replacement() {
+    use nodewright_adapters::eventlog::EventStore;
+    use nodewright_core::EventKind;
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("scenarios/volume-topology.yaml");
+    let scenario = load_file(&path).unwrap_or_else(|e| panic!("{e}"));
+    let store = MemoryStore::<LogHeader, LogRecord>::new(LogHeader::new(
+        scenario.config.clone(),
+        &scenario.name,
+    ));
+    let (report, store) = sim::run(&scenario, store).expect("runs");
+    assert!(report.passed(), "{}", report.summary());
+    let records = store.read_range(0, store.len()).expect("the log");
+    let mut zone_of_node: BTreeMap<String, String> = BTreeMap::new();
+    // Each StatefulSet ordinal (and the reports Deployment) with the zones it ran in.
+    let mut zones: BTreeMap<String, Vec<String>> = BTreeMap::new();
+    for record in &records {
+        let LogRecord::Event(event) = record else {
+            continue;
+        };
+        match &event.kind {
+            EventKind::NodeApplied(node) => {
+                if let Some(z) = node.labels.get("topology.kubernetes.io/zone") {
+                    zone_of_node.insert(node.name.clone(), z.clone());
+                }
+            }
+            EventKind::PodBound { pod, node } => {
+                let owner = if pod.name.starts_with("reports-") {
+                    "reports".to_string()
+                } else {
+                    pod.name.clone()
+                };
+                zones
+                    .entry(owner)
+                    .or_default()
+                    .push(zone_of_node[node].clone());
+            }
+            _ => {}
+        }
+    }
+    assert_eq!(
+        zones.keys().map(String::as_str).collect::<Vec<_>>(),
+        ["db-0", "db-1", "db-2", "reports"],
+        "a StatefulSet keeps its ordinals: {zones:?}"
+    );
+    for (owner, bound) in &zones {
+        assert!(bound.len() >= 3, "{owner} was replaced twice: {bound:?}");
+        assert!(
+            bound.iter().all(|z| *z == bound[0]),
+            "{owner} ran in one zone, its volume's: {bound:?}"
+        );
+    }
+    assert_eq!(zones["reports"][0], "us-east-1c", "the bound volume's zone");
+    let db: BTreeSet<&str> = ["db-0", "db-1", "db-2"]
+        .iter()
+        .map(|o| zones[*o][0].as_str())
+        .collect();
+    assert_eq!(db.len(), 3, "spread over three zones first: {zones:?}");
+}
+
+#[test]
+fn a_volume_naming_a_claim_no_manifest_defines_is_refused_at_load() {
+    let yaml = "name: x\nduration: 5m\nmanifests:\n  - file: tutorial/ec2nodeclass.yaml\n  - file: tutorial/nodepool.yaml\n  - |\n    apiVersion: v1\n    kind: PersistentVolumeClaim\n    metadata: {name: data}\n  - |\n    apiVersion: v1\n    kind: Pod\n    metadata: {name: p}\n    spec:\n      containers: [{name: c, resources: {requests: {cpu: 100m}}}]\n      volumes: [{name: v, persistentVolumeClaim: {claimName: dta}}]\n";
+    let dir = tempfile::tempdir().expect("a folder");
+    let file = dir.path().join("s.yaml");
+    std::fs::write(&file, yaml).expect("written");
+    std::fs::create_dir_all(dir.path().join("tutorial")).expect("folder");
+    for name in ["ec2nodeclass.yaml", "nodepool.yaml"] {
+        std::fs::copy(
+            Path::new(env!("CARGO_MANIFEST_DIR"))
+                .join("scenarios/tutorial")
+                .join(name),
+            dir.path().join("tutorial").join(name),
+        )
+        .expect("copied");
+    }
+    let error = load_file(&file).expect_err("refused").to_string();
+    assert!(
+        error.contains("PersistentVolumeClaim \"dta\"") && error.contains("did you mean \"data\"?"),
+        "{error}"
+    );
+}
+
+#[test]
 fn every_scenario_in_the_folder_runs_by_name() {
     let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("scenarios");
     let mut in_folder: Vec<String> = std::fs::read_dir(&dir)

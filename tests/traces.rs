@@ -36,7 +36,7 @@ fn rows_become_pod_creations_and_deletions_in_time_order() {
         .iter()
         .filter_map(|t| match &t.action {
             Action::Apply(m) => match &m[0] {
-                nodewright_adapters::manifest::Manifest::Pod(p) => Some(p.clone()),
+                nodewright_adapters::manifest::Manifest::Pod(p) => Some(p.pod.clone()),
                 _ => None,
             },
             _ => None,

@@ -116,10 +116,11 @@ fn key_of(pod: &KubePod) -> PodKey {
 /// The pod in the core's terms, through the scenario loader's translation.
 fn core_pod(pod: &KubePod) -> Result<Pod, ObserveError> {
     let name = key_of(pod).to_string();
-    let Manifest::Pod(mut core) = manifest_of("Pod", &name, pod)? else {
+    let Manifest::Pod(template) = manifest_of("Pod", &name, pod)? else {
         // Invariant: a JSON object of kind Pod, apiVersion v1, reads as a Pod.
         unreachable!("a Pod reads as a Pod");
     };
+    let mut core = template.pod;
     core.created_at_ms = pod
         .metadata
         .creation_timestamp

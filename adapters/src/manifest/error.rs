@@ -14,7 +14,7 @@ pub enum ManifestError {
         message: String,
     },
     #[error(
-        "{source_name}: document {document}: kind {kind:?} (apiVersion {api_version:?}) is not one nodewright reads; use NodePool (karpenter.sh/v1), EC2NodeClass (karpenter.k8s.aws/v1), Pod, Deployment, ReplicaSet, StatefulSet, DaemonSet, Job, CronJob (batch/v1) or PodDisruptionBudget"
+        "{source_name}: document {document}: kind {kind:?} (apiVersion {api_version:?}) is not one nodewright reads; use NodePool (karpenter.sh/v1), EC2NodeClass (karpenter.k8s.aws/v1), Pod, Deployment, ReplicaSet, StatefulSet, DaemonSet, Job, CronJob (batch/v1), PodDisruptionBudget, PersistentVolumeClaim, PersistentVolume or StorageClass (storage.k8s.io/v1)"
     )]
     UnknownKind {
         source_name: String,

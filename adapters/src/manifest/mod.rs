@@ -7,6 +7,7 @@ pub mod launch;
 pub mod objects;
 mod translate;
 pub mod unmodelled;
+pub mod volumes;
 
 pub use error::{InvalidField, ManifestError, describe_yaml_error};
 pub use translate::{

@@ -89,6 +89,83 @@ pub struct PodSpec {
     pub overhead: BTreeMap<String, Scalar>,
     #[serde(rename = "terminationGracePeriodSeconds")]
     pub termination_grace_period_seconds: Option<i64>,
+    #[serde(default)]
+    pub volumes: Vec<VolumeObject>,
+}
+
+/// A pod's volume; only a PersistentVolumeClaim's can restrict where the pod runs.
+#[derive(Debug, Clone, Default, Deserialize)]
+pub struct VolumeObject {
+    pub name: Option<String>,
+    #[serde(rename = "persistentVolumeClaim")]
+    pub persistent_volume_claim: Option<ClaimSource>,
+}
+
+#[derive(Debug, Clone, Default, Deserialize)]
+pub struct ClaimSource {
+    #[serde(rename = "claimName")]
+    pub claim_name: String,
+}
+
+/// A PersistentVolumeClaim (v1), or a StatefulSet's claim template.
+#[derive(Debug, Clone, Deserialize)]
+pub struct ClaimObject {
+    #[serde(default)]
+    pub metadata: ObjectMeta,
+    #[serde(default)]
+    pub spec: ClaimSpec,
+}
+
+#[derive(Debug, Clone, Default, Deserialize)]
+pub struct ClaimSpec {
+    #[serde(rename = "storageClassName")]
+    pub storage_class_name: Option<String>,
+    #[serde(rename = "volumeName")]
+    pub volume_name: Option<String>,
+}
+
+/// A PersistentVolume (v1): where it can be attached.
+#[derive(Debug, Clone, Deserialize)]
+pub struct VolumeManifestObject {
+    pub metadata: ObjectMeta,
+    #[serde(default)]
+    pub spec: PersistentVolumeSpec,
+}
+
+#[derive(Debug, Clone, Default, Deserialize)]
+pub struct PersistentVolumeSpec {
+    #[serde(rename = "nodeAffinity")]
+    pub node_affinity: Option<VolumeNodeAffinity>,
+    #[serde(rename = "claimRef")]
+    pub claim_ref: Option<ObjectMeta>,
+}
+
+#[derive(Debug, Clone, Default, Deserialize)]
+pub struct VolumeNodeAffinity {
+    pub required: Option<NodeSelector>,
+}
+
+/// A StorageClass (storage.k8s.io/v1): when its volumes are bound, and in which topology.
+#[derive(Debug, Clone, Deserialize)]
+pub struct StorageClassObject {
+    pub metadata: ObjectMeta,
+    #[serde(rename = "volumeBindingMode")]
+    pub volume_binding_mode: Option<String>,
+    #[serde(default, rename = "allowedTopologies")]
+    pub allowed_topologies: Vec<TopologySelectorTerm>,
+}
+
+#[derive(Debug, Clone, Default, Deserialize)]
+pub struct TopologySelectorTerm {
+    #[serde(default, rename = "matchLabelExpressions")]
+    pub match_label_expressions: Vec<TopologyRequirement>,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+pub struct TopologyRequirement {
+    pub key: String,
+    #[serde(default)]
+    pub values: Vec<String>,
 }
 
 #[derive(Debug, Clone, Default, Deserialize)]
@@ -223,6 +300,9 @@ pub struct DeploymentObject {
 pub struct DeploymentSpec {
     pub replicas: Option<i64>,
     pub template: PodTemplateObject,
+    /// A StatefulSet's: one claim per template for each pod.
+    #[serde(default, rename = "volumeClaimTemplates")]
+    pub volume_claim_templates: Vec<ClaimObject>,
 }
 
 #[derive(Debug, Clone, Deserialize)]

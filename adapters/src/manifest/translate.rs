@@ -27,15 +27,27 @@ use super::error::{InvalidField, ManifestError};
 use super::launch::{self, LaunchSettings};
 use super::objects::*;
 use super::unmodelled::{self, UnmodelledField};
+use super::volumes::{Claim, ClaimTemplate, StorageClass, Volume};
 
 /// A pod template (from a Deployment or DaemonSet): a pod without a name yet.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct PodTemplate {
     pub pod: Pod,
     pub termination_grace_period_seconds: i64,
+    /// The PersistentVolumeClaims its volumes name (in the pod's namespace).
+    pub volume_claims: Vec<String>,
 }
 
 impl PodTemplate {
+    /// A pod as its own template: no volumes, Kubernetes' default grace period (30 s).
+    pub fn bare(pod: Pod) -> Self {
+        PodTemplate {
+            pod,
+            termination_grace_period_seconds: 30,
+            volume_claims: Vec::new(),
+        }
+    }
+
     /// A pod of this template.
     pub fn instantiate(&self, namespace: &str, name: &str, created_at_ms: u64) -> Pod {
         let mut pod = self.pod.clone();
@@ -62,6 +74,8 @@ pub struct Deployment {
     pub name: String,
     pub replicas: u32,
     pub template: PodTemplate,
+    /// A StatefulSet's `volumeClaimTemplates`.
+    pub claim_templates: Vec<ClaimTemplate>,
 }
 
 /// The kinds of [`Deployment`].
@@ -145,12 +159,16 @@ pub struct DaemonSet {
 pub enum Manifest {
     NodePool(NodePool),
     NodeClass(NodeClass),
-    Pod(Pod),
+    /// A pod, with the claims its volumes name.
+    Pod(PodTemplate),
     Deployment(Deployment),
     DaemonSet(DaemonSet),
     Job(Job),
     CronJob(CronJob),
     PodDisruptionBudget(CorePdb),
+    PersistentVolumeClaim(Claim),
+    PersistentVolume(Volume),
+    StorageClass(StorageClass),
 }
 
 /// Splits a YAML stream into documents at `---` lines, with each document's first line.
@@ -261,17 +279,23 @@ pub fn parse_manifests_noting(
                 let namespace = obj.metadata.namespace.clone().unwrap_or("default".into());
                 let name = required_name(&obj.metadata, &ctx)?;
                 let ctx = ctx.named(&name);
-                Manifest::Pod(
-                    pod_from_spec(
-                        &namespace,
-                        &name,
-                        &obj.metadata.labels,
-                        &obj.metadata.annotations,
-                        &obj.spec,
-                        None,
-                    )
-                    .map_err(|(field, problem, fix)| ctx.invalid(&field, &problem, &fix))?,
+                let pod = pod_from_spec(
+                    &namespace,
+                    &name,
+                    &obj.metadata.labels,
+                    &obj.metadata.annotations,
+                    &obj.spec,
+                    None,
                 )
+                .map_err(|(field, problem, fix)| ctx.invalid(&field, &problem, &fix))?;
+                Manifest::Pod(PodTemplate {
+                    pod,
+                    termination_grace_period_seconds: obj
+                        .spec
+                        .termination_grace_period_seconds
+                        .unwrap_or(30),
+                    volume_claims: claim_names(&obj.spec),
+                })
             }
             ("Deployment", "apps/v1") => Manifest::Deployment(replicated(
                 typed(&doc, source_name, document, first_line)?,
@@ -400,6 +424,83 @@ pub fn parse_manifests_noting(
                     max_unavailable,
                 })
             }
+            ("PersistentVolumeClaim", "v1") => {
+                let obj: ClaimObject = typed(&doc, source_name, document, first_line)?;
+                let name = required_name(&obj.metadata, &ctx)?;
+                Manifest::PersistentVolumeClaim(Claim {
+                    namespace: obj.metadata.namespace.clone().unwrap_or("default".into()),
+                    name,
+                    storage_class: obj.spec.storage_class_name.clone(),
+                    volume: obj.spec.volume_name.clone(),
+                })
+            }
+            ("PersistentVolume", "v1") => {
+                let obj: VolumeManifestObject = typed(&doc, source_name, document, first_line)?;
+                let name = required_name(&obj.metadata, &ctx)?;
+                let ctx = ctx.named(&name);
+                let mut node_affinity = Vec::new();
+                let terms = obj
+                    .spec
+                    .node_affinity
+                    .as_ref()
+                    .and_then(|a| a.required.as_ref())
+                    .map(|r| r.node_selector_terms.as_slice())
+                    .unwrap_or_default();
+                for (t, term) in terms.iter().enumerate() {
+                    let mut specs = Vec::new();
+                    for (i, expr) in term.match_expressions.iter().enumerate() {
+                        specs.push(
+                            requirement(
+                                expr,
+                                &format!(
+                                    "spec.nodeAffinity.required.nodeSelectorTerms[{t}].matchExpressions[{i}]"
+                                ),
+                            )
+                            .map_err(|(field, problem, fix)| ctx.invalid(&field, &problem, &fix))?,
+                        );
+                    }
+                    node_affinity.push(specs);
+                }
+                Manifest::PersistentVolume(Volume {
+                    name,
+                    node_affinity,
+                })
+            }
+            ("StorageClass", "storage.k8s.io/v1") => {
+                let obj: StorageClassObject = typed(&doc, source_name, document, first_line)?;
+                let name = required_name(&obj.metadata, &ctx)?;
+                let ctx = ctx.named(&name);
+                let wait_for_first_consumer = match obj.volume_binding_mode.as_deref() {
+                    None | Some("Immediate") => false,
+                    Some("WaitForFirstConsumer") => true,
+                    Some(other) => {
+                        return Err(ctx.invalid(
+                            "volumeBindingMode",
+                            &format!("{other:?} is not a volume binding mode"),
+                            "use Immediate or WaitForFirstConsumer",
+                        ));
+                    }
+                };
+                let mut allowed_topologies = Vec::new();
+                for (t, term) in obj.allowed_topologies.iter().enumerate() {
+                    let mut specs = Vec::new();
+                    for (i, expr) in term.match_label_expressions.iter().enumerate() {
+                        let field = format!("allowedTopologies[{t}].matchLabelExpressions[{i}]");
+                        specs.push(
+                            requirement_of(&expr.key, "In", expr.values.clone(), None, &field)
+                                .map_err(|(field, problem, fix)| {
+                                    ctx.invalid(&field, &problem, &fix)
+                                })?,
+                        );
+                    }
+                    allowed_topologies.push(specs);
+                }
+                Manifest::StorageClass(StorageClass {
+                    name,
+                    wait_for_first_consumer,
+                    allowed_topologies,
+                })
+            }
             _ => {
                 return Err(ManifestError::UnknownKind {
                     source_name: source_name.to_string(),
@@ -504,12 +605,27 @@ fn replicated(
         pod_template(&namespace, &obj.spec.template, owner).map_err(|(field, problem, fix)| {
             ctx.invalid(&format!("spec.template.{field}"), &problem, &fix)
         })?;
+    let mut claim_templates = Vec::new();
+    for (i, claim) in obj.spec.volume_claim_templates.iter().enumerate() {
+        let Some(claim_name) = claim.metadata.name.clone() else {
+            return Err(ctx.invalid(
+                &format!("spec.volumeClaimTemplates[{i}].metadata.name"),
+                "is missing",
+                "name each claim template (its pods' claims are TEMPLATE-POD)",
+            ));
+        };
+        claim_templates.push(ClaimTemplate {
+            name: claim_name,
+            storage_class: claim.spec.storage_class_name.clone(),
+        });
+    }
     Ok(Deployment {
         kind,
         namespace,
         name,
         replicas: replicas as u32,
         template,
+        claim_templates,
     })
 }
 
@@ -1164,7 +1280,17 @@ fn pod_template(
             .spec
             .termination_grace_period_seconds
             .unwrap_or(30),
+        volume_claims: claim_names(&template.spec),
     })
+}
+
+/// The PersistentVolumeClaims a pod spec's volumes name.
+fn claim_names(spec: &PodSpec) -> Vec<String> {
+    spec.volumes
+        .iter()
+        .filter_map(|v| v.persistent_volume_claim.as_ref())
+        .map(|c| c.claim_name.clone())
+        .collect()
 }
 
 /// Reads a pod spec into the core's [`Pod`]. The effective request is Kubernetes': the sum of

@@ -44,6 +44,10 @@ pub const SCENARIOS: &[(&str, &str)] = &[
         include_str!("../../../scenarios/steady-state.yaml"),
     ),
     (
+        "volume-topology",
+        include_str!("../../../scenarios/volume-topology.yaml"),
+    ),
+    (
         "zonal-spread",
         include_str!("../../../scenarios/zonal-spread.yaml"),
     ),

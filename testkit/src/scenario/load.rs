@@ -282,7 +282,7 @@ fn peak_pods(manifests: &[Manifest], timeline: &[TimelineAction]) -> (u64, Vec<(
                 &c.name,
                 c.job.parallelism.min(c.job.completions) as u64,
             ),
-            Manifest::Pod(p) => count("Pod", &p.key.namespace, &p.key.name, 1),
+            Manifest::Pod(p) => count("Pod", &p.pod.key.namespace, &p.pod.key.name, 1),
             _ => {}
         }
     }

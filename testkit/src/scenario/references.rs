@@ -17,7 +17,7 @@ fn identity(manifest: &Manifest) -> Identity {
     match manifest {
         Manifest::NodePool(p) => ("NodePool", String::new(), p.name.clone()),
         Manifest::NodeClass(c) => ("EC2NodeClass", String::new(), c.name.clone()),
-        Manifest::Pod(p) => ("Pod", p.key.namespace.clone(), p.key.name.clone()),
+        Manifest::Pod(p) => ("Pod", p.pod.key.namespace.clone(), p.pod.key.name.clone()),
         // A Deployment, ReplicaSet or StatefulSet: one name among them, as the simulated
         // cluster keeps them (and `scale` and `delete` find them) by namespace and name.
         Manifest::Deployment(d) => ("Deployment", d.namespace.clone(), d.name.clone()),
@@ -27,6 +27,11 @@ fn identity(manifest: &Manifest) -> Identity {
         Manifest::PodDisruptionBudget(b) => {
             ("PodDisruptionBudget", b.namespace.clone(), b.name.clone())
         }
+        Manifest::PersistentVolumeClaim(c) => {
+            ("PersistentVolumeClaim", c.namespace.clone(), c.name.clone())
+        }
+        Manifest::PersistentVolume(v) => ("PersistentVolume", String::new(), v.name.clone()),
+        Manifest::StorageClass(c) => ("StorageClass", String::new(), c.name.clone()),
     }
 }
 
@@ -140,8 +145,54 @@ pub(crate) fn check(
         }
         _ => Ok(()),
     };
+    // Every PersistentVolumeClaim the scenario ever has, for the pods' volumes.
+    let claims: Vec<(&str, &str)> = manifests
+        .iter()
+        .map(|(_, m)| m)
+        .chain(timeline.iter().flat_map(|(_, t)| match &t.action {
+            Action::Apply(applied) => applied.as_slice(),
+            _ => &[],
+        }))
+        .filter_map(|m| match m {
+            Manifest::PersistentVolumeClaim(c) => Some((c.namespace.as_str(), c.name.as_str())),
+            _ => None,
+        })
+        .collect();
+    let check_claims = |field: &str, manifest: &Manifest| {
+        let (template, namespace) = match manifest {
+            Manifest::Pod(p) => (p, &p.pod.key.namespace),
+            Manifest::Deployment(d) => (&d.template, &d.namespace),
+            Manifest::Job(j) => (&j.template, &j.namespace),
+            Manifest::CronJob(c) => (&c.job.template, &c.job.namespace),
+            _ => return Ok(()),
+        };
+        let (kind, ns, name) = identity(manifest);
+        match template
+            .volume_claims
+            .iter()
+            .find(|c| !claims.contains(&(namespace.as_str(), c.as_str())))
+        {
+            Some(missing) => Err(invalid(
+                field,
+                format!(
+                    "{}: a volume names PersistentVolumeClaim {missing:?}, which the scenario does not define in namespace {namespace:?}",
+                    shown(&(kind, ns, name))
+                ),
+                &fix_for(
+                    missing,
+                    claims
+                        .iter()
+                        .filter(|(n, _)| *n == namespace.as_str())
+                        .map(|(_, c)| *c),
+                    "PersistentVolumeClaim",
+                ),
+            )),
+            None => Ok(()),
+        }
+    };
     for (i, manifest) in manifests {
         check_pool(&format!("manifests[{i}]"), manifest)?;
+        check_claims(&format!("manifests[{i}]"), manifest)?;
     }
 
     for (i, entry) in timeline {
@@ -150,6 +201,7 @@ pub(crate) fn check(
             Action::Apply(applied) => {
                 for manifest in applied {
                     check_pool(&format!("{field}.apply"), manifest)?;
+                    check_claims(&format!("{field}.apply"), manifest)?;
                     objects.apply(manifest);
                 }
             }

@@ -5,7 +5,7 @@
 
 use std::collections::BTreeMap;
 
-use nodewright_adapters::manifest::Manifest;
+use nodewright_adapters::manifest::{Manifest, PodTemplate};
 use nodewright_core::model::labels;
 use nodewright_core::model::pod::Pod;
 use nodewright_core::model::requirements::{Operator, RequirementSpec};
@@ -157,7 +157,7 @@ pub fn alibaba_openb(
         summary.pods += 1;
         timeline.push(TimelineAction {
             at_ms: from,
-            action: Action::Apply(vec![Manifest::Pod(pod)]),
+            action: Action::Apply(vec![Manifest::Pod(PodTemplate::bare(pod))]),
         });
         timeline.push(TimelineAction {
             at_ms: until,

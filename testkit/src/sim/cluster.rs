@@ -4,6 +4,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
+use nodewright_adapters::manifest::volumes::{self, Claim, Storage, Volume};
 use nodewright_adapters::manifest::{DaemonSet, Deployment, ReplicatedKind};
 use nodewright_core::model::affinity::{
     InclusionPolicy, LabelSelector, PodAffinityTerm, WhenUnsatisfiable,
@@ -44,6 +45,10 @@ pub struct SimCluster {
     pub exits_to_schedule: Vec<(u64, PodKey)>,
     /// The Job and CronJob controllers' state.
     pub jobs: Jobs,
+    /// PersistentVolumeClaims, PersistentVolumes and StorageClasses.
+    pub storage: Storage,
+    /// The claims each pod's volumes name.
+    pub pod_claims: BTreeMap<PodKey, Vec<String>>,
     /// The pods no node runs, oldest first: what the binder looks at.
     pending: BTreeSet<(u64, PodKey)>,
     /// Something changed since the binder last found no node for any pending pod that may let
@@ -99,6 +104,114 @@ impl SimCluster {
             },
         );
         self.placement_changed = true;
+    }
+
+    /// Creates a pod whose volumes name `claims`: where the claims' volumes can attach (or,
+    /// unbound, where their StorageClass allows) joins its required node affinity, as
+    /// Karpenter's volume topology does and as kube-scheduler's volume binding filters.
+    pub fn create_pod_with_claims(
+        &mut self,
+        mut pod: Pod,
+        claims: Vec<String>,
+        now_ms: u64,
+        out: &mut Vec<Event>,
+        changes: &mut Vec<PodChange>,
+    ) {
+        if !claims.is_empty() {
+            // A claim that does not exist is refused at load; one deleted since adds nothing.
+            let requirements = self
+                .storage
+                .requirements(&pod.key.namespace, &claims)
+                .unwrap_or_default();
+            volumes::inject(&mut pod, &requirements);
+            self.pod_claims.insert(pod.key.clone(), claims);
+        }
+        let key = pod.key.clone();
+        self.create_pod(pod, now_ms, out, changes);
+        if let Some(node) = self.pods.get(&key).and_then(|p| p.node_name.clone()) {
+            self.bind_claims(&key, &node);
+        }
+    }
+
+    /// Adds a claim; an `Immediate` one whose class names zones is provisioned at once, in the
+    /// first of them.
+    pub fn apply_claim(&mut self, mut claim: Claim) {
+        if claim.volume.is_none()
+            && let Some(class) = claim
+                .storage_class
+                .as_ref()
+                .and_then(|c| self.storage.classes.get(c))
+            && !class.wait_for_first_consumer
+            && let Some(term) = class.allowed_topologies.first()
+        {
+            let term: Vec<_> = term
+                .iter()
+                .map(|r| {
+                    let mut r = r.clone();
+                    r.values.truncate(1);
+                    r
+                })
+                .collect();
+            claim.volume = Some(self.provision(&claim, vec![term]));
+        }
+        self.storage
+            .claims
+            .insert((claim.namespace.clone(), claim.name.clone()), claim);
+    }
+
+    /// Binds the unbound `WaitForFirstConsumer` claims of a pod just placed on `node`: their
+    /// volumes are provisioned in the node's zone.
+    fn bind_claims(&mut self, pod: &PodKey, node: &str) {
+        let Some(claims) = self.pod_claims.get(pod).cloned() else {
+            return;
+        };
+        let Some(zone) = self
+            .nodes
+            .get(node)
+            .and_then(|n| n.node.labels.get(labels::ZONE))
+            .cloned()
+        else {
+            return;
+        };
+        for name in claims {
+            let key = (pod.namespace.clone(), name);
+            let Some(claim) = self.storage.claims.get(&key).cloned() else {
+                continue;
+            };
+            let waits = claim
+                .storage_class
+                .as_ref()
+                .and_then(|c| self.storage.classes.get(c))
+                .is_some_and(|c| c.wait_for_first_consumer);
+            if claim.volume.is_none() && waits {
+                let term = vec![nodewright_core::model::requirements::RequirementSpec::new(
+                    labels::ZONE,
+                    nodewright_core::model::requirements::Operator::In,
+                    &[zone.as_str()],
+                )];
+                let volume = self.provision(&claim, vec![term]);
+                if let Some(c) = self.storage.claims.get_mut(&key) {
+                    c.volume = Some(volume);
+                }
+            }
+        }
+    }
+
+    /// A new volume for `claim`, as a CSI driver makes one: `pvc-NAMESPACE-NAME`.
+    fn provision(
+        &mut self,
+        claim: &Claim,
+        node_affinity: Vec<Vec<nodewright_core::model::requirements::RequirementSpec>>,
+    ) -> String {
+        let name = format!("pvc-{}-{}", claim.namespace, claim.name);
+        self.storage.volumes.insert(
+            name.clone(),
+            Volume {
+                name: name.clone(),
+                node_affinity,
+            },
+        );
+        name
     }
 
     /// Creates a pod; bound at once if the scheduler finds a node, else reported pending.
@@ -207,11 +320,29 @@ impl SimCluster {
         &mut self,
         key: &PodKey,
         now_ms: u64,
+        rng: &mut SimRng,
         out: &mut Vec<Event>,
         changes: &mut Vec<PodChange>,
     ) {
         if let Some(t) = self.terminating.get(key).cloned() {
             self.delete_pod(key, t.evicted, now_ms, out, changes);
+            // The StatefulSet whose ordinal it held makes its successor now.
+            let owner = self
+                .deployments
+                .iter()
+                .find(|((namespace, name), d)| {
+                    d.kind == ReplicatedKind::StatefulSet
+                        && *namespace == key.namespace
+                        && key
+                            .name
+                            .strip_prefix(name.as_str())
+                            .and_then(|rest| rest.strip_prefix('-'))
+                            .is_some_and(|o| o.parse::<u32>().is_ok())
+                })
+                .map(|(k, _)| k.clone());
+            if let Some(owner) = owner {
+                self.reconcile_deployment(&owner, now_ms, rng, out, changes);
+            }
         }
     }
 
@@ -476,6 +607,7 @@ impl SimCluster {
                 node: node.clone(),
                 at_ms: now_ms,
             });
+            self.bind_claims(&key, &node);
             self.jobs.note_bound(&key, now_ms);
             out.push(Event::new(now_ms, EventKind::PodBound { pod: key, node }));
         }
@@ -575,26 +707,36 @@ impl SimCluster {
         let want = d.replicas as usize;
         if current.len() < want {
             let hash = template_hash(&d.name);
-            let mut ordinal = 0;
-            for _ in current.len()..want {
-                let name = loop {
-                    let candidate = match d.kind {
-                        ReplicatedKind::Deployment => {
-                            format!("{}-{}-{}", d.name, hash, rng.name_suffix())
+            // A StatefulSet's pods are NAME-0 .. NAME-(replicas-1); one whose predecessor of
+            // the same name is still shutting down waits for it to exit (`pod_exited`).
+            let missing_ordinals: Vec<String> = match d.kind {
+                ReplicatedKind::StatefulSet => (0..want)
+                    .map(|i| format!("{}-{i}", d.name))
+                    .filter(|n| !self.pods.contains_key(&PodKey::new(&d.namespace, n)))
+                    .collect(),
+                _ => Vec::new(),
+            };
+            let names: Vec<Option<String>> = match d.kind {
+                ReplicatedKind::StatefulSet => missing_ordinals.into_iter().map(Some).collect(),
+                _ => vec![None; want - current.len()],
+            };
+            for ordinal_name in names {
+                let name = match ordinal_name {
+                    Some(name) => name,
+                    None => loop {
+                        let candidate = match d.kind {
+                            ReplicatedKind::ReplicaSet => {
+                                format!("{}-{}", d.name, rng.name_suffix())
+                            }
+                            _ => format!("{}-{}-{}", d.name, hash, rng.name_suffix()),
+                        };
+                        if !self
+                            .pods
+                            .contains_key(&PodKey::new(&d.namespace, &candidate))
+                        {
+                            break candidate;
                         }
-                        ReplicatedKind::ReplicaSet => format!("{}-{}", d.name, rng.name_suffix()),
-                        // The lowest free ordinal, as the StatefulSet controller does.
-                        ReplicatedKind::StatefulSet => {
-                            ordinal += 1;
-                            format!("{}-{}", d.name, ordinal - 1)
-                        }
-                    };
-                    if !self
-                        .pods
-                        .contains_key(&PodKey::new(&d.namespace, &candidate))
-                    {
-                        break candidate;
-                    }
+                    },
                 };
                 let pod = d.template.instantiate(&d.namespace, &name, now_ms);
                 self.deployment_pods
@@ -604,7 +746,26 @@ impl SimCluster {
                 let grace_s = d.template.termination_grace_period_seconds.max(0) as u64;
                 self.grace_ms
                     .insert(pod.key.clone(), grace_s.saturating_mul(1000));
-                self.create_pod(pod, now_ms, out, changes);
+                // A StatefulSet's pod `NAME-i` has claim `TEMPLATE-NAME-i` of each claim
+                // template, made the first time and kept after the pod (its data stays).
+                let mut claims = d.template.volume_claims.clone();
+                for template in &d.claim_templates {
+                    let claim = format!("{}-{name}", template.name);
+                    if !self
+                        .storage
+                        .claims
+                        .contains_key(&(d.namespace.clone(), claim.clone()))
+                    {
+                        self.apply_claim(Claim {
+                            namespace: d.namespace.clone(),
+                            name: claim.clone(),
+                            storage_class: template.storage_class.clone(),
+                            volume: None,
+                        });
+                    }
+                    claims.push(claim);
+                }
+                self.create_pod_with_claims(pod, claims, now_ms, out, changes);
             }
         } else if current.len() > want {
             // A StatefulSet removes its highest ordinals; the others pending pods first, then

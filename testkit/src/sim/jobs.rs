@@ -139,6 +139,7 @@ impl SimCluster {
                 }
             };
             let pod = job.template.instantiate(&job.namespace, &name, now_ms);
+            let claims = job.template.volume_claims.clone();
             let grace_ms =
                 (job.template.termination_grace_period_seconds.max(0) as u64).saturating_mul(1000);
             let pod_key = pod.key.clone();
@@ -147,7 +148,7 @@ impl SimCluster {
             }
             self.jobs.job_of.insert(pod_key.clone(), key.clone());
             self.grace_ms.insert(pod_key, grace_ms);
-            self.create_pod(pod, now_ms, out, changes);
+            self.create_pod_with_claims(pod, claims, now_ms, out, changes);
         }
     }
 

@@ -308,9 +308,25 @@ impl World {
                     &mut self.outbox,
                     &mut self.changes,
                 ),
-                Manifest::Pod(p) => {
+                Manifest::Pod(p) => self.cluster.create_pod_with_claims(
+                    p.pod.clone(),
+                    p.volume_claims.clone(),
+                    now,
+                    &mut self.outbox,
+                    &mut self.changes,
+                ),
+                Manifest::PersistentVolumeClaim(c) => self.cluster.apply_claim(c.clone()),
+                Manifest::PersistentVolume(v) => {
                     self.cluster
-                        .create_pod(p.clone(), now, &mut self.outbox, &mut self.changes)
+                        .storage
+                        .volumes
+                        .insert(v.name.clone(), v.clone());
+                }
+                Manifest::StorageClass(c) => {
+                    self.cluster
+                        .storage
+                        .classes
+                        .insert(c.name.clone(), c.clone());
                 }
                 Manifest::PodDisruptionBudget(pdb) => {
                     self.emit(EventKind::PodDisruptionBudgetApplied(Box::new(pdb.clone())));
@@ -586,8 +602,13 @@ impl World {
                 self.answer(EventKind::NodeClaimTerminated { nodeclaim });
             }
             WorldEvent::PodExit { pod } => {
-                self.cluster
-                    .pod_exited(&pod, now, &mut self.outbox, &mut self.changes);
+                self.cluster.pod_exited(
+                    &pod,
+                    now,
+                    &mut self.rng,
+                    &mut self.outbox,
+                    &mut self.changes,
+                );
             }
             WorldEvent::PodCompleted { pod } => {
                 self.cluster.pod_completed(

@@ -248,6 +248,9 @@ fn kind_of(manifest: &Manifest) -> &'static str {
         Manifest::Job(_) => "Job",
         Manifest::CronJob(_) => "CronJob",
         Manifest::PodDisruptionBudget(_) => "PodDisruptionBudget",
+        Manifest::PersistentVolumeClaim(_) => "PersistentVolumeClaim",
+        Manifest::PersistentVolume(_) => "PersistentVolume",
+        Manifest::StorageClass(_) => "StorageClass",
     }
 }
 

@@ -255,6 +255,7 @@ pub fn scenario_of(recording: &Recording, policy: &Policy) -> Result<Scenario, W
                     template: PodTemplate {
                         pod: ds.template.clone(),
                         termination_grace_period_seconds: DEFAULT_GRACE_SECONDS,
+                        volume_claims: Vec::new(),
                     },
                 }),
             ),
@@ -422,7 +423,7 @@ impl Workload {
             bare.node_name = None;
             timeline.push(TimelineAction {
                 at_ms: at,
-                action: Action::Apply(vec![Manifest::Pod(bare)]),
+                action: Action::Apply(vec![Manifest::Pod(PodTemplate::bare(bare))]),
             });
             return;
         };
@@ -511,7 +512,10 @@ impl Workload {
             template: PodTemplate {
                 pod: owner.template.clone(),
                 termination_grace_period_seconds: (owner.grace_ms / 1000) as i64,
+                // The recorded pods carry their volumes' requirements already.
+                volume_claims: Vec::new(),
             },
+            claim_templates: Vec::new(),
         })
     }
 
