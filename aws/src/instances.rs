@@ -6,7 +6,7 @@ use nodewright_core::catalog::CapacityType;
 use nodewright_core::model::nodeclaim::ListedInstance;
 
 use crate::error::AwsError;
-use crate::launch::{NODECLAIM_TAG, cluster_tag};
+use crate::tags::{NODECLAIM_TAG, cluster_tag};
 
 /// One instance as EC2 describes it.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -30,17 +30,8 @@ use sha2::{Digest, Sha256};
 
 use crate::error::{AwsError, ErrorClass};
 use crate::instances::Instances;
+use crate::tags::{NODECLAIM_TAG, NODECLASS_TAG, NODEPOOL_TAG, cluster_tag};
 use crate::user_data::{self, ClusterInfo, NodeBootstrap};
-
-/// The tag every instance nodewright launches carries: which NodeClaim it is for.
-pub const NODECLAIM_TAG: &str = "karpenter.sh/nodeclaim";
-pub const NODEPOOL_TAG: &str = "karpenter.sh/nodepool";
-pub const NODECLASS_TAG: &str = "karpenter.k8s.aws/ec2nodeclass";
-
-/// The tag that names the cluster an instance belongs to (`owned`).
-pub fn cluster_tag(cluster: &str) -> String {
-    format!("kubernetes.io/cluster/{cluster}")
-}
 
 /// Everything a launch needs of its EC2NodeClass.
 #[derive(Debug, Clone)]

@@ -7,6 +7,7 @@
 //! - [`resolve`]: an EC2NodeClass's selector terms → subnets, security groups, AMIs;
 //! - [`launch`]: a NodeClaim → launch template + `CreateFleet`, the outcome as an event;
 //! - [`instances`]: terminate, find and list this cluster's instances;
+//! - [`tags`]: the tags that mark them;
 //! - [`queue`]: the interruption queue's long poll, deleting only what is durable;
 //! - [`preflight`]: `nodewright aws check`.
 //!
@@ -22,6 +23,7 @@ pub mod preflight;
 pub mod queue;
 pub mod refresh;
 pub mod resolve;
+pub mod tags;
 #[cfg(feature = "testing")]
 pub mod testing;
 pub mod user_data;

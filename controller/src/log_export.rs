@@ -19,7 +19,10 @@ use k8s_openapi::jiff::Timestamp;
 use nodewright_replay::export::{ExportError, export_store};
 use tracing::{info, warn};
 
-use crate::run::Store;
+use nodewright_adapters::eventlog::{LogHeader, LogRecord, RedbStore};
+
+/// The controller's event store.
+type Store = RedbStore<LogHeader, LogRecord>;
 
 /// What `/log` exports: a reader of the leader's store, while it leads.
 #[derive(Clone, Default)]

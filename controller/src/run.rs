@@ -27,6 +27,7 @@ use nodewright_core::{Config, EventKind};
 use nodewright_kubernetes::announce::Announcer;
 use nodewright_kubernetes::nodeclaims::NodeClaims;
 use nodewright_kubernetes::nodes::Nodes as NodeWrites;
+use nodewright_kubernetes::volumes::{self, SharedStorage};
 use nodewright_kubernetes::watch::{
     self, DaemonSets, NodeClasses, NodePools, Nodes, Observed, PodDisruptionBudgets, Pods,
 };
@@ -148,9 +149,9 @@ pub struct Connections {
     pub aws: ClientSettings,
 }
 
-fn spawn_watch<O>(api: Api<O::Object>, inbox: &InboxSender, known: BTreeSet<O::Key>)
+fn spawn_watch<O>(api: Api<O::Object>, observed: O, inbox: &InboxSender, known: BTreeSet<O::Key>)
 where
-    O: Observed + 'static,
+    O: Observed + Send + 'static,
     O::Key: Send,
     O::Object: kube::Resource
         + Clone
@@ -161,7 +162,7 @@ where
         + 'static,
 {
     let inbox = inbox.clone();
-    tokio::spawn(watch::run::<O>(api, inbox, known, |e| {
+    tokio::spawn(watch::run::<O>(api, observed, inbox, known, |e| {
         warn!(error = %e, "an object cannot be read; the rest is served");
     }));
 }
@@ -352,33 +353,42 @@ pub async fn run(
     // The watchers, each knowing what the core knows of its kind, so that what was deleted
     // while no process watched is deleted for the core too.
     let state = driver.core().state();
+    // The volumes pods name, for their zone (Karpenter's volume topology).
+    let storage = SharedStorage::default();
+    volumes::spawn_watchers(&client, &storage).await;
     spawn_watch::<Pods>(
         Api::<Pod>::all(client.clone()),
+        Pods { storage },
         &sender,
         state.pods.keys().cloned().collect(),
     );
     spawn_watch::<Nodes>(
         Api::<Node>::all(client.clone()),
+        Nodes,
         &sender,
         state.nodes.keys().cloned().collect(),
     );
     spawn_watch::<NodePools>(
         Api::all(client.clone()),
+        NodePools,
         &sender,
         state.nodepools.keys().cloned().collect(),
     );
     spawn_watch::<NodeClasses>(
         Api::all(client.clone()),
+        NodeClasses,
         &sender,
         state.nodeclasses.keys().cloned().collect(),
     );
     spawn_watch::<PodDisruptionBudgets>(
         Api::<PodDisruptionBudget>::all(client.clone()),
+        PodDisruptionBudgets,
         &sender,
         state.pdbs.keys().cloned().collect(),
     );
     spawn_watch::<DaemonSets>(
         Api::<DaemonSet>::all(client.clone()),
+        DaemonSets,
         &sender,
         state.daemonsets.keys().cloned().collect(),
     );

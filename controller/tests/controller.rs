@@ -684,3 +684,72 @@ async fn a_broken_node_class_stops_only_its_own_launches() {
     assert_eq!(controller.stop().await, Stopped::Asked);
     world.replay_verifies();
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_pod_whose_volume_lives_in_one_zone_gets_its_machine_there() {
+    let world = World::start(support::nodepool("default", "default")).await;
+    let client = world.client.clone();
+    // A volume in us-east-1b (the second of the world's two subnets: without the volume, the
+    // cheapest offering is in us-east-1a), and a claim bound to it.
+    let volume: k8s_openapi::api::core::v1::PersistentVolume =
+        serde_json::from_value(serde_json::json!({
+            "apiVersion": "v1",
+            "kind": "PersistentVolume",
+            "metadata": {"name": "data-b"},
+            "spec": {
+                "capacity": {"storage": "10Gi"},
+                "accessModes": ["ReadWriteOnce"],
+                "storageClassName": "",
+                "hostPath": {"path": "/var/data-b"},
+                "nodeAffinity": {"required": {"nodeSelectorTerms": [{"matchExpressions": [
+                    {"key": "topology.kubernetes.io/zone", "operator": "In", "values": ["us-east-1b"]}
+                ]}]}}
+            }
+        }))
+        .expect("a PersistentVolume");
+    create(&client, &volume).await;
+    let claim: k8s_openapi::api::core::v1::PersistentVolumeClaim =
+        serde_json::from_value(serde_json::json!({
+            "apiVersion": "v1",
+            "kind": "PersistentVolumeClaim",
+            "metadata": {"name": "data", "namespace": "default"},
+            "spec": {
+                "accessModes": ["ReadWriteOnce"],
+                "storageClassName": "",
+                "volumeName": "data-b",
+                "resources": {"requests": {"storage": "10Gi"}}
+            }
+        }))
+        .expect("a PersistentVolumeClaim");
+    Api::<k8s_openapi::api::core::v1::PersistentVolumeClaim>::namespaced(client.clone(), "default")
+        .create(&PostParams::default(), &claim)
+        .await
+        .expect("the claim");
+    let controller = world.controller().await;
+
+    let mut pod = pause_pod("db", "500m", "1Gi");
+    if let Some(spec) = pod.spec.as_mut() {
+        spec.volumes = Some(vec![
+            serde_json::from_value(serde_json::json!({
+                "name": "data", "persistentVolumeClaim": {"claimName": "data"}
+            }))
+            .expect("a volume"),
+        ]);
+    }
+    let pods_api: Api<Pod> = Api::namespaced(client.clone(), "default");
+    pods_api
+        .create(&PostParams::default(), &pod)
+        .await
+        .expect("the pod");
+    eventually("db runs", || async {
+        let pod = pods_api.get("db").await.map_err(|e| e.to_string())?;
+        running_on(&pod).ok_or_else(|| format!("{:?}", pod.status))
+    })
+    .await;
+    let live = live_instances(&world.aws).await;
+    assert_eq!(live.len(), 1, "one machine, in the volume's zone: {live:?}");
+    assert_eq!(live[0].zone, "us-east-1b", "{live:?}");
+    assert_eq!(controller.stop().await, Stopped::Asked);
+    let verified = world.replay_verifies();
+    assert!(verified.divergence.is_none());
+}

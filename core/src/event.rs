@@ -6,6 +6,8 @@ use std::sync::Arc;
 use serde::{Deserialize, Serialize};
 
 use crate::catalog::Catalog;
+pub use crate::model::daemonset::DaemonSet;
+use crate::model::interruption::Interruption;
 use crate::model::node::Node;
 use crate::model::nodeclaim::{Instance, OfferingKey};
 use crate::model::nodeclass::NodeClass;
@@ -95,7 +97,7 @@ pub enum EventKind {
     InterruptionReceived {
         message_id: String,
         instance_id: String,
-        interruption: crate::interruption::Interruption,
+        interruption: Interruption,
     },
     /// The cloud's listing of this cluster's instances (every garbage-collection period).
     InstancesListed {
@@ -110,14 +112,6 @@ pub enum EventKind {
     NodeClaimDeleted {
         nodeclaim: String,
     },
-}
-
-/// A DaemonSet: its pod template (the pod's name is empty).
-#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
-pub struct DaemonSet {
-    pub namespace: String,
-    pub name: String,
-    pub template: Pod,
 }
 
 impl EventKind {

@@ -5,8 +5,8 @@ use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 
-use crate::catalog::{self, CapacitySettings, Catalog, NodeResources};
-use crate::event::DaemonSet;
+use crate::catalog::{self, CapacitySettings, NodeResources};
+use crate::model::daemonset::DaemonSet;
 use crate::model::do_not_disrupt::Protection;
 use crate::model::labels;
 use crate::model::node::Node;
@@ -16,54 +16,12 @@ use crate::model::nodeclaim::{
 use crate::model::nodeclass::NodeClass;
 use crate::model::nodepool::NodePool;
 use crate::model::pod::{Pod, PodKey};
-use crate::model::requirements::Requirements;
 use crate::model::resources::Resources;
 
 /// How long an offering that failed with insufficient capacity is avoided.
 pub const UNAVAILABLE_OFFERING_TTL_MS: u64 = 3 * 60_000;
 
-/// The catalog with what the solver needs precomputed.
-#[derive(Debug, Clone)]
-pub struct PreparedCatalog {
-    /// Shared with the event that carried it when it came in name order.
-    pub catalog: Arc<Catalog>,
-    /// `requirements[i]` belongs to `catalog.instance_types[i]`.
-    pub requirements: Vec<Requirements>,
-}
-
-impl PreparedCatalog {
-    pub fn new(catalog: impl Into<Arc<Catalog>>) -> Self {
-        let catalog: Arc<Catalog> = catalog.into();
-        let catalog = if catalog.is_normalized() {
-            catalog
-        } else {
-            Arc::new(Catalog::clone(&catalog).normalized())
-        };
-        let requirements = catalog
-            .instance_types
-            .iter()
-            .map(|it| it.requirements())
-            .collect();
-        PreparedCatalog {
-            catalog,
-            requirements,
-        }
-    }
-
-    /// Node resources of every type under one node class (its kubelet config and storage), by
-    /// type index.
-    pub fn node_resources(
-        &self,
-        class: &NodeClass,
-        settings: &CapacitySettings,
-    ) -> Vec<NodeResources> {
-        self.catalog
-            .instance_types
-            .iter()
-            .map(|it| catalog::capacity_of_class(it, Some(class), settings))
-            .collect()
-    }
-}
+pub use crate::catalog::PreparedCatalog;
 
 /// Where a NodeClaim is in its life.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -115,7 +73,7 @@ pub struct ClusterState {
     /// snapshot: it is most of the state's bytes and changes rarely, so a snapshot names the
     /// event that carried it instead ([`crate::Core::install_catalog`]).
     #[serde(skip)]
-    pub catalog: Option<std::sync::Arc<PreparedCatalog>>,
+    pub catalog: Option<Arc<PreparedCatalog>>,
     pub nodepools: BTreeMap<String, NodePool>,
     pub nodeclasses: BTreeMap<String, NodeClass>,
     pub pods: BTreeMap<PodKey, Pod>,

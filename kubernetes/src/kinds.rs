@@ -13,10 +13,15 @@ use crate::ObserveError;
 use crate::node::core_node;
 use crate::pod::pod_event;
 use crate::translate::manifest_of;
+use crate::volumes::SharedStorage;
 use crate::watch::Observed;
 
-/// Pods, by namespace and name.
-pub struct Pods;
+/// Pods, by namespace and name; a pod's PersistentVolumeClaims restrict where it runs, read
+/// from the cluster's volumes as the storage watcher keeps them.
+#[derive(Clone, Default)]
+pub struct Pods {
+    pub storage: SharedStorage,
+}
 
 impl Observed for Pods {
     type Object = KubePod;
@@ -27,9 +32,13 @@ impl Observed for Pods {
             pod.metadata.name.as_deref().unwrap_or_default(),
         )
     }
-    fn applied(pod: &KubePod) -> Result<Option<EventKind>, ObserveError> {
+    fn applied(&self, pod: &KubePod) -> Result<Option<EventKind>, ObserveError> {
         // A finished pod is a deletion: handled by the mirror as one.
-        Ok(match pod_event(pod)? {
+        let storage = self
+            .storage
+            .read()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        Ok(match pod_event(pod, &storage)? {
             Some(EventKind::PodDeleted { .. }) => None,
             other => other,
         })
@@ -40,6 +49,7 @@ impl Observed for Pods {
 }
 
 /// Nodes, by name.
+#[derive(Clone, Copy, Default)]
 pub struct Nodes;
 
 impl Observed for Nodes {
@@ -48,7 +58,7 @@ impl Observed for Nodes {
     fn key(node: &KubeNode) -> String {
         node.metadata.name.clone().unwrap_or_default()
     }
-    fn applied(node: &KubeNode) -> Result<Option<EventKind>, ObserveError> {
+    fn applied(&self, node: &KubeNode) -> Result<Option<EventKind>, ObserveError> {
         Ok(Some(EventKind::NodeApplied(Box::new(core_node(node)?))))
     }
     fn deleted(name: String) -> EventKind {
@@ -57,6 +67,7 @@ impl Observed for Nodes {
 }
 
 /// NodePools, by name, through the loader's translation.
+#[derive(Clone, Copy, Default)]
 pub struct NodePools;
 
 impl Observed for NodePools {
@@ -65,7 +76,7 @@ impl Observed for NodePools {
     fn key(pool: &Self::Object) -> String {
         pool.metadata.name.clone().unwrap_or_default()
     }
-    fn applied(pool: &Self::Object) -> Result<Option<EventKind>, ObserveError> {
+    fn applied(&self, pool: &Self::Object) -> Result<Option<EventKind>, ObserveError> {
         // A NodePool being deleted launches nothing more: for the core it is gone.
         if pool.metadata.deletion_timestamp.is_some() {
             return Ok(None);
@@ -80,6 +91,7 @@ impl Observed for NodePools {
 }
 
 /// EC2NodeClasses, by name, through the loader's translation.
+#[derive(Clone, Copy, Default)]
 pub struct NodeClasses;
 
 impl Observed for NodeClasses {
@@ -88,7 +100,7 @@ impl Observed for NodeClasses {
     fn key(class: &Self::Object) -> String {
         class.metadata.name.clone().unwrap_or_default()
     }
-    fn applied(class: &Self::Object) -> Result<Option<EventKind>, ObserveError> {
+    fn applied(&self, class: &Self::Object) -> Result<Option<EventKind>, ObserveError> {
         if class.metadata.deletion_timestamp.is_some() {
             return Ok(None);
         }
@@ -111,6 +123,7 @@ fn namespaced(
 }
 
 /// DaemonSets, by namespace and name: their pods are overhead on every node they fit.
+#[derive(Clone, Copy, Default)]
 pub struct DaemonSets;
 
 impl Observed for DaemonSets {
@@ -119,7 +132,7 @@ impl Observed for DaemonSets {
     fn key(ds: &KubeDaemonSet) -> (String, String) {
         namespaced(&ds.metadata)
     }
-    fn applied(ds: &KubeDaemonSet) -> Result<Option<EventKind>, ObserveError> {
+    fn applied(&self, ds: &KubeDaemonSet) -> Result<Option<EventKind>, ObserveError> {
         let (namespace, name) = Self::key(ds);
         match manifest_of("DaemonSet", &format!("{namespace}/{name}"), ds)? {
             Manifest::DaemonSet(read) => Ok(Some(EventKind::DaemonSetApplied(Box::new(
@@ -138,6 +151,7 @@ impl Observed for DaemonSets {
 }
 
 /// PodDisruptionBudgets, by namespace and name.
+#[derive(Clone, Copy, Default)]
 pub struct PodDisruptionBudgets;
 
 impl Observed for PodDisruptionBudgets {
@@ -146,7 +160,7 @@ impl Observed for PodDisruptionBudgets {
     fn key(pdb: &KubePdb) -> (String, String) {
         namespaced(&pdb.metadata)
     }
-    fn applied(pdb: &KubePdb) -> Result<Option<EventKind>, ObserveError> {
+    fn applied(&self, pdb: &KubePdb) -> Result<Option<EventKind>, ObserveError> {
         let (namespace, name) = Self::key(pdb);
         match manifest_of("PodDisruptionBudget", &format!("{namespace}/{name}"), pdb)? {
             Manifest::PodDisruptionBudget(read) => {

@@ -15,6 +15,7 @@ pub mod nodeclaims;
 pub mod nodes;
 pub mod pod;
 pub mod translate;
+pub mod volumes;
 pub mod watch;
 
 mod error;

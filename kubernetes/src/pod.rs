@@ -7,6 +7,7 @@
 
 use k8s_openapi::api::core::v1::Pod as KubePod;
 use nodewright_adapters::manifest::Manifest;
+use nodewright_adapters::manifest::volumes::{Storage, inject};
 use nodewright_core::EventKind;
 use nodewright_core::model::pod::{Pod, PodKey};
 
@@ -38,7 +39,7 @@ pub enum IgnoredBecause {
 }
 
 /// What a pod says, following Karpenter's rules for what is pending.
-pub fn pod_state(pod: &KubePod) -> Result<PodState, ObserveError> {
+pub fn pod_state(pod: &KubePod, storage: &Storage) -> Result<PodState, ObserveError> {
     let key = key_of(pod);
     let status = pod.status.as_ref();
     if let Some(phase) = status.and_then(|s| s.phase.as_deref())
@@ -52,7 +53,7 @@ pub fn pod_state(pod: &KubePod) -> Result<PodState, ObserveError> {
         .and_then(|s| s.node_name.as_deref())
         .is_some_and(|n| !n.is_empty());
     if bound {
-        return Ok(PodState::Bound(Box::new(core_pod(pod)?)));
+        return Ok(PodState::Bound(Box::new(core_pod(pod, storage)?)));
     }
     let owner_kinds: Vec<&str> = pod
         .metadata
@@ -79,13 +80,13 @@ pub fn pod_state(pod: &KubePod) -> Result<PodState, ObserveError> {
     };
     match ignored {
         Some(why) => Ok(PodState::Ignored(why)),
-        None => Ok(PodState::Pending(Box::new(core_pod(pod)?))),
+        None => Ok(PodState::Pending(Box::new(core_pod(pod, storage)?))),
     }
 }
 
 /// The event a pod's state gives the core, if any.
-pub fn pod_event(pod: &KubePod) -> Result<Option<EventKind>, ObserveError> {
-    Ok(match pod_state(pod)? {
+pub fn pod_event(pod: &KubePod, storage: &Storage) -> Result<Option<EventKind>, ObserveError> {
+    Ok(match pod_state(pod, storage)? {
         PodState::Bound(p) | PodState::Pending(p) => Some(EventKind::PodApplied(p)),
         PodState::Finished(key) => Some(EventKind::PodDeleted { pod: key }),
         PodState::Ignored(_) => None,
@@ -113,14 +114,23 @@ fn key_of(pod: &KubePod) -> PodKey {
     )
 }
 
-/// The pod in the core's terms, through the scenario loader's translation.
-fn core_pod(pod: &KubePod) -> Result<Pod, ObserveError> {
+/// The pod in the core's terms, through the scenario loader's translation; its
+/// PersistentVolumeClaims add where their volumes can attach to its required node affinity,
+/// as Karpenter's volume topology does. A claim not known yet (its watch is behind) adds
+/// nothing: kube-scheduler does not bind the pod before it exists either.
+fn core_pod(pod: &KubePod, storage: &Storage) -> Result<Pod, ObserveError> {
     let name = key_of(pod).to_string();
     let Manifest::Pod(template) = manifest_of("Pod", &name, pod)? else {
         // Invariant: a JSON object of kind Pod, apiVersion v1, reads as a Pod.
         unreachable!("a Pod reads as a Pod");
     };
     let mut core = template.pod;
+    if !template.volume_claims.is_empty() {
+        let requirements = storage
+            .requirements(&core.key.namespace, &template.volume_claims)
+            .unwrap_or_default();
+        inject(&mut core, &requirements);
+    }
     core.created_at_ms = pod
         .metadata
         .creation_timestamp
@@ -171,44 +181,48 @@ mod tests {
     fn pending_is_what_the_scheduler_gave_up_on() {
         let unschedulable = Some(("False", "Unschedulable"));
         assert!(matches!(
-            pod_state(&pod(None, unschedulable)).unwrap(),
+            pod_state(&pod(None, unschedulable), &Storage::default()).unwrap(),
             PodState::Pending(_)
         ));
         assert!(matches!(
-            pod_state(&pod(Some("ReplicaSet"), unschedulable)).unwrap(),
+            pod_state(&pod(Some("ReplicaSet"), unschedulable), &Storage::default()).unwrap(),
             PodState::Pending(_)
         ));
         assert_eq!(
-            pod_state(&pod(None, None)).unwrap(),
+            pod_state(&pod(None, None), &Storage::default()).unwrap(),
             PodState::Ignored(IgnoredBecause::NotTriedByTheScheduler)
         );
         assert_eq!(
-            pod_state(&pod(None, Some(("False", "SchedulingGated")))).unwrap(),
+            pod_state(
+                &pod(None, Some(("False", "SchedulingGated"))),
+                &Storage::default()
+            )
+            .unwrap(),
             PodState::Ignored(IgnoredBecause::NotTriedByTheScheduler)
         );
         assert_eq!(
-            pod_state(&pod(Some("DaemonSet"), unschedulable)).unwrap(),
+            pod_state(&pod(Some("DaemonSet"), unschedulable), &Storage::default()).unwrap(),
             PodState::Ignored(IgnoredBecause::OwnedByDaemonSet)
         );
         assert_eq!(
-            pod_state(&pod(Some("Node"), unschedulable)).unwrap(),
+            pod_state(&pod(Some("Node"), unschedulable), &Storage::default()).unwrap(),
             PodState::Ignored(IgnoredBecause::OwnedByNode)
         );
         let mut preempting = pod(None, unschedulable);
         preempting.status.as_mut().unwrap().nominated_node_name = Some("n".into());
         assert_eq!(
-            pod_state(&preempting).unwrap(),
+            pod_state(&preempting, &Storage::default()).unwrap(),
             PodState::Ignored(IgnoredBecause::Preempting)
         );
         let mut finished = pod(None, unschedulable);
         finished.status.as_mut().unwrap().phase = Some("Succeeded".into());
         assert_eq!(
-            pod_state(&finished).unwrap(),
+            pod_state(&finished, &Storage::default()).unwrap(),
             PodState::Finished(PodKey::new("apps", "p"))
         );
         let mut bound = pod(Some("DaemonSet"), None);
         bound.spec.as_mut().unwrap().node_name = Some("n1".into());
-        let PodState::Bound(core) = pod_state(&bound).unwrap() else {
+        let PodState::Bound(core) = pod_state(&bound, &Storage::default()).unwrap() else {
             panic!("bound");
         };
         assert_eq!(core.node_name.as_deref(), Some("n1"));

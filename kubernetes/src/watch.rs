@@ -28,33 +28,33 @@ pub trait Observed {
     fn key(object: &Self::Object) -> Self::Key;
     /// The event an object gives; `None` when the core should not know it (a pod the
     /// scheduler has not tried yet).
-    fn applied(object: &Self::Object) -> Result<Option<EventKind>, ObserveError>;
+    fn applied(&self, object: &Self::Object) -> Result<Option<EventKind>, ObserveError>;
     fn deleted(key: Self::Key) -> EventKind;
 }
 
 /// What one watcher has told the core, to answer a relist with the right deletions.
 #[derive(Debug)]
 pub struct Mirror<O: Observed> {
+    /// How the kind's objects read (with what they need: the pods, the cluster's volumes).
+    observed: O,
     /// The objects the core knows from this watcher.
     known: BTreeSet<O::Key>,
     /// During a relist: the objects listed so far.
     listing: Option<BTreeSet<O::Key>>,
 }
 
-impl<O: Observed> Default for Mirror<O> {
+impl<O: Observed + Default> Default for Mirror<O> {
     fn default() -> Self {
-        Mirror {
-            known: BTreeSet::new(),
-            listing: None,
-        }
+        Mirror::knowing(O::default(), BTreeSet::new())
     }
 }
 
 impl<O: Observed> Mirror<O> {
     /// A mirror of a watcher that starts after a restart: the core already knows `known` (from
     /// its log), so the first listing deletes those of them that are gone.
-    pub fn knowing(known: BTreeSet<O::Key>) -> Self {
+    pub fn knowing(observed: O, known: BTreeSet<O::Key>) -> Self {
         Mirror {
+            observed,
             known,
             listing: None,
         }
@@ -97,7 +97,7 @@ impl<O: Observed> Mirror<O> {
 
     fn apply(&mut self, object: &O::Object, errors: &mut Vec<ObserveError>) -> Vec<EventKind> {
         let key = O::key(object);
-        match O::applied(object) {
+        match self.observed.applied(object) {
             Ok(Some(event)) => {
                 self.known.insert(key);
                 vec![event]
@@ -124,6 +124,7 @@ impl<O: Observed> Mirror<O> {
 /// what the core knows of the kind already (see [`Mirror::knowing`]).
 pub async fn run<O>(
     api: Api<O::Object>,
+    observed: O,
     inbox: InboxSender,
     known: BTreeSet<O::Key>,
     mut on_error: impl FnMut(ObserveError),
@@ -132,7 +133,13 @@ pub async fn run<O>(
     O::Object: kube::Resource + Clone + serde::de::DeserializeOwned + Debug + Send + 'static,
 {
     let stream = watcher::watcher(api, watcher::Config::default()).default_backoff();
-    feed::<O>(stream, inbox, Mirror::knowing(known), &mut on_error).await;
+    feed::<O>(
+        stream,
+        inbox,
+        Mirror::knowing(observed, known),
+        &mut on_error,
+    )
+    .await;
 }
 
 /// [`run`] over any stream of watch events (a test can feed its own).

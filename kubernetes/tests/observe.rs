@@ -6,6 +6,7 @@ use std::collections::BTreeMap;
 
 use k8s_openapi::api::core::v1::{Node, Pod};
 use kube::api::{Api, Patch, PatchParams, PostParams};
+use nodewright_adapters::manifest::volumes::Storage;
 use nodewright_adapters::manifest::{nodeclass_from_api, nodepool_from_api};
 use nodewright_controlplane::{ControlPlane, eventually, pause_pod};
 use nodewright_kubernetes::node::core_node;
@@ -88,14 +89,17 @@ async fn nodes_and_pods_read_as_the_core_needs_them() {
         .expect("created");
     assert!(
         matches!(
-            pod_state(&created).expect("reads"),
+            pod_state(&created, &Storage::default()).expect("reads"),
             PodState::Ignored(IgnoredBecause::NotTriedByTheScheduler)
         ),
         "a pod just created waits for the scheduler"
     );
     // It fits: the scheduler binds it, and the core sees it on the node.
     let bound = eventually("fresh is bound", || async {
-        match pod_state(&pods.get("fresh").await.map_err(|e| e.to_string())?) {
+        match pod_state(
+            &pods.get("fresh").await.map_err(|e| e.to_string())?,
+            &Storage::default(),
+        ) {
             Ok(PodState::Bound(p)) => Ok(p),
             other => Err(format!("{other:?}")),
         }
@@ -109,7 +113,10 @@ async fn nodes_and_pods_read_as_the_core_needs_them() {
         .await
         .expect("created");
     let pending = eventually("huge is pending", || async {
-        match pod_state(&pods.get("huge").await.map_err(|e| e.to_string())?) {
+        match pod_state(
+            &pods.get("huge").await.map_err(|e| e.to_string())?,
+            &Storage::default(),
+        ) {
             Ok(PodState::Pending(p)) => Ok(p),
             other => Err(format!("{other:?}")),
         }

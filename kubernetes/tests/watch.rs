@@ -53,6 +53,7 @@ async fn the_cluster_reaches_the_inbox_as_core_events() {
     for task in [
         tokio::spawn(watch::run::<Pods>(
             Api::all(client.clone()),
+            Pods::default(),
             sender.clone(),
             Default::default(),
             {
@@ -62,6 +63,7 @@ async fn the_cluster_reaches_the_inbox_as_core_events() {
         )),
         tokio::spawn(watch::run::<Nodes>(
             Api::all(client.clone()),
+            Nodes,
             sender.clone(),
             Default::default(),
             {

@@ -7,7 +7,7 @@
 use std::fmt;
 use std::path::{Path, PathBuf};
 
-use super::nwlog::{MAGIC, PREAMBLE_LEN};
+use super::preamble::{MAGIC, PREAMBLE_LEN};
 
 /// Everything that can go wrong while writing or reading an event log.
 #[derive(Debug, thiserror::Error)]

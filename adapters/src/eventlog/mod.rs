@@ -27,16 +27,15 @@ mod error;
 pub mod frame;
 mod memory;
 mod nwlog;
+mod preamble;
 pub mod record;
 mod redb_store;
 
 pub use digest::DecisionDigest;
 pub use error::LogError;
 pub use memory::MemoryStore;
-pub use nwlog::{
-    DurableWrite, Entry, FORMAT_VERSION, MAGIC, NwlogReader, NwlogWriter, PREAMBLE_LEN,
-    READABLE_VERSIONS, read_nwlog, read_nwlog_bytes,
-};
+pub use nwlog::{DurableWrite, Entry, NwlogReader, NwlogWriter, read_nwlog, read_nwlog_bytes};
+pub use preamble::{FORMAT_VERSION, MAGIC, PREAMBLE_LEN, READABLE_VERSIONS};
 pub use record::{LogHeader, LogRecord, Snapshot, SnapshotError};
 pub use redb_store::{READABLE_STORE_VERSIONS, RedbStore, STORE_FORMAT_VERSION};
 

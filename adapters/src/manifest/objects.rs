@@ -136,8 +136,6 @@ pub struct VolumeManifestObject {
 pub struct PersistentVolumeSpec {
     #[serde(rename = "nodeAffinity")]
     pub node_affinity: Option<VolumeNodeAffinity>,
-    #[serde(rename = "claimRef")]
-    pub claim_ref: Option<ObjectMeta>,
 }
 
 #[derive(Debug, Clone, Default, Deserialize)]

@@ -2,6 +2,7 @@
 
 mod allocatable;
 pub mod builtin;
+mod prepared;
 
 use std::collections::BTreeMap;
 use std::fmt;
@@ -13,6 +14,7 @@ pub use allocatable::{
     capacity, capacity_of_class, capacity_with, ephemeral_storage_bytes, kube_reserved_cpu_milli,
     max_pods,
 };
+pub use prepared::PreparedCatalog;
 
 use crate::model::labels;
 use crate::model::requirements::{Requirement, Requirements};

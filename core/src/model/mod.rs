@@ -1,8 +1,10 @@
 //! The domain model the decisions need, in Karpenter's vocabulary.
 
 pub mod affinity;
+pub mod daemonset;
 pub mod do_not_disrupt;
 pub mod duration;
+pub mod interruption;
 pub mod labels;
 pub mod node;
 pub mod nodeclaim;

@@ -3,11 +3,12 @@
 
 use std::collections::BTreeSet;
 
+use crate::catalog::PreparedCatalog;
 use crate::catalog::Price;
 use crate::model::labels;
 use crate::model::nodeclaim::LaunchOption;
 use crate::model::requirements::Requirements;
-use crate::state::{ClusterState, PreparedCatalog};
+use crate::state::ClusterState;
 
 pub fn offering_allowed(reqs: &Requirements, zone: &str, capacity_type: &str) -> bool {
     OfferingFilter::new(reqs).allows(zone, capacity_type)

@@ -1,7 +1,7 @@
 //! DaemonSet overhead: the requests of every DaemonSet that would run on a machine of a
 //! NodePool and instance type, added before deciding what fits.
 
-use crate::event::DaemonSet;
+use crate::model::daemonset::DaemonSet;
 use crate::model::nodepool::NodePool;
 use crate::model::requirements::Requirements;
 use crate::model::resources::Resources;

@@ -7,14 +7,15 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Arc, Mutex};
 
+use crate::catalog::PreparedCatalog;
 use crate::catalog::{CapacitySettings, NodeResources};
-use crate::event::DaemonSet;
+use crate::model::daemonset::DaemonSet;
 use crate::model::labels;
 use crate::model::nodeclass::NodeClass;
 use crate::model::nodepool::NodePool;
 use crate::model::requirements::{Requirement, Requirements};
 use crate::model::resources::Resources;
-use crate::state::{ClusterState, PreparedCatalog};
+use crate::state::ClusterState;
 
 use super::launch::OfferingFilter;
 use super::overhead::daemonset_overhead;

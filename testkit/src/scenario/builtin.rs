@@ -2,7 +2,8 @@
 //! source tree (`nodewright simulate zonal-spread`). A test keeps this list equal to the
 //! folder's files.
 
-use super::load::{Embedded, Scenario, ScenarioError, load_str};
+use super::load::{Embedded, load_str};
+use super::model::{Scenario, ScenarioError};
 
 /// Each scenario's name (its file name without `.yaml`) and text, the default first.
 pub const SCENARIOS: &[(&str, &str)] = &[

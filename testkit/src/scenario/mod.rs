@@ -4,15 +4,16 @@ mod builtin;
 mod format;
 pub mod fuzzing;
 mod load;
+mod model;
 mod plain;
 mod references;
 pub mod trace;
 
 pub use builtin::{SCENARIOS, builtin, builtin_names};
 pub use format::SettingsFile;
-pub use load::{
+pub use load::{ManifestFiles, apply_settings, load_file, load_str};
+pub use model::{
     Action, CloudSpec, ExistingNodeGroup, Expectation, IceWindow, InterruptKind, InterruptTarget,
-    Latency, ManifestFiles, Scenario, ScenarioError, Storm, TimelineAction, apply_settings,
-    load_file, load_str,
+    Latency, Scenario, ScenarioError, Storm, TimelineAction,
 };
 pub use plain::{PLAIN_DURATION, load_path, load_paths};

@@ -6,7 +6,8 @@
 
 use std::path::{Path, PathBuf};
 
-use super::load::{Directory, Scenario, ScenarioError, load_file, load_str};
+use super::load::{Directory, load_file, load_str};
+use super::model::{Scenario, ScenarioError};
 
 /// How long a run of plain manifests lasts.
 pub const PLAIN_DURATION: &str = "30m";

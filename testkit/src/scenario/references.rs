@@ -8,7 +8,7 @@ use std::collections::BTreeMap;
 
 use nodewright_adapters::manifest::Manifest;
 
-use super::load::{Action, ScenarioError, TimelineAction, invalid_field};
+use super::model::{Action, ScenarioError, TimelineAction, invalid_field};
 
 /// An object's kind, namespace ("" for cluster-scoped kinds) and name.
 type Identity = (&'static str, String, String);

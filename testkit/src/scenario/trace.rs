@@ -11,7 +11,8 @@ use nodewright_core::model::pod::Pod;
 use nodewright_core::model::requirements::{Operator, RequirementSpec};
 use nodewright_core::model::resources::NVIDIA_GPU;
 
-use super::load::{Action, Scenario, ScenarioError, TimelineAction, load_str};
+use super::load::load_str;
+use super::model::{Action, Scenario, ScenarioError, TimelineAction};
 
 /// The base scenario the trace's pods are added to: the NodePool, the EC2NodeClass, the cloud.
 pub const ALIBABA_OPENB_BASE: &str = include_str!("../../../scenarios/traces/alibaba-openb.yaml");

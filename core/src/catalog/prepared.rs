@@ -1,0 +1,50 @@
+//! The catalog as the solver reads it: in name order, each type's requirements built once.
+
+use std::sync::Arc;
+
+use super::{CapacitySettings, Catalog, NodeResources, capacity_of_class};
+use crate::model::nodeclass::NodeClass;
+use crate::model::requirements::Requirements;
+
+/// The catalog with what the solver needs precomputed.
+#[derive(Debug, Clone)]
+pub struct PreparedCatalog {
+    /// Shared with the event that carried it when it came in name order.
+    pub catalog: Arc<Catalog>,
+    /// `requirements[i]` belongs to `catalog.instance_types[i]`.
+    pub requirements: Vec<Requirements>,
+}
+
+impl PreparedCatalog {
+    pub fn new(catalog: impl Into<Arc<Catalog>>) -> Self {
+        let catalog: Arc<Catalog> = catalog.into();
+        let catalog = if catalog.is_normalized() {
+            catalog
+        } else {
+            Arc::new(Catalog::clone(&catalog).normalized())
+        };
+        let requirements = catalog
+            .instance_types
+            .iter()
+            .map(|it| it.requirements())
+            .collect();
+        PreparedCatalog {
+            catalog,
+            requirements,
+        }
+    }
+
+    /// Node resources of every type under one node class (its kubelet config and storage), by
+    /// type index.
+    pub fn node_resources(
+        &self,
+        class: &NodeClass,
+        settings: &CapacitySettings,
+    ) -> Vec<NodeResources> {
+        self.catalog
+            .instance_types
+            .iter()
+            .map(|it| capacity_of_class(it, Some(class), settings))
+            .collect()
+    }
+}

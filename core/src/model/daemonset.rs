@@ -1,0 +1,13 @@
+//! DaemonSets: a pod on every node that admits it, which every machine must have room for.
+
+use serde::{Deserialize, Serialize};
+
+use super::pod::Pod;
+
+/// A DaemonSet: its pod template (the pod's name is empty).
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct DaemonSet {
+    pub namespace: String,
+    pub name: String,
+    pub template: Pod,
+}
