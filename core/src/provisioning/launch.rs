@@ -113,23 +113,8 @@ pub fn unmet_min_values(
 }
 
 /// Chooses at most `max_types` types, cheapest first, but first enough types to meet every
-/// `minValues`; returns their options cheapest first.
-pub fn launch_options(
-    state: &ClusterState,
-    prepared: &PreparedCatalog,
-    types: &[usize],
-    reqs: &Requirements,
-    min_values: &[(String, u32)],
-    now_ms: u64,
-    max_types: usize,
-) -> Vec<LaunchOption> {
-    launch_offerings(state, prepared, types, reqs, min_values, now_ms, max_types)
-        .iter()
-        .map(|o| o.option(prepared))
-        .collect()
-}
-
-/// [`launch_options`] by position in the catalog: the same offerings in the same order.
+/// `minValues`; returns their offerings cheapest first, by position in the catalog
+/// ([`OfferingAt::option`] makes each a launch option).
 pub fn launch_offerings(
     state: &ClusterState,
     prepared: &PreparedCatalog,

@@ -114,14 +114,18 @@ pub(crate) fn check(
         objects.apply(manifest);
     }
 
+    // Every object the scenario ever has: at the start, and applied on the timeline.
+    let ever = || {
+        manifests
+            .iter()
+            .map(|(_, m)| m)
+            .chain(timeline.iter().flat_map(|(_, t)| match &t.action {
+                Action::Apply(applied) => applied.as_slice(),
+                _ => &[],
+            }))
+    };
     // Every EC2NodeClass the scenario ever has, for the NodePools' references.
-    let mut classes: Vec<&str> = manifests
-        .iter()
-        .map(|(_, m)| m)
-        .chain(timeline.iter().flat_map(|(_, t)| match &t.action {
-            Action::Apply(applied) => applied.as_slice(),
-            _ => &[],
-        }))
+    let mut classes: Vec<&str> = ever()
         .filter_map(|m| match m {
             Manifest::NodeClass(c) => Some(c.name.as_str()),
             _ => None,
@@ -146,13 +150,7 @@ pub(crate) fn check(
         _ => Ok(()),
     };
     // Every PersistentVolumeClaim the scenario ever has, for the pods' volumes.
-    let claims: Vec<(&str, &str)> = manifests
-        .iter()
-        .map(|(_, m)| m)
-        .chain(timeline.iter().flat_map(|(_, t)| match &t.action {
-            Action::Apply(applied) => applied.as_slice(),
-            _ => &[],
-        }))
+    let claims: Vec<(&str, &str)> = ever()
         .filter_map(|m| match m {
             Manifest::PersistentVolumeClaim(c) => Some((c.namespace.as_str(), c.name.as_str())),
             _ => None,
