@@ -8,6 +8,7 @@
 
 pub mod policy;
 pub mod recording;
+mod scenario;
 
 use std::collections::BTreeMap;
 
@@ -22,7 +23,8 @@ use crate::report::{Percentiles, Report};
 use crate::scenario::ScenarioError;
 use crate::sim::RunError;
 pub use policy::Policy;
-pub use recording::{Recording, scenario_of};
+pub use recording::Recording;
+pub use scenario::scenario_of;
 
 #[derive(Debug, Error)]
 pub enum WhatIfError {
