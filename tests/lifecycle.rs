@@ -18,6 +18,16 @@ fn pool(consolidate_after_ms: u64) -> NodePool {
     p
 }
 
+/// A budget of zero nodes at all times, for every reason.
+fn no_disruptions() -> DisruptionBudget {
+    DisruptionBudget {
+        nodes: BudgetNodes::Count(0),
+        schedule: None,
+        duration_ms: None,
+        reasons: vec![],
+    }
+}
+
 fn terminations(commands: &[Command]) -> Vec<(String, TerminationReason, String)> {
     commands
         .iter()
@@ -212,12 +222,7 @@ fn a_node_running_only_daemonset_pods_is_empty() {
 fn a_budget_of_zero_nodes_blocks_emptiness() {
     let mut h = CoreHarness::new();
     let mut p = pool(0);
-    p.budgets = vec![DisruptionBudget {
-        nodes: BudgetNodes::Count(0),
-        schedule: None,
-        duration_ms: None,
-        reasons: vec![],
-    }];
+    p.budgets = vec![no_disruptions()];
     h.nodepool(p);
     running_machine(&mut h, "a");
     h.delete_pod("default", "a");
@@ -273,12 +278,7 @@ fn expire_after_replaces_the_machine_outside_budgets() {
     let mut h = CoreHarness::new();
     let mut p = pool(0);
     p.expire_after = MaybeNever::After(60 * MIN);
-    p.budgets = vec![DisruptionBudget {
-        nodes: BudgetNodes::Count(0),
-        schedule: None,
-        duration_ms: None,
-        reasons: vec![],
-    }];
+    p.budgets = vec![no_disruptions()];
     h.nodepool(p);
     let (claim, _, _) = running_machine(&mut h, "a");
     let created = h
@@ -370,12 +370,7 @@ fn deleting_a_nodepool_drains_and_terminates_its_machines_outside_budgets() {
     let mut h = CoreHarness::new();
     // A budget of zero nodes: it paces the disruption controller, not a deletion.
     let mut p = pool(0);
-    p.budgets = vec![DisruptionBudget {
-        nodes: BudgetNodes::Count(0),
-        schedule: None,
-        duration_ms: None,
-        reasons: vec![],
-    }];
+    p.budgets = vec![no_disruptions()];
     h.nodepool(p);
     let (claim, instance, node) = running_machine(&mut h, "a");
     let cmds = h.send(EventKind::NodePoolDeleted {

@@ -8,6 +8,11 @@ use nodewright_testkit::scenario::load_file;
 use nodewright_testkit::{Report, sim};
 
 fn run(file: &str) -> Report {
+    run_with_log(file).0
+}
+
+/// A scenario of `scenarios/`, run with its log kept in memory.
+fn run_with_log(file: &str) -> (Report, MemoryStore<LogHeader, LogRecord>) {
     let path = Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("scenarios")
         .join(file);
@@ -16,7 +21,7 @@ fn run(file: &str) -> Report {
         scenario.config.clone(),
         &scenario.name,
     ));
-    sim::run(&scenario, store).expect("runs").0
+    sim::run(&scenario, store).expect("runs")
 }
 
 #[test]
@@ -153,13 +158,7 @@ fn deleting_a_nodepool_moves_its_pods_to_another_pool_and_terminates_its_machine
 fn pods_with_volumes_go_back_to_their_volume_s_zone_on_every_replacement() {
     use nodewright_adapters::eventlog::EventStore;
     use nodewright_core::EventKind;
-    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("scenarios/volume-topology.yaml");
-    let scenario = load_file(&path).unwrap_or_else(|e| panic!("{e}"));
-    let store = MemoryStore::<LogHeader, LogRecord>::new(LogHeader::new(
-        scenario.config.clone(),
-        &scenario.name,
-    ));
-    let (report, store) = sim::run(&scenario, store).expect("runs");
+    let (report, store) = run_with_log("volume-topology.yaml");
     assert!(report.passed(), "{}", report.summary());
     let records = store.read_range(0, store.len()).expect("the log");
     let mut zone_of_node: BTreeMap<String, String> = BTreeMap::new();

@@ -357,6 +357,8 @@ impl SimCluster {
     ) {
         self.terminating.remove(key);
         self.grace_ms.remove(key);
+        // Its claims stay (their volumes keep their zone); the pod's list of them goes.
+        self.pod_claims.remove(key);
         if let Some(pod) = self.pods.remove(key) {
             self.placement_changed = true;
             self.pending.remove(&(pod.created_at_ms, pod.key.clone()));
