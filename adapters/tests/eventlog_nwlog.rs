@@ -15,6 +15,8 @@ struct TestHeader {
     node_pools: Vec<String>,
 }
 
+impl nodewright_adapters::eventlog::Header for TestHeader {}
+
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 enum TestRecord {
     PodPending {
@@ -121,7 +123,7 @@ fn round_trip_through_a_file() {
 
     let reader = NwlogReader::<TestHeader, TestRecord>::open(&path).unwrap();
     assert_eq!(reader.header(), &header());
-    assert_eq!(reader.format_version(), 1);
+    assert_eq!(reader.format_version(), 2);
     assert_eq!(reader.path(), Some(path.as_path()));
     let read: Vec<TestRecord> = reader.collect::<Result<_, _>>().unwrap();
     assert_eq!(read, written);
@@ -405,7 +407,7 @@ fn an_unknown_version_says_which_versions_this_build_reads() {
             version, supported, ..
         } => {
             assert_eq!(*version, 99);
-            assert_eq!(*supported, &[1u16][..]);
+            assert_eq!(*supported, &[1u16, 2][..]);
         }
         other => panic!("expected UnsupportedVersion, got {other:?}"),
     }
@@ -418,7 +420,10 @@ fn an_unknown_version_says_which_versions_this_build_reads() {
 fn a_header_of_another_type_is_undecodable_at_frame_zero() {
     let bytes = log_bytes(&records(2), 2);
     // TestHeader starts with a string; a bool reads its length byte (8) and refuses it.
-    let error = read_nwlog_bytes::<bool, TestRecord>(&bytes).unwrap_err();
+    #[derive(Debug, Serialize, Deserialize)]
+    struct BoolHeader(bool);
+    impl nodewright_adapters::eventlog::Header for BoolHeader {}
+    let error = read_nwlog_bytes::<BoolHeader, TestRecord>(&bytes).unwrap_err();
     assert!(
         matches!(
             error,

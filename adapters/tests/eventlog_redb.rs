@@ -15,6 +15,8 @@ struct TestHeader {
     seed: u64,
 }
 
+impl nodewright_adapters::eventlog::Header for TestHeader {}
+
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 enum TestRecord {
     PodPending {

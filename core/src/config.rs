@@ -32,6 +32,14 @@ pub struct Config {
     pub consolidation_payback_horizon_ms: u64,
     /// ... exceeds this cost per evicted pod (micro-USD). Both zero: Karpenter's rule.
     pub eviction_cost_micro_usd: u64,
+    /// The machines of one provisioning decision that hold pods with topology spread
+    /// (`DoNotSchedule`) or required anti-affinity start tainted [`SIBLING_HOLD_TAINT`] and are
+    /// released together once every one has registered, or this long after the first did
+    /// (`siblingHoldDuration`): so the pods land where the plan put them, not on whichever
+    /// machine comes up first. Zero: never held (Karpenter's behaviour).
+    ///
+    /// [`SIBLING_HOLD_TAINT`]: crate::model::labels::SIBLING_HOLD_TAINT
+    pub sibling_hold_ms: u64,
 }
 
 /// `Respect`: preferences are tried as requirements first, then relaxed one by one.
@@ -67,6 +75,7 @@ impl Default for Config {
             min_values_policy: MinValuesPolicy::Strict,
             consolidation_payback_horizon_ms: 24 * 3_600_000,
             eviction_cost_micro_usd: 50_000,
+            sibling_hold_ms: 2 * 60_000,
         }
     }
 }

@@ -30,6 +30,7 @@ mod nwlog;
 mod preamble;
 pub mod record;
 mod redb_store;
+mod upgrade;
 
 pub use digest::DecisionDigest;
 pub use error::LogError;
@@ -38,6 +39,19 @@ pub use nwlog::{DurableWrite, Entry, NwlogReader, NwlogWriter, read_nwlog, read_
 pub use preamble::{FORMAT_VERSION, MAGIC, PREAMBLE_LEN, READABLE_VERSIONS};
 pub use record::{LogHeader, LogRecord, Snapshot, SnapshotError};
 pub use redb_store::{READABLE_STORE_VERSIONS, RedbStore, STORE_FORMAT_VERSION};
+
+/// A header type, read back from every format version this build reads. A header frame holds
+/// the header's postcard encoding in the layout of the version that wrote it; a header type
+/// whose layout changed decodes the older layouts here and upgrades them. `.nwlog` files and
+/// stores share the header layouts: version N of either wrote layout N.
+pub trait Header: serde::Serialize + serde::de::DeserializeOwned {
+    /// Decodes a header frame's payload written in format `version` (one this build reads).
+    /// The default: one layout in every version.
+    fn decode(version: u16, payload: &[u8]) -> Result<Self, String> {
+        let _ = version;
+        frame::decode_payload(payload)
+    }
+}
 
 /// An append-only, durable sequence of records behind one header: what the driver appends every
 /// event and command to before acting on it.

@@ -21,6 +21,7 @@ use std::path::{Path, PathBuf};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 
+use super::Header;
 use super::error::LogError;
 use super::frame::{self, EncodeFault, FRAME_HEAD_LEN, FrameFault, MAX_FRAME_PAYLOAD, ReadFault};
 use super::preamble::{FORMAT_VERSION, MAGIC, PREAMBLE_LEN, READABLE_VERSIONS};
@@ -294,7 +295,7 @@ pub struct NwlogReader<H, R, S = BufReader<File>> {
     records: PhantomData<fn() -> R>,
 }
 
-impl<H: DeserializeOwned, R: DeserializeOwned> NwlogReader<H, R, BufReader<File>> {
+impl<H: Header, R: DeserializeOwned> NwlogReader<H, R, BufReader<File>> {
     /// Opens the file at `path` and reads its preamble and header.
     pub fn open(path: impl AsRef<Path>) -> Result<Self, LogError> {
         let path = path.as_ref();
@@ -310,7 +311,7 @@ impl<H: DeserializeOwned, R: DeserializeOwned> NwlogReader<H, R, BufReader<File>
     }
 }
 
-impl<H: DeserializeOwned, R: DeserializeOwned, S: Read> NwlogReader<H, R, S> {
+impl<H: Header, R: DeserializeOwned, S: Read> NwlogReader<H, R, S> {
     /// Reads the preamble and header from `src` (for example `&bytes[..]`).
     pub fn new(src: S) -> Result<Self, LogError> {
         Self::start(src, None)
@@ -333,8 +334,8 @@ impl<H: DeserializeOwned, R: DeserializeOwned, S: Read> NwlogReader<H, R, S> {
             }
             Err(fault) => return Err(read_error(fault, path, 0, offset)),
         };
-        // Only version 1 exists; a later version adds its own header decoder here.
-        let header = match frame::decode_payload::<H>(&payload) {
+        // The header as its version laid it out.
+        let header = match H::decode(version, &payload) {
             Ok(header) => header,
             Err(reason) => {
                 return Err(LogError::Undecodable {
@@ -452,7 +453,7 @@ impl<H: DeserializeOwned, R: DeserializeOwned, S: Read> NwlogReader<H, R, S> {
     }
 }
 
-impl<H: DeserializeOwned, R: DeserializeOwned, S: Read> Iterator for NwlogReader<H, R, S> {
+impl<H: Header, R: DeserializeOwned, S: Read> Iterator for NwlogReader<H, R, S> {
     type Item = Result<R, LogError>;
 
     fn next(&mut self) -> Option<Self::Item> {
@@ -461,11 +462,11 @@ impl<H: DeserializeOwned, R: DeserializeOwned, S: Read> Iterator for NwlogReader
     }
 }
 
-impl<H: DeserializeOwned, R: DeserializeOwned, S: Read> FusedIterator for NwlogReader<H, R, S> {}
+impl<H: Header, R: DeserializeOwned, S: Read> FusedIterator for NwlogReader<H, R, S> {}
 
 /// Reads a whole `.nwlog` file; fails at the first damaged frame. To keep the intact prefix of
 /// a damaged log, iterate a [`NwlogReader`] instead.
-pub fn read_nwlog<H: DeserializeOwned, R: DeserializeOwned>(
+pub fn read_nwlog<H: Header, R: DeserializeOwned>(
     path: impl AsRef<Path>,
 ) -> Result<(H, Vec<R>), LogError> {
     NwlogReader::<H, R>::open(path)?.read_to_end()
@@ -473,7 +474,7 @@ pub fn read_nwlog<H: DeserializeOwned, R: DeserializeOwned>(
 
 /// Reads a whole `.nwlog` image held in memory; fails at the first damaged frame. Never
 /// panics, whatever the bytes.
-pub fn read_nwlog_bytes<H: DeserializeOwned, R: DeserializeOwned>(
+pub fn read_nwlog_bytes<H: Header, R: DeserializeOwned>(
     bytes: &[u8],
 ) -> Result<(H, Vec<R>), LogError> {
     NwlogReader::<H, R, &[u8]>::new(bytes)?.read_to_end()
@@ -564,12 +565,14 @@ fn read_error(
 mod tests {
     use super::*;
 
+    impl Header for u8 {}
+
     #[test]
     fn preamble_bytes_are_as_documented() {
         let writer = NwlogWriter::<u8, u8, Vec<u8>>::new(Vec::new(), &7).unwrap();
         let bytes = writer.into_inner();
         assert_eq!(&bytes[..8], b"NWLOG\r\n\x1a");
-        assert_eq!(&bytes[8..10], &[1, 0]);
+        assert_eq!(&bytes[8..10], &[2, 0]);
         assert_eq!(&bytes[10..12], &[0, 0]);
         // Frame 0: length 1, CRC of [7], payload [7].
         assert_eq!(&bytes[12..16], &[1, 0, 0, 0]);
@@ -577,23 +580,31 @@ mod tests {
         assert_eq!(&bytes[20..], &[7]);
     }
 
-    /// The worked example of `docs/event-log.md`, byte for byte: if this changes, format
-    /// version 1 changed, and old logs would no longer read.
+    /// The worked example of `docs/event-log.md`, byte for byte: if this changes, the format
+    /// changed, and old logs would no longer read. Versions 1 and 2 frame alike (only
+    /// nodewright's header layout differs), so the same bytes under version 1 still read.
     #[test]
-    fn format_version_1_golden_bytes() {
+    fn format_version_2_golden_bytes() {
         let mut writer = NwlogWriter::<u8, String, Vec<u8>>::new(Vec::new(), &7).unwrap();
         writer
             .append(&["a".to_string(), "bcd".to_string()])
             .unwrap();
         #[rustfmt::skip]
         let golden: [u8; 43] = [
-            0x4e, 0x57, 0x4c, 0x4f, 0x47, 0x0d, 0x0a, 0x1a, 0x01, 0x00, 0x00, 0x00, // preamble
+            0x4e, 0x57, 0x4c, 0x4f, 0x47, 0x0d, 0x0a, 0x1a, 0x02, 0x00, 0x00, 0x00, // preamble
             0x01, 0x00, 0x00, 0x00, 0x2e, 0x7a, 0x66, 0x4c, 0x07, // frame 0: header 7u8
             0x02, 0x00, 0x00, 0x00, 0x70, 0x72, 0x77, 0x62, 0x01, 0x61, // frame 1: "a"
             0x04, 0x00, 0x00, 0x00, 0x99, 0xf2, 0xad, 0x7c, 0x03, 0x62, 0x63, 0x64, // frame 2
         ];
         assert_eq!(writer.into_inner(), golden);
         let (header, records) = read_nwlog_bytes::<u8, String>(&golden).unwrap();
+        assert_eq!(
+            (header, records),
+            (7, vec!["a".to_string(), "bcd".to_string()])
+        );
+        let mut version_1 = golden;
+        version_1[8] = 0x01;
+        let (header, records) = read_nwlog_bytes::<u8, String>(&version_1).unwrap();
         assert_eq!(
             (header, records),
             (7, vec!["a".to_string(), "bcd".to_string()])

@@ -27,10 +27,10 @@ use redb::{
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 
-use super::EventStore;
 use super::error::LogError;
 use super::frame::{self, EncodeFault, MAX_FRAME_PAYLOAD};
 use super::nwlog::{NwlogWriter, sync_parent_dir};
+use super::{EventStore, Header};
 
 /// redb's page cache. Records are appended and read in order, so a small cache serves as well
 /// as redb's default (up to 1 GiB, which a long-running controller would fill with pages it
@@ -38,10 +38,10 @@ use super::nwlog::{NwlogWriter, sync_parent_dir};
 const CACHE_BYTES: usize = 4 << 20;
 
 /// The store format version this build writes.
-pub const STORE_FORMAT_VERSION: u16 = 1;
+pub const STORE_FORMAT_VERSION: u16 = 2;
 
 /// The store format versions this build opens.
-pub const READABLE_STORE_VERSIONS: &[u16] = &[1];
+pub const READABLE_STORE_VERSIONS: &[u16] = &[1, 2];
 
 const RECORDS: TableDefinition<u64, &[u8]> = TableDefinition::new("records");
 const META: TableDefinition<&str, &[u8]> = TableDefinition::new("meta");
@@ -76,7 +76,7 @@ impl<H, R> fmt::Debug for RedbStore<H, R> {
 
 impl<H, R> RedbStore<H, R>
 where
-    H: Serialize + DeserializeOwned,
+    H: Header,
     R: Serialize + DeserializeOwned,
 {
     /// Creates a new store at `path` holding `header` and no records. Refuses an existing file,
@@ -96,7 +96,7 @@ where
         })?;
         // Keep the header as it reads back, which also proves it survives the round trip.
         let header_back = frame::check_value(&header_value)
-            .and_then(frame::decode_payload::<H>)
+            .and_then(|payload| H::decode(STORE_FORMAT_VERSION, payload))
             .map_err(|reason| LogError::StoreMetaCorrupt {
                 path: path.clone(),
                 key: META_HEADER,
@@ -238,9 +238,10 @@ where
                     key: META_HEADER,
                     reason: "it is missing".to_string(),
                 })?;
-            // Only store version 1 exists; a later version adds its own header decoder here.
+            // The header as its version laid it out (version 1: the configuration before
+            // the sibling hold).
             let header = frame::check_value(header_value.value())
-                .and_then(frame::decode_payload::<H>)
+                .and_then(|payload| H::decode(version, payload))
                 .map_err(|reason| LogError::StoreMetaCorrupt {
                     path: path.clone(),
                     key: META_HEADER,
@@ -493,7 +494,7 @@ where
 
 impl<H, R> EventStore<H, R> for RedbStore<H, R>
 where
-    H: Serialize + DeserializeOwned,
+    H: Header,
     R: Serialize + DeserializeOwned,
 {
     fn header(&self) -> &H {

@@ -100,4 +100,8 @@ pub fn is_restricted(key: &str) -> bool {
 pub const DO_NOT_DISRUPT: &str = "karpenter.sh/do-not-disrupt";
 pub const DISRUPTED_TAINT: &str = "karpenter.sh/disrupted";
 pub const UNREGISTERED_TAINT: &str = "karpenter.sh/unregistered";
+/// A startup taint (`NoSchedule`) on the machines of one provisioning decision whose pods
+/// spread or keep apart: taken off all of them together once they have all registered
+/// (`Config::sibling_hold_ms`).
+pub const SIBLING_HOLD_TAINT: &str = "nodewright.dev/awaiting-siblings";
 pub const TERMINATION_FINALIZER: &str = "karpenter.sh/termination";

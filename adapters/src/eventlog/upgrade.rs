@@ -1,0 +1,203 @@
+//! The header layouts of older format versions, and how each reads as today's.
+//!
+//! Version 1 (`.nwlog` and store): the core's configuration before the sibling hold. A log it
+//! wrote was decided without holding machines, so it reads with `sibling_hold_ms: 0` and
+//! replays as recorded.
+
+use nodewright_core::Config;
+use nodewright_core::config::{MinValuesPolicy, PreferencePolicy};
+use serde::Deserialize;
+
+use super::frame;
+use super::record::LogHeader;
+
+/// [`LogHeader`] as format version 1 laid it out.
+#[derive(Deserialize)]
+struct LogHeaderV1 {
+    producer: String,
+    config: ConfigV1,
+    source: String,
+}
+
+/// [`Config`] as format version 1 laid it out.
+#[derive(Deserialize)]
+struct ConfigV1 {
+    cluster_name: String,
+    seed: u64,
+    batch_idle_ms: u64,
+    batch_max_ms: u64,
+    launch_timeout_ms: u64,
+    registration_timeout_ms: u64,
+    disruption_poll_ms: u64,
+    max_instance_types: usize,
+    reserved_enis: u32,
+    vm_memory_overhead_per_mille: u32,
+    preference_policy: PreferencePolicy,
+    min_values_policy: MinValuesPolicy,
+    consolidation_payback_horizon_ms: u64,
+    eviction_cost_micro_usd: u64,
+}
+
+impl From<ConfigV1> for Config {
+    fn from(v1: ConfigV1) -> Self {
+        Config {
+            cluster_name: v1.cluster_name,
+            seed: v1.seed,
+            batch_idle_ms: v1.batch_idle_ms,
+            batch_max_ms: v1.batch_max_ms,
+            launch_timeout_ms: v1.launch_timeout_ms,
+            registration_timeout_ms: v1.registration_timeout_ms,
+            disruption_poll_ms: v1.disruption_poll_ms,
+            max_instance_types: v1.max_instance_types,
+            reserved_enis: v1.reserved_enis,
+            vm_memory_overhead_per_mille: v1.vm_memory_overhead_per_mille,
+            preference_policy: v1.preference_policy,
+            min_values_policy: v1.min_values_policy,
+            consolidation_payback_horizon_ms: v1.consolidation_payback_horizon_ms,
+            eviction_cost_micro_usd: v1.eviction_cost_micro_usd,
+            sibling_hold_ms: 0,
+        }
+    }
+}
+
+/// A [`LogHeader`] written in format `version`.
+pub(super) fn log_header(version: u16, payload: &[u8]) -> Result<LogHeader, String> {
+    match version {
+        1 => {
+            let v1: LogHeaderV1 = frame::decode_payload(payload)?;
+            Ok(LogHeader {
+                producer: v1.producer,
+                config: v1.config.into(),
+                source: v1.source,
+            })
+        }
+        _ => frame::decode_payload(payload),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use serde::Serialize;
+
+    use super::*;
+    use crate::eventlog::{LogRecord, MAGIC, NwlogReader, RedbStore, STORE_FORMAT_VERSION};
+
+    /// A version-1 header as nodewright 0.1.0 wrote it: today's fields but the last.
+    #[derive(Serialize)]
+    struct WrittenV1<'a> {
+        producer: &'a str,
+        #[allow(clippy::type_complexity)]
+        config: (
+            &'a str,
+            [u64; 6],
+            usize,
+            [u32; 2],
+            PreferencePolicy,
+            MinValuesPolicy,
+            [u64; 2],
+        ),
+        source: &'a str,
+    }
+
+    fn v1_of(c: &Config) -> WrittenV1<'_> {
+        WrittenV1 {
+            producer: "nodewright 0.1.0",
+            // postcard writes a tuple and an array field by field, as it writes a struct.
+            config: (
+                &c.cluster_name,
+                [
+                    c.seed,
+                    c.batch_idle_ms,
+                    c.batch_max_ms,
+                    c.launch_timeout_ms,
+                    c.registration_timeout_ms,
+                    c.disruption_poll_ms,
+                ],
+                c.max_instance_types,
+                [c.reserved_enis, c.vm_memory_overhead_per_mille],
+                c.preference_policy,
+                c.min_values_policy,
+                [
+                    c.consolidation_payback_horizon_ms,
+                    c.eviction_cost_micro_usd,
+                ],
+            ),
+            source: "seed-tutorial",
+        }
+    }
+
+    fn custom() -> Config {
+        Config {
+            cluster_name: "prod".into(),
+            seed: 42,
+            batch_idle_ms: 2_000,
+            reserved_enis: 1,
+            eviction_cost_micro_usd: 7,
+            ..Config::default()
+        }
+    }
+
+    fn upgraded() -> Config {
+        Config {
+            sibling_hold_ms: 0,
+            ..custom()
+        }
+    }
+
+    #[test]
+    fn a_version_1_header_reads_with_the_hold_off_and_every_other_setting_kept() {
+        let bytes = postcard::to_stdvec(&v1_of(&custom())).unwrap();
+        let header = log_header(1, &bytes).unwrap();
+        assert_eq!(header.producer, "nodewright 0.1.0");
+        assert_eq!(header.source, "seed-tutorial");
+        assert_eq!(header.config, upgraded());
+        // Read as today's layout, the same bytes are refused rather than misread.
+        assert!(log_header(2, &bytes).is_err());
+    }
+
+    #[test]
+    fn a_version_2_header_round_trips() {
+        let header = LogHeader::new(custom(), "test");
+        let bytes = postcard::to_stdvec(&header).unwrap();
+        assert_eq!(log_header(2, &bytes).unwrap(), header);
+    }
+
+    #[test]
+    fn a_version_1_nwlog_file_opens_upgraded() {
+        let mut bytes = MAGIC.to_vec();
+        bytes.extend_from_slice(&1u16.to_le_bytes());
+        bytes.extend_from_slice(&[0, 0]);
+        frame::encode_value_frame(&v1_of(&custom()), &mut bytes).unwrap();
+        let reader = NwlogReader::<LogHeader, LogRecord, _>::new(&bytes[..]).unwrap();
+        assert_eq!(reader.format_version(), 1);
+        assert_eq!(reader.header().config, upgraded());
+    }
+
+    #[test]
+    fn a_version_1_store_opens_upgraded() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("store.redb");
+        let header = LogHeader::new(custom(), "t");
+        let store = RedbStore::<LogHeader, LogRecord>::create(&path, &header).unwrap();
+        assert_eq!(store.header(), &header);
+        drop(store);
+        // Make it what a version-1 build wrote: its version and its header layout.
+        {
+            let db = redb::Database::open(&path).unwrap();
+            let txn = db.begin_write().unwrap();
+            {
+                let meta: redb::TableDefinition<&str, &[u8]> = redb::TableDefinition::new("meta");
+                let mut table = txn.open_table(meta).unwrap();
+                table
+                    .insert("format_version", 1u16.to_le_bytes().as_slice())
+                    .unwrap();
+                let v1 = frame::encode_checked_value(&v1_of(&custom())).unwrap();
+                table.insert("header", v1.as_slice()).unwrap();
+            }
+            txn.commit().unwrap();
+        }
+        assert_ne!(STORE_FORMAT_VERSION, 1);
+        let store = RedbStore::<LogHeader, LogRecord>::open(&path).unwrap();
+        assert_eq!(store.header().config, upgraded());
+    }
+}
