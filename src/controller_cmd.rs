@@ -34,6 +34,11 @@ pub struct ControllerArgs {
     /// ... and at most this long after it opened.
     #[arg(long, env = "BATCH_MAX_DURATION", default_value = "10s", value_parser = humantime::parse_duration)]
     batch_max_duration: Duration,
+    /// How long the machines of one decision that hold spreading pods wait for each other
+    /// before pods may land on them (`0s`: not at all, as Karpenter). Read when the event
+    /// store is created: a store keeps the setting it was written with.
+    #[arg(long, env = "SIBLING_HOLD_DURATION", default_value = "2m", value_parser = humantime::parse_duration)]
+    sibling_hold_duration: Duration,
     /// Karpenter's feature gates: `SpotToSpotConsolidation=true,...`.
     #[arg(long, env = "FEATURE_GATES", default_value = "")]
     feature_gates: String,
@@ -93,6 +98,7 @@ impl ControllerArgs {
             interruption_queue: self.interruption_queue.clone().filter(|q| !q.is_empty()),
             batch_idle: self.batch_idle_duration,
             batch_max: self.batch_max_duration,
+            sibling_hold: self.sibling_hold_duration,
             feature_gates: parse_feature_gates(&self.feature_gates)?,
             store: self.store.clone(),
             kubernetes_version: self.kubernetes_version.clone(),

@@ -962,3 +962,148 @@ fn a_machine_on_its_way_keeps_room_for_its_daemonsets() {
         alloc.cpu_milli - 3500
     );
 }
+
+// The sibling hold (`docs/decisions/0005-sibling-hold.md`): the machines one decision placed
+// spreading pods on start tainted, and are released together.
+
+fn held(claim: &NodeClaimSpec) -> bool {
+    claim
+        .startup_taints
+        .iter()
+        .any(|t| t.key == labels::SIBLING_HOLD_TAINT)
+}
+
+fn released_nodes(commands: &[Command]) -> BTreeSet<String> {
+    commands
+        .iter()
+        .filter_map(|c| match c {
+            Command::ReleaseNode { node, .. } => Some(node.clone()),
+            _ => None,
+        })
+        .collect()
+}
+
+fn zonal_web(n: usize) -> Vec<Pod> {
+    (0..n)
+        .map(|i| {
+            with_spread(
+                &format!("web-{i}"),
+                "web",
+                spread(labels::ZONE, 1, WhenUnsatisfiable::DoNotSchedule, "web"),
+            )
+        })
+        .collect()
+}
+
+#[test]
+fn the_machines_of_one_spread_decision_start_held_and_are_released_together() {
+    let mut h = harness(Config::default());
+    let claims = provision(&mut h, zonal_web(3));
+    assert_eq!(claims.len(), 3);
+    assert!(claims.iter().all(held), "{claims:#?}");
+    let mut nodes = BTreeSet::new();
+    for c in &claims[..2] {
+        let instance = h.launch_cheapest(c);
+        nodes.insert(h.join(c, &instance));
+    }
+    assert!(
+        released_nodes(
+            &h.commands
+                .iter()
+                .map(|(_, c)| c.clone())
+                .collect::<Vec<_>>()
+        )
+        .is_empty()
+    );
+    // Registered but held: not initialized, so nothing counts on it as up.
+    let state = h.core.state();
+    assert!(!state.nodeclaims[&claims[0].name].is_initialized());
+    let instance = h.launch_cheapest(&claims[2]);
+    let before = h.commands.len();
+    nodes.insert(h.join(&claims[2], &instance));
+    let after: Vec<Command> = h.commands[before..]
+        .iter()
+        .map(|(_, c)| c.clone())
+        .collect();
+    assert_eq!(released_nodes(&after), nodes);
+    let reason = after
+        .iter()
+        .find_map(|c| match c {
+            Command::ReleaseNode { reason, .. } => Some(reason.clone()),
+            _ => None,
+        })
+        .unwrap_or_default();
+    assert!(
+        reason.contains("every machine of its provisioning decision has registered"),
+        "{reason}"
+    );
+    for c in &claims {
+        assert!(
+            h.core.state().nodeclaims[&c.name].is_initialized(),
+            "{}",
+            c.name
+        );
+    }
+}
+
+#[test]
+fn one_slow_sibling_holds_the_others_no_longer_than_the_bound() {
+    let mut h = harness(Config::default());
+    let claims = provision(&mut h, zonal_web(3));
+    for c in &claims[..2] {
+        let instance = h.launch_cheapest(c);
+        h.join(c, &instance);
+    }
+    let slow = h.launch_cheapest(&claims[2]);
+    let early = h.advance(119_000);
+    assert!(released_nodes(&early).is_empty());
+    let late = h.advance(1_000);
+    assert_eq!(released_nodes(&late).len(), 2, "{late:#?}");
+    // The slow one is released as it registers.
+    let before = h.commands.len();
+    let node = h.join(&claims[2], &slow);
+    let after: Vec<Command> = h.commands[before..]
+        .iter()
+        .map(|(_, c)| c.clone())
+        .collect();
+    assert_eq!(released_nodes(&after), [node].into_iter().collect());
+}
+
+#[test]
+fn no_hold_without_spreading_pods_for_a_lone_machine_or_when_turned_off() {
+    // Unconstrained pods over several machines (one zone each, by node selector).
+    let mut h = harness(Config::default());
+    let big: Vec<Pod> = ["us-east-1a", "us-east-1b", "us-east-1c"]
+        .iter()
+        .enumerate()
+        .map(|(i, zone)| {
+            let mut p = app(&format!("batch-{i}"), "batch");
+            p.node_selector
+                .insert(labels::ZONE.into(), zone.to_string());
+            p
+        })
+        .collect();
+    let claims = provision(&mut h, big);
+    assert!(claims.len() >= 2, "{claims:#?} {:?}", unschedulable(&h));
+    assert!(!claims.iter().any(held));
+    // One machine for every spreading pod: nobody to wait for.
+    let mut h = harness(Config::default());
+    let lone = provision(
+        &mut h,
+        vec![with_spread(
+            "web-0",
+            "web",
+            spread(labels::ZONE, 1, WhenUnsatisfiable::DoNotSchedule, "web"),
+        )],
+    );
+    assert_eq!(lone.len(), 1);
+    assert!(!held(&lone[0]));
+    // Turned off: Karpenter's behaviour.
+    let mut h = harness(Config {
+        sibling_hold_ms: 0,
+        ..Config::default()
+    });
+    let claims = provision(&mut h, zonal_web(3));
+    assert_eq!(claims.len(), 3);
+    assert!(!claims.iter().any(held));
+}

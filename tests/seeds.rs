@@ -1,8 +1,9 @@
-//! Many seeds per test run: 200 of the seed tutorial and 100 of the mixed scenario (three
-//! NodePools, spot and on-demand, a DaemonSet, PodDisruptionBudgets, an interruption storm,
-//! insufficient capacity, throttled APIs), each stopped at its first broken invariant. The
-//! harness itself is tested too: a seed replays to the same report, another seed draws another
-//! fault plan, and a bug planted between the core and the world is caught.
+//! Many seeds per test run: 200 of the seed tutorial, 200 of spread landing under start-up
+//! jitter, and 100 of the mixed scenario (three NodePools, spot and on-demand, a DaemonSet,
+//! PodDisruptionBudgets, an interruption storm, insufficient capacity, throttled APIs), each
+//! stopped at its first broken invariant. The harness itself is tested too: a seed replays to
+//! the same report, another seed draws another fault plan, and a bug planted between the core
+//! and the world is caught.
 //!
 //! `nodewright simulate mixed --seeds 1..5000` is the longer soak.
 
@@ -36,6 +37,36 @@ fn assert_all_pass(name: &str, seeds: std::ops::Range<u64>) {
 #[test]
 fn two_hundred_seeds_of_the_seed_tutorial_break_no_invariant() {
     assert_all_pass("seed-tutorial", 1..201);
+}
+
+/// Zonal and hostname spread and required anti-affinity, machines starting 25 s to 110 s
+/// after launch: wherever the pods land, every constraint the plan honoured holds
+/// (`placementHonoursConstraints`), for every seed's start-up jitter.
+#[test]
+fn two_hundred_seeds_of_spread_with_start_up_jitter_land_as_planned() {
+    assert_all_pass("spread-lands", 1..201);
+}
+
+/// The same without the sibling hold, as Karpenter: kube-scheduler binds each pod to the
+/// machine that is ready first, and the landing breaks the spread.
+#[test]
+fn without_the_sibling_hold_the_same_seeds_land_off_plan() {
+    let mut off = scenario("spread-lands");
+    off.config.sibling_hold_ms = 0;
+    let outcome = run_seeds(&off, 1..21, threads(), None, &|_| {});
+    assert_eq!(outcome.runs, 20);
+    assert!(
+        outcome.failures.len() >= 15,
+        "only {} of 20 seeds broke the spread",
+        outcome.failures.len()
+    );
+    assert!(
+        outcome.failures[0]
+            .summary
+            .contains("placementHonoursConstraints: FAILED"),
+        "{}",
+        outcome.failures[0].summary
+    );
 }
 
 #[test]

@@ -170,6 +170,9 @@ fn transcript(records: &[LogRecord]) -> String {
                             format!("EvictPod {pod} forced={forced}")
                         }
                         Command::UncordonNode { node, .. } => format!("UncordonNode {node}"),
+                        Command::ReleaseNode { node, reason, .. } => {
+                            format!("ReleaseNode {node}: {reason}")
+                        }
                         Command::WarnInvalidAnnotation { object, reason } => {
                             format!("WarnInvalidAnnotation {object}: {reason}")
                         }

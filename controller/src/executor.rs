@@ -21,6 +21,7 @@ use nodewright_api::Time;
 use nodewright_aws::instances::Instances;
 use nodewright_aws::launch::{LaunchOutcome, Launcher};
 use nodewright_core::catalog::Catalog;
+use nodewright_core::model::labels;
 use nodewright_core::model::nodeclaim::{Instance, NodeClaimSpec};
 use nodewright_core::model::pod::PodKey;
 use nodewright_core::{Command, EventKind};
@@ -109,6 +110,9 @@ impl Executor {
                 nodeclaim, node, ..
             }
             | Command::UncordonNode {
+                nodeclaim, node, ..
+            }
+            | Command::ReleaseNode {
                 nodeclaim, node, ..
             } => {
                 self.node_claims.insert(node.clone(), nodeclaim.clone());
@@ -248,6 +252,12 @@ impl Hands {
             }
             Command::UncordonNode { node, .. } => {
                 until_done("untainting a node", || self.nodes.uncordon(&node)).await;
+            }
+            Command::ReleaseNode { node, .. } => {
+                until_done("releasing a held node", || {
+                    self.nodes.untaint(&node, labels::SIBLING_HOLD_TAINT)
+                })
+                .await;
             }
             Command::EvictPod { pod, forced, .. } => self.evict(&pod, forced).await,
             Command::TerminateOrphanInstance { instance_id, .. } => {

@@ -28,6 +28,9 @@ pub struct Settings {
     pub batch_idle: Duration,
     /// `BATCH_MAX_DURATION`: ... and at most this long after it opened.
     pub batch_max: Duration,
+    /// `SIBLING_HOLD_DURATION`: how long the machines of one decision placing spreading pods
+    /// are held for each other (zero: not held). Goes into a new store's configuration.
+    pub sibling_hold: Duration,
     /// `FEATURE_GATES` as given (`SpotToSpotConsolidation=true,...`).
     pub feature_gates: Vec<(String, bool)>,
     /// `NODEWRIGHT_STORE`: the redb file of the event log (on a persistent volume).

@@ -753,3 +753,87 @@ async fn a_pod_whose_volume_lives_in_one_zone_gets_its_machine_there() {
     let verified = world.replay_verifies();
     assert!(verified.divergence.is_none());
 }
+
+/// Three pods spread over hosts (`maxSkew: 1`, `DoNotSchedule`) on machines that register 6 s
+/// apart, under the real kube-scheduler: the pods per node once all three run, and the log.
+async fn spread_over_staggered_machines(hold: bool) -> (Vec<usize>, World) {
+    let world = World::start_staggered(
+        support::nodepool("default", "default"),
+        Duration::from_secs(6),
+    )
+    .await;
+    let client = world.client.clone();
+    let controller = world
+        .controller_with(|s| {
+            if !hold {
+                s.sibling_hold = Duration::ZERO;
+            }
+        })
+        .await;
+    let pods_api: Api<Pod> = Api::namespaced(client.clone(), "default");
+    for i in 0..3 {
+        let mut pod = pause_pod(&format!("web-{i}"), "500m", "1Gi");
+        pod.metadata
+            .labels
+            .get_or_insert_with(Default::default)
+            .insert("app".into(), "web".into());
+        if let Some(spec) = pod.spec.as_mut() {
+            spec.topology_spread_constraints = Some(vec![
+                serde_json::from_value(serde_json::json!({
+                    "maxSkew": 1,
+                    "topologyKey": "kubernetes.io/hostname",
+                    "whenUnsatisfiable": "DoNotSchedule",
+                    "labelSelector": {"matchLabels": {"app": "web"}}
+                }))
+                .expect("a spread constraint"),
+            ]);
+        }
+        pods_api
+            .create(&PostParams::default(), &pod)
+            .await
+            .expect("a pod");
+    }
+    let nodes = eventually("the three web pods run", || async {
+        let mut nodes = std::collections::BTreeMap::<String, usize>::new();
+        for i in 0..3 {
+            let pod = pods_api
+                .get(&format!("web-{i}"))
+                .await
+                .map_err(|e| e.to_string())?;
+            let node = running_on(&pod).ok_or_else(|| format!("web-{i}: {:?}", pod.status))?;
+            *nodes.entry(node).or_default() += 1;
+        }
+        Ok::<_, String>(nodes)
+    })
+    .await;
+    // Every machine of the decision has registered by now (the pods waited for the last).
+    eventually("three machines run", || async {
+        let live = live_instances(&world.aws).await;
+        (live.len() == 3).then_some(()).ok_or(format!("{live:?}"))
+    })
+    .await;
+    assert_eq!(controller.stop().await, Stopped::Asked);
+    let mut counts: Vec<usize> = nodes.into_values().collect();
+    counts.sort_unstable();
+    (counts, world)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn spread_pods_land_one_per_machine_when_the_machines_are_held_for_each_other() {
+    let (counts, world) = spread_over_staggered_machines(true).await;
+    assert_eq!(counts, [1, 1, 1], "one web pod per machine");
+    let verified = world.replay_verifies();
+    assert!(verified.divergence.is_none());
+    let (released, _) = world.logged("ReleaseNode");
+    assert_eq!(released, 3, "each held machine released once");
+}
+
+/// The race the hold closes, under the real kube-scheduler: unheld, the machine that registers
+/// first takes every pod (its host is the only domain kube-scheduler counts).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn unheld_the_first_machine_up_takes_every_spread_pod() {
+    let (counts, world) = spread_over_staggered_machines(false).await;
+    assert_eq!(counts, [3], "every web pod on the first machine up");
+    assert!(world.replay_verifies().divergence.is_none());
+    assert_eq!(world.logged("ReleaseNode").0, 0);
+}

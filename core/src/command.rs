@@ -77,6 +77,14 @@ pub enum Command {
         nodeclaim: Option<String>,
         detail: String,
     },
+    /// Take the `nodewright.dev/awaiting-siblings` startup taint off the node: the machines of
+    /// its provisioning decision have registered (or its hold ran out), so pods may land.
+    /// Appended last: the variants' order is the log's format.
+    ReleaseNode {
+        node: String,
+        nodeclaim: String,
+        reason: String,
+    },
 }
 
 impl Command {
@@ -95,6 +103,7 @@ impl Command {
             Command::UncordonNode { .. } => "UncordonNode",
             Command::ReportInterruption { .. } => "ReportInterruption",
             Command::TerminateOrphanInstance { .. } => "TerminateOrphanInstance",
+            Command::ReleaseNode { .. } => "ReleaseNode",
         }
     }
 }

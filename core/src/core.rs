@@ -16,6 +16,7 @@ use crate::model::requirements::RequirementSpec;
 use crate::names::NameGenerator;
 use crate::provisioning::Batcher;
 use crate::provisioning::scheduler::{self, PlannedClaim};
+use crate::provisioning::sibling_hold::{self, SiblingHolds};
 use crate::state::{
     ClusterState, NodeClaimState, NodeState, PreparedCatalog, UNAVAILABLE_OFFERING_TTL_MS,
 };
@@ -72,6 +73,8 @@ pub struct Core {
     cordoned: BTreeMap<String, String>,
     /// Nodes asked to lose that taint, until a node without it is seen.
     uncordoning: BTreeMap<String, String>,
+    /// Machines started held until their siblings register (`Config::sibling_hold_ms`).
+    sibling_holds: SiblingHolds,
     /// What the event being handled changed, for the drains to know whether to look again.
     #[serde(skip)]
     touched: Touched,
@@ -108,6 +111,12 @@ impl PassMark {
     }
 }
 
+/// The machines one solve holds for each other: new ones by index, launched ones by name.
+struct HoldPlan {
+    launched: BTreeSet<usize>,
+    joining: BTreeSet<String>,
+}
+
 /// The replacements of one machine and why it is replaced.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 struct Replacement {
@@ -124,7 +133,8 @@ impl Core {
     /// 2: the disruption pass mark, the drains' look-again hints, the pending pod count.
     /// 3: the zones of each node class's subnets (`NodeClassResolved`).
     /// 4: each node class's storage (`NodeClass::storage`).
-    pub const STATE_LAYOUT: u32 = 4;
+    /// 5: the sibling holds.
+    pub const STATE_LAYOUT: u32 = 5;
 
     pub fn new(config: Config) -> Self {
         let names = NameGenerator::new(config.seed);
@@ -154,6 +164,7 @@ impl Core {
             drift_wake_ms: None,
             cordoned: BTreeMap::new(),
             uncordoning: BTreeMap::new(),
+            sibling_holds: SiblingHolds::default(),
             draining: BTreeMap::new(),
             touched: Touched::Nothing,
             claim_deadline_ms: None,
@@ -217,6 +228,20 @@ impl Core {
                 nodeclaim: nodeclaim.clone(),
                 reason: "asked again after a restart".to_string(),
             });
+        }
+        for nodeclaim in self.sibling_holds.releasing() {
+            if let Some(node) = self
+                .state
+                .nodeclaims
+                .get(nodeclaim)
+                .and_then(|c| c.node_name.clone())
+            {
+                out.push(Command::ReleaseNode {
+                    node,
+                    nodeclaim: nodeclaim.clone(),
+                    reason: "asked again after a restart".to_string(),
+                });
+            }
         }
         for claim in self.state.nodeclaims.values() {
             match claim.terminating {
@@ -435,6 +460,24 @@ impl Core {
                     entry.last_pod_event_ms = now;
                 }
                 self.untaint_if_stale(node, commands);
+                if let Some(claim) = claim_name.as_deref()
+                    && self.state.nodeclaims.contains_key(claim)
+                    && self.sibling_holds.observe(
+                        claim,
+                        node.taints
+                            .iter()
+                            .any(|t| t.key == labels::SIBLING_HOLD_TAINT),
+                    )
+                {
+                    commands.push(Command::ReleaseNode {
+                        node: node.name.clone(),
+                        nodeclaim: claim.to_string(),
+                        reason: format!(
+                            "it carries {} again after its release (set again by its registration, or left by an earlier controller)",
+                            labels::SIBLING_HOLD_TAINT
+                        ),
+                    });
+                }
                 // Pods bound before the node was seen.
                 let bound: Vec<PodKey> = self
                     .state
@@ -452,7 +495,13 @@ impl Core {
                 {
                     claim.node_name = Some(node.name.clone());
                     claim.registered_at_ms.get_or_insert(now);
-                    if node.ready {
+                    // Initialized: ready, and no longer held for its siblings.
+                    if node.ready
+                        && !node
+                            .taints
+                            .iter()
+                            .any(|t| t.key == labels::SIBLING_HOLD_TAINT)
+                    {
                         claim.initialized_at_ms.get_or_insert(now);
                     }
                 }
@@ -551,6 +600,7 @@ impl Core {
                 self.trigger_if_pending();
             }
             EventKind::NodeClaimTerminated { nodeclaim } => {
+                self.sibling_holds.forget(nodeclaim);
                 // A replacement that failed: the machine it was for stays (and is looked at
                 // again later); a replaced machine that is gone needs nothing more.
                 let given_up: Vec<String> = self
@@ -845,6 +895,17 @@ impl Core {
             self.provision(commands);
         }
         let mut next: Vec<Option<u64>> = Vec::new();
+        let (releases, hold_wake) =
+            self.sibling_holds
+                .due(&self.state.nodeclaims, now, self.config.sibling_hold_ms);
+        for r in releases {
+            commands.push(Command::ReleaseNode {
+                node: r.node,
+                nodeclaim: r.nodeclaim,
+                reason: r.reason,
+            });
+        }
+        next.push(hold_wake);
 
         let claims_may_act = matches!(self.touched, Touched::Everything)
             || self
@@ -1418,6 +1479,8 @@ impl Core {
             return;
         }
         let result = scheduler::solve(&self.state, &self.config, now, &pending);
+        let hold = self.sibling_hold_plan(&result);
+        let mut launched_held: Vec<String> = Vec::new();
         for (pod, target) in result.nominations {
             self.unschedulable.remove(&pod);
             if self.nominations.get(&pod) != Some(&target) {
@@ -1429,8 +1492,8 @@ impl Core {
                 });
             }
         }
-        for planned in result.new_claims {
-            let Some((spec, reason)) = self.claim_spec(&planned) else {
+        for (index, planned) in result.new_claims.into_iter().enumerate() {
+            let Some((mut spec, mut reason)) = self.claim_spec(&planned) else {
                 // No offering is left to launch with (it can only happen if the catalog
                 // changed under the solve): the pods are told, and retried next batch.
                 for pod in &planned.pods {
@@ -1450,6 +1513,15 @@ impl Core {
                 continue;
             };
             {
+                if hold.as_ref().is_some_and(|h| h.launched.contains(&index)) {
+                    spec.startup_taints.push(sibling_hold::hold_taint());
+                    launched_held.push(spec.name.clone());
+                    reason.summary.push_str(&format!(
+                        "; starts held ({}) until the other machines this decision placed spreading pods on have registered, at most {} after the first",
+                        labels::SIBLING_HOLD_TAINT,
+                        crate::model::duration::format_duration_ms(self.config.sibling_hold_ms)
+                    ));
+                }
                 for pod in &planned.pods {
                     self.unschedulable.remove(pod);
                     self.nominations.insert(pod.clone(), spec.name.clone());
@@ -1465,6 +1537,9 @@ impl Core {
                 });
             }
         }
+        if let Some(hold) = hold {
+            self.sibling_holds.hold(&launched_held, &hold.joining);
+        }
         for (pod, reason) in result.unschedulable {
             self.nominations.remove(&pod);
             if self.unschedulable.get(&pod) != Some(&reason) {
@@ -1472,6 +1547,45 @@ impl Core {
                 commands.push(Command::ReportUnschedulable { pod, reason });
             }
         }
+    }
+
+    /// Which machines of a solve start held ([`sibling_hold`]): when pods that spread or keep
+    /// apart are placed over two or more machines on their way, the new ones among them (by
+    /// index in `new_claims`) and the held ones already launched (`joining`).
+    fn sibling_hold_plan(&self, result: &scheduler::SolveResult) -> Option<HoldPlan> {
+        if self.config.sibling_hold_ms == 0 {
+            return None;
+        }
+        let constrained = |pod: &PodKey| {
+            self.state
+                .pods
+                .get(pod)
+                .is_some_and(sibling_hold::constrains)
+        };
+        let launched: BTreeSet<usize> = result
+            .new_claims
+            .iter()
+            .enumerate()
+            .filter(|(_, c)| c.pods.iter().any(constrained))
+            .map(|(i, _)| i)
+            .collect();
+        let joining: BTreeSet<String> = result
+            .nominations
+            .iter()
+            .filter(|(pod, _)| constrained(pod))
+            .filter_map(|(_, target)| {
+                if self.state.nodeclaims.contains_key(target) {
+                    Some(target.clone())
+                } else {
+                    self.state
+                        .nodes
+                        .get(target)
+                        .and_then(|n| n.nodeclaim.clone())
+                }
+            })
+            .filter(|claim| self.sibling_holds.is_held(claim))
+            .collect();
+        (launched.len() + joining.len() >= 2).then_some(HoldPlan { launched, joining })
     }
 
     fn claim_spec(&mut self, planned: &PlannedClaim) -> Option<(NodeClaimSpec, LaunchReason)> {

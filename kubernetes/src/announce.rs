@@ -176,6 +176,15 @@ pub fn announcements(command: &Command) -> Vec<Announcement> {
             "Untaint",
             format!("Removed karpenter.sh/disrupted: {reason}"),
         )],
+        Command::ReleaseNode { node, reason, .. } => vec![normal(
+            Regarding::Node(node.clone()),
+            "Released",
+            "Untaint",
+            format!(
+                "Removed {}: {reason}",
+                nodewright_core::model::labels::SIBLING_HOLD_TAINT
+            ),
+        )],
         Command::EvictPod {
             pod, forced, reason, ..
         } => vec![if *forced {

@@ -79,9 +79,14 @@ impl Nodes {
 
     /// Takes the `karpenter.sh/disrupted` taint off.
     pub async fn uncordon(&self, name: &str) -> Result<bool, kube::Error> {
+        self.untaint(name, DISRUPTED_TAINT).await
+    }
+
+    /// Takes every taint with this key off.
+    pub async fn untaint(&self, name: &str, key: &str) -> Result<bool, kube::Error> {
         self.update(name, |node| {
             if let Some(taints) = node.spec.as_mut().and_then(|s| s.taints.as_mut()) {
-                taints.retain(|t| t.key != DISRUPTED_TAINT);
+                taints.retain(|t| t.key != key);
             }
         })
         .await
@@ -127,7 +132,16 @@ impl Nodes {
                 .get_or_insert_with(Default::default)
                 .taints
                 .get_or_insert_with(Vec::new);
-            for t in claim.spec.taints.iter().chain(&claim.spec.startup_taints) {
+            // The sibling hold is the core's: the kubelet registers with it, and only the core
+            // takes it off. Put back after the core released the node (a release can come
+            // before this registration), it would hold the node for good.
+            for t in claim
+                .spec
+                .taints
+                .iter()
+                .chain(&claim.spec.startup_taints)
+                .filter(|t| t.key != nodewright_core::model::labels::SIBLING_HOLD_TAINT)
+            {
                 if !taints
                     .iter()
                     .any(|k| k.key == t.key && k.effect == t.effect)

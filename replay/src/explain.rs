@@ -769,6 +769,7 @@ pub fn describe_command(command: &Command) -> String {
             format!("WarnInvalidAnnotation {object}: {reason}")
         }
         Command::UncordonNode { node, reason, .. } => format!("UncordonNode {node}: {reason}"),
+        Command::ReleaseNode { node, reason, .. } => format!("ReleaseNode {node}: {reason}"),
         Command::ReportInterruption {
             instance_id,
             interruption,
@@ -840,6 +841,9 @@ fn named_objects(command: &Command) -> Vec<String> {
             node, nodeclaim, ..
         }
         | Command::UncordonNode {
+            node, nodeclaim, ..
+        }
+        | Command::ReleaseNode {
             node, nodeclaim, ..
         } => vec![node.clone(), nodeclaim.clone()],
         Command::EvictPod { pod, node, .. } => vec![pod.to_string(), node.clone()],

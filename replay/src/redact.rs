@@ -285,6 +285,9 @@ impl Redactor {
             Command::UncordonNode {
                 node, nodeclaim, ..
             } => format!("uncordon {node} {nodeclaim}"),
+            Command::ReleaseNode {
+                node, nodeclaim, ..
+            } => format!("release {node} {nodeclaim}"),
             Command::ReportInterruption {
                 message_id,
                 instance_id,

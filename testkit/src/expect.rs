@@ -8,10 +8,13 @@ use crate::scenario::Expectation;
 /// (pod, created, bound, deleted) in milliseconds.
 pub type PodTimes = (String, u64, Option<u64>, Option<u64>);
 
+/// `breaches`: the pods whose placement breaks their constraints at the end
+/// ([`crate::sim::cluster::SimCluster::placement_breaches`]).
 pub fn evaluate(
     expectations: &[Expectation],
     report: &Report,
     pods: &[PodTimes],
+    breaches: &[String],
     end_ms: u64,
 ) -> Vec<ExpectationResult> {
     expectations
@@ -85,6 +88,15 @@ pub fn evaluate(
                     },
                 }
             }
+            Expectation::PlacementHonoured => ExpectationResult {
+                name: "placementHonoursConstraints".to_string(),
+                passed: breaches.is_empty(),
+                detail: if breaches.is_empty() {
+                    "every spread and anti-affinity holds where the pods landed".to_string()
+                } else {
+                    format!("broken by {}", breaches.join("; "))
+                },
+            },
         })
         .collect()
 }

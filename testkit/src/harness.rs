@@ -56,11 +56,23 @@ impl CoreHarness {
         h
     }
 
-    /// Sends one event at the current time; returns its commands.
+    /// Sends one event at the current time; returns its commands. A `ReleaseNode` is carried
+    /// out at once, as the controller does: the node, without the hold taint, is sent back.
     pub fn send(&mut self, kind: EventKind) -> Vec<Command> {
         let commands = self.core.handle(&Event::new(self.now_ms, kind));
         for c in &commands {
             self.commands.push((self.now_ms, c.clone()));
+        }
+        for c in &commands {
+            if let Command::ReleaseNode { node, .. } = c
+                && let Some(state) = self.core.state().nodes.get(node)
+            {
+                let mut released = state.node.clone();
+                released
+                    .taints
+                    .retain(|t| t.key != labels::SIBLING_HOLD_TAINT);
+                self.send(EventKind::NodeApplied(Box::new(released)));
+            }
         }
         commands
     }
@@ -154,7 +166,8 @@ impl CoreHarness {
         })
     }
 
-    /// The node of a launched claim joins, ready; returns its name.
+    /// The node of a launched claim joins, ready, with the claim's taints and startup taints
+    /// (the kubelet registers with both); returns its name.
     pub fn join(&mut self, claim: &NodeClaimSpec, instance: &Instance) -> String {
         let it = self
             .catalog
@@ -175,7 +188,12 @@ impl CoreHarness {
             provider_id: Some(instance.provider_id()),
             labels: node_labels,
             annotations: Default::default(),
-            taints: claim.taints.clone(),
+            taints: claim
+                .taints
+                .iter()
+                .chain(&claim.startup_taints)
+                .cloned()
+                .collect(),
             allocatable: resources.allocatable,
             ready: true,
             unschedulable: false,

@@ -118,6 +118,7 @@ pub fn settings(store: &Path) -> Settings {
         interruption_queue: None,
         batch_idle: Duration::from_secs(1),
         batch_max: Duration::from_secs(10),
+        sibling_hold: Duration::from_secs(120),
         feature_gates: Vec::new(),
         store: store.to_path_buf(),
         kubernetes_version: Some("1.33".into()),
@@ -188,6 +189,14 @@ pub struct Running {
 
 impl Running {
     pub async fn start(control_plane: &ControlPlane, moto: &Moto, store: &Path) -> Running {
+        Running::start_with(control_plane, moto, settings(store)).await
+    }
+
+    pub async fn start_with(
+        control_plane: &ControlPlane,
+        moto: &Moto,
+        settings: Settings,
+    ) -> Running {
         // The controller's log, shown with a failing test's output.
         let _ = tracing_subscriber::fmt()
             .with_test_writer()
@@ -202,7 +211,6 @@ impl Running {
                 .expect("the client configuration"),
             aws: aws_settings(moto),
         };
-        let settings = settings(store);
         let (metrics, health) = (settings.metrics_address, settings.health_address);
         let thread = std::thread::spawn(move || {
             let runtime = tokio::runtime::Builder::new_multi_thread()
@@ -303,6 +311,11 @@ pub struct World {
 
 impl World {
     pub async fn start(pool: NodePool) -> World {
+        World::start_staggered(pool, Duration::ZERO).await
+    }
+
+    /// A world whose k-th instance registers its Node `1 s + k × stagger` after it runs.
+    pub async fn start_staggered(pool: NodePool, stagger: Duration) -> World {
         let control_plane = ControlPlane::start_with_crds()
             .await
             .expect("a control plane");
@@ -314,7 +327,15 @@ impl World {
         create(&client, &pool).await;
         let dir = tempfile::tempdir().expect("a folder");
         let store = dir.path().join("events.redb");
-        let kubelet = kubelet(&control_plane, &aws, Duration::from_secs(1));
+        let kubelet = {
+            let mut standin = KubeletStandIn::new(
+                control_plane.client(),
+                Instances::new(aws.ec2.clone(), CLUSTER),
+                Duration::from_secs(1),
+            );
+            standin.stagger = stagger;
+            standin.spawn()
+        };
         World {
             control_plane,
             moto,
@@ -329,6 +350,13 @@ impl World {
     /// A controller over this world's store.
     pub async fn controller(&self) -> Running {
         Running::start(&self.control_plane, &self.moto, &self.store).await
+    }
+
+    /// A controller over this world's store, its settings changed by `change`.
+    pub async fn controller_with(&self, change: impl FnOnce(&mut Settings)) -> Running {
+        let mut settings = settings(&self.store);
+        change(&mut settings);
+        Running::start_with(&self.control_plane, &self.moto, settings).await
     }
 
     /// Waits until pod `pod` (namespace default), node `node`, every NodeClaim and instance

@@ -6,6 +6,7 @@ pub mod overhead;
 pub mod pool_shape;
 pub mod profile;
 pub mod scheduler;
+pub mod sibling_hold;
 pub mod topology;
 
 pub use batcher::Batcher;

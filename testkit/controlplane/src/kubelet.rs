@@ -55,6 +55,10 @@ pub struct KubeletStandIn {
     pub instances: Instances,
     /// How long after an instance is first seen running its Node registers.
     pub delay: Duration,
+    /// Added once for every instance seen before it: the k-th instance registers
+    /// `delay + k × stagger` after it was first seen, as machines of one launch come up at
+    /// different speeds. Zero by default.
+    pub stagger: Duration,
     /// Where instance types' sizes come from.
     pub catalog: Catalog,
 }
@@ -65,6 +69,7 @@ impl KubeletStandIn {
             client,
             instances,
             delay,
+            stagger: Duration::ZERO,
             catalog: builtin::us_east_1(),
         }
     }
@@ -77,7 +82,8 @@ impl KubeletStandIn {
     async fn run(self) {
         let nodes: Api<Node> = Api::all(self.client.clone());
         let claims: Api<NodeClaim> = Api::all(self.client.clone());
-        let mut first_seen: BTreeMap<String, Instant> = BTreeMap::new();
+        // When each instance was first seen, and how many were seen before it.
+        let mut first_seen: BTreeMap<String, (Instant, u32)> = BTreeMap::new();
         let mut registered: BTreeSet<String> = BTreeSet::new();
         loop {
             if let Ok(list) = self.instances.list().await {
@@ -89,10 +95,12 @@ impl KubeletStandIn {
                         }
                         continue;
                     }
-                    let seen = *first_seen
+                    let before = first_seen.len() as u32;
+                    let (seen, order) = *first_seen
                         .entry(instance.instance_id.clone())
-                        .or_insert_with(Instant::now);
-                    if registered.contains(&instance.instance_id) || seen.elapsed() < self.delay {
+                        .or_insert_with(|| (Instant::now(), before));
+                    let delay = self.delay + self.stagger * order;
+                    if registered.contains(&instance.instance_id) || seen.elapsed() < delay {
                         continue;
                     }
                     let claim = match &instance.nodeclaim {

@@ -41,6 +41,10 @@ pub const SCENARIOS: &[(&str, &str)] = &[
         include_str!("../../../scenarios/spot-storm.yaml"),
     ),
     (
+        "spread-lands",
+        include_str!("../../../scenarios/spread-lands.yaml"),
+    ),
+    (
         "steady-state",
         include_str!("../../../scenarios/steady-state.yaml"),
     ),

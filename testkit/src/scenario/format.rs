@@ -39,6 +39,10 @@ pub struct SettingsFile {
     pub preference_policy: Option<String>,
     #[serde(rename = "minValuesPolicy")]
     pub min_values_policy: Option<String>,
+    /// nodewright's: how long the machines of one decision are held for their siblings
+    /// (`0s`: not at all, as Karpenter).
+    #[serde(rename = "siblingHoldDuration")]
+    pub sibling_hold_duration: Option<String>,
 }
 
 /// `40s`, or `{min: 30s, max: 60s}` (uniform, from the scenario's seed).
@@ -168,4 +172,6 @@ pub struct ExpectationFile {
     #[serde(rename = "maxDisruptions")]
     pub max_disruptions: Option<u32>,
     pub unschedulable: Option<Vec<String>>,
+    #[serde(rename = "placementHonoursConstraints")]
+    pub placement_honours_constraints: Option<bool>,
 }

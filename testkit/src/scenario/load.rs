@@ -571,6 +571,17 @@ pub fn load_str(
         if let Some(pods) = &e.unschedulable {
             found.push(Expectation::Unschedulable(pods.clone()));
         }
+        match e.placement_honours_constraints {
+            Some(true) => found.push(Expectation::PlacementHonoured),
+            Some(false) => {
+                return Err(invalid(
+                    &format!("{field}.placementHonoursConstraints"),
+                    "is false".into(),
+                    "write `placementHonoursConstraints: true`, or leave the assertion out",
+                ));
+            }
+            None => {}
+        }
         if found.len() != 1 {
             return Err(invalid(
                 &field,
@@ -724,6 +735,9 @@ pub fn apply_settings(
                 ));
             }
         };
+    }
+    if let Some(d) = &settings.sibling_hold_duration {
+        config.sibling_hold_ms = duration("settings.siblingHoldDuration", d)?;
     }
     if config.batch_idle_ms > config.batch_max_ms {
         return Err(invalid(

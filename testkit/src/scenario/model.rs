@@ -175,6 +175,9 @@ pub enum Expectation {
     MaxCostPerHour(f64),
     MaxDisruptions(u32),
     Unschedulable(Vec<String>),
+    /// At the end, every pod with a `DoNotSchedule` topology spread or a required
+    /// (anti-)affinity sits where kube-scheduler's filters allow, among the pods then bound.
+    PlacementHonoured,
 }
 
 #[derive(Debug, Clone)]

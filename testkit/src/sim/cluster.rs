@@ -430,25 +430,30 @@ impl SimCluster {
     }
 
     /// Bound pods matching `selector` in `namespaces`, with the node each runs on.
+    /// `apart` (the pod being judged) is left out.
     fn matching<'a>(
         &'a self,
         selector: &'a LabelSelector,
         namespaces: &'a [String],
+        apart: &'a PodKey,
     ) -> impl Iterator<Item = (&'a Pod, &'a str)> + 'a {
         self.pods.values().filter_map(move |p| {
             let node = p.node_name.as_deref()?;
-            (namespaces.contains(&p.key.namespace) && selector.matches(&p.labels))
-                .then_some((p, node))
+            (&p.key != apart
+                && namespaces.contains(&p.key.namespace)
+                && selector.matches(&p.labels))
+            .then_some((p, node))
         })
     }
 
     /// kube-scheduler's inter-pod affinity, anti-affinity, topology spread (DoNotSchedule)
-    /// and host-port filters.
+    /// and host-port filters, for the pod on `node` among every other pod bound (the pod
+    /// itself, bound or not, left out).
     fn constraints_allow(&self, pod: &Pod, node: &str) -> bool {
         let on_node: Vec<&Pod> = self
             .pods
             .values()
-            .filter(|p| p.node_name.as_deref() == Some(node))
+            .filter(|p| p.key != pod.key && p.node_name.as_deref() == Some(node))
             .collect();
         if pod.host_ports.iter().any(|hp| {
             on_node
@@ -469,14 +474,14 @@ impl SimCluster {
             let here = self.domain(node, &t.topology_key);
             if here.is_some()
                 && self
-                    .matching(&t.selector, &ns)
+                    .matching(&t.selector, &ns, &pod.key)
                     .any(|(_, n)| self.domain(n, &t.topology_key) == here)
             {
                 return false;
             }
         }
         // Running pods whose anti-affinity the pod would break.
-        for other in self.pods.values() {
+        for other in self.pods.values().filter(|o| o.key != pod.key) {
             let Some(other_node) = other.node_name.as_deref() else {
                 continue;
             };
@@ -505,7 +510,7 @@ impl SimCluster {
             let mut any = false;
             let mut here_ok = false;
             let here = self.domain(node, &t.topology_key);
-            for (_, n) in self.matching(&t.selector, &ns) {
+            for (_, n) in self.matching(&t.selector, &ns, &pod.key) {
                 any = true;
                 if here.is_some() && self.domain(n, &t.topology_key) == here {
                     here_ok = true;
@@ -543,7 +548,7 @@ impl SimCluster {
                 }
             }
             let ns = vec![pod.key.namespace.clone()];
-            for (_, n) in self.matching(&selector, &ns) {
+            for (_, n) in self.matching(&selector, &ns, &pod.key) {
                 if let Some(d) = self.domain(n, &c.topology_key)
                     && let Some(count) = counts.get_mut(d)
                 {
@@ -561,6 +566,25 @@ impl SimCluster {
             }
         }
         true
+    }
+
+    /// Bound pods whose placement kube-scheduler's filters would refuse now, among the pods
+    /// bound with them: a `DoNotSchedule` topology spread over its skew, a required
+    /// (anti-)affinity broken. What the plan honoured and the landing must too.
+    pub fn placement_breaches(&self) -> Vec<String> {
+        self.pods
+            .values()
+            .filter(|p| {
+                p.topology_spread
+                    .iter()
+                    .any(|c| c.when_unsatisfiable == WhenUnsatisfiable::DoNotSchedule)
+                    || p.pod_anti_affinity.iter().any(|t| t.weight.is_none())
+            })
+            .filter_map(|p| {
+                let node = p.node_name.as_deref()?;
+                (!self.constraints_allow(p, node)).then(|| format!("{} on {node}", p.key))
+            })
+            .collect()
     }
 
     /// Binds every pending pod that fits somewhere now (oldest first).
@@ -898,13 +922,14 @@ impl SimCluster {
         }
     }
 
-    /// Removes the `karpenter.sh/disrupted` taint; the core hears of it.
-    pub fn uncordon(&mut self, node: &str, now_ms: u64, out: &mut Vec<Event>) {
+    /// Removes the taint `key` (`karpenter.sh/disrupted`, or the sibling hold); the core hears
+    /// of it.
+    pub fn untaint(&mut self, node: &str, key: &str, now_ms: u64, out: &mut Vec<Event>) {
         let Some(n) = self.nodes.get_mut(node) else {
             return;
         };
         let before = n.node.taints.len();
-        n.node.taints.retain(|t| t.key != labels::DISRUPTED_TAINT);
+        n.node.taints.retain(|t| t.key != key);
         if n.node.taints.len() != before {
             self.placement_changed = true;
             out.push(Event::new(

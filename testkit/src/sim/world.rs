@@ -561,6 +561,16 @@ impl World {
                     node.labels.extend(m.spec.labels.clone());
                     node.annotations.extend(m.spec.annotations.clone());
                     node.taints = m.spec.taints.clone();
+                    // The kubelet registers with the startup taints too; the simulation has no
+                    // agent to take a user's off, so only the sibling hold, which the core
+                    // releases, is modelled.
+                    node.taints.extend(
+                        m.spec
+                            .startup_taints
+                            .iter()
+                            .filter(|t| t.key == labels::SIBLING_HOLD_TAINT)
+                            .cloned(),
+                    );
                     m.node = Some(node.name.clone());
                 }
                 let name = node.name.clone();
@@ -1097,7 +1107,14 @@ impl World {
             Command::NominatePod { .. } | Command::DisruptionBlocked { .. } => {}
             Command::CordonNode { node, .. } => self.cluster.cordon(node, now, &mut self.outbox),
             Command::UncordonNode { node, .. } => {
-                self.cluster.uncordon(node, now, &mut self.outbox);
+                self.cluster
+                    .untaint(node, labels::DISRUPTED_TAINT, now, &mut self.outbox);
+                self.cluster
+                    .bind_pending(now, &mut self.outbox, &mut self.changes);
+            }
+            Command::ReleaseNode { node, .. } => {
+                self.cluster
+                    .untaint(node, labels::SIBLING_HOLD_TAINT, now, &mut self.outbox);
                 self.cluster
                     .bind_pending(now, &mut self.outbox, &mut self.changes);
             }
@@ -1671,7 +1688,17 @@ pub(crate) fn build_report(
             )
         })
         .collect();
-    report.expectations = crate::expect::evaluate(&scenario.expectations, &report, &pod_times, end);
+    let breaches = if scenario
+        .expectations
+        .iter()
+        .any(|e| matches!(e, crate::scenario::Expectation::PlacementHonoured))
+    {
+        world.cluster.placement_breaches()
+    } else {
+        Vec::new()
+    };
+    report.expectations =
+        crate::expect::evaluate(&scenario.expectations, &report, &pod_times, &breaches, end);
     report
 }
 
