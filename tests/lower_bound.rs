@@ -133,3 +133,72 @@ fn a_pod_no_pool_allows_counts_nothing_and_free_capacity_is_taken_off() {
     );
     assert_eq!(bound, 0.0);
 }
+
+// The cost above the bound, split by cause (`cost.above_bound`).
+
+fn scenario_report(
+    name: &str,
+    change: impl FnOnce(&mut nodewright_testkit::scenario::Scenario),
+) -> nodewright_testkit::Report {
+    let mut scenario = nodewright_testkit::scenario::builtin(name)
+        .expect("built in")
+        .expect("loads");
+    change(&mut scenario);
+    let store = nodewright_adapters::eventlog::MemoryStore::new(
+        nodewright_adapters::eventlog::LogHeader::new(scenario.config.clone(), &scenario.name),
+    );
+    nodewright_testkit::sim::run(&scenario, store)
+        .expect("runs")
+        .0
+}
+
+#[test]
+fn the_parts_of_the_cost_above_the_bound_add_up_to_it() {
+    for name in ["seed-tutorial", "mixed", "zonal-spread"] {
+        let report = scenario_report(name, |_| {});
+        let cost = &report.cost;
+        let c = &cost.above_bound;
+        let close = |a: f64, b: f64| (a - b).abs() < 1e-5;
+        assert!(
+            close(c.above_bound_usd, cost.total_usd - cost.lower_bound_usd),
+            "{name}: {c:?}"
+        );
+        let parts = c.booting_usd + c.idle_usd + c.fragmentation_usd + c.premium_usd + c.other_usd;
+        assert!(close(parts, c.above_bound_usd), "{name}: {c:?}");
+        for part in [
+            c.booting_usd,
+            c.idle_usd,
+            c.fragmentation_usd,
+            c.premium_usd,
+        ] {
+            assert!(part >= 0.0, "{name}: {c:?}");
+        }
+        // Every machine boots for its launch and registration latency (20 s and more).
+        assert!(c.booting_usd > 0.0, "{name}: {c:?}");
+        assert!(c.booting_usd + c.idle_usd + c.fragmentation_usd <= cost.total_usd);
+        assert!(c.evicted_usd <= cost.total_usd, "{name}: {c:?}");
+        let html = nodewright_testkit::html::render(&report);
+        assert!(html.contains("Cost above the lower bound"), "{name}");
+    }
+    // The mixed scenario drains machines: the pods it evicts had run on capacity first.
+    assert!(
+        scenario_report("mixed", |_| {})
+            .cost
+            .above_bound
+            .evicted_usd
+            > 0.0
+    );
+}
+
+#[test]
+fn machines_held_for_their_siblings_count_as_booting() {
+    let held = scenario_report("spread-lands", |_| {});
+    let unheld = scenario_report("spread-lands", |s| s.config.sibling_hold_ms = 0);
+    // Same seed, same launch latencies: the held machines wait for the slowest sibling.
+    assert!(
+        held.cost.above_bound.booting_usd > unheld.cost.above_bound.booting_usd,
+        "held {:?}, unheld {:?}",
+        held.cost.above_bound,
+        unheld.cost.above_bound
+    );
+}

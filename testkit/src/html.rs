@@ -146,6 +146,66 @@ fn dollars(v: f64) -> String {
     format!("${v:.2}/h")
 }
 
+/// The cost above the lower bound, by cause.
+fn cost_split(out: &mut String, report: &Report) {
+    if report.cost.lower_bound_usd <= 0.0 {
+        return;
+    }
+    let c = &report.cost.above_bound;
+    let _ = writeln!(
+        out,
+        "<h2>Cost above the lower bound: ${:.4}</h2>\n<table><tr><th>cause</th><th>USD</th><th>share</th><th>what it is</th></tr>",
+        c.above_bound_usd
+    );
+    let rows = [
+        (
+            "booting",
+            c.booting_usd,
+            "machines launched, not yet taking pods (booting, registering, held for their siblings)",
+        ),
+        (
+            "idle",
+            c.idle_usd,
+            "machines up without a workload pod (waiting for consolidateAfter, or for pods that went elsewhere)",
+        ),
+        (
+            "fragmentation",
+            c.fragmentation_usd,
+            "CPU, memory or GPUs left free on machines carrying pods (by their fullest resource)",
+        ),
+        (
+            "offering premium",
+            c.premium_usd,
+            "the chosen offerings over the cheapest that fit each launch",
+        ),
+        (
+            "other",
+            c.other_usd,
+            "the pods' own capacity at the cheapest offering, above the bound's fractional price",
+        ),
+    ];
+    for (name, usd, what) in rows {
+        let share = if c.above_bound_usd > 0.0 {
+            percent(usd / c.above_bound_usd)
+        } else {
+            "-".to_string()
+        };
+        let _ = writeln!(
+            out,
+            "<tr><td>{}</td><td>${usd:.4}</td><td>{}</td><td>{}</td></tr>",
+            esc(name),
+            esc(&share),
+            esc(what)
+        );
+    }
+    out.push_str("</table>\n");
+    let _ = writeln!(
+        out,
+        "<p>Pods later evicted ran on ${:.4} of capacity (work lost if they restart; the bound counts it as useful, so it is not above it).</p>",
+        c.evicted_usd
+    );
+}
+
 fn percent(v: f64) -> String {
     format!("{:.0}%", v * 100.0)
 }
@@ -253,6 +313,7 @@ pub fn render(report: &Report) -> String {
         );
     }
     out.push_str("</div>\n");
+    cost_split(&mut out, report);
 
     let s: &Series = &report.series;
     out.push_str("<h2>Over time</h2>\n");

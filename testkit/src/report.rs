@@ -145,6 +145,33 @@ pub struct CostReport {
     pub peak_usd_per_hour: f64,
     /// A lower bound is computed by the trace work; until then it is 0 (no claim made).
     pub lower_bound_usd: f64,
+    /// The cost above the lower bound, by cause (`testkit/src/sim/meter.rs`).
+    pub above_bound: CostSplit,
+}
+
+/// The cost above the lower bound, split by its causes: booting, idle, fragmentation and
+/// premium are disjoint parts of what was paid, and `other_usd` is what is left of the gap —
+/// the pods' own capacity, at the cheapest offering that fit, above the bound's fractional
+/// cheapest price per resource (instance shapes, DaemonSet overhead; negative where the
+/// bound's cluster-wide sums charge more than one machine's fullest resource).
+/// `evicted_usd` is shown beside them, not one of them.
+#[derive(Debug, Clone, Default, Serialize, PartialEq)]
+pub struct CostSplit {
+    /// `total_usd - lower_bound_usd`.
+    pub above_bound_usd: f64,
+    /// Paid while machines booted and registered, or were held for their siblings.
+    pub booting_usd: f64,
+    /// Paid for machines up without a workload pod (waiting for `consolidateAfter`, or for
+    /// pods that went elsewhere).
+    pub idle_usd: f64,
+    /// The CPU, memory or GPUs machines carrying pods left free (by the fullest resource).
+    pub fragmentation_usd: f64,
+    /// What the chosen offerings cost over the cheapest offering that fit each launch.
+    pub premium_usd: f64,
+    /// Capacity paid for pods later evicted, while they ran (work lost when they restart).
+    /// Not a part of the sum: the bound counts an evicted pod's run as useful.
+    pub evicted_usd: f64,
+    pub other_usd: f64,
 }
 
 #[derive(Debug, Clone, Serialize, PartialEq)]
@@ -312,6 +339,21 @@ impl Report {
             self.cost.total_usd,
             self.cost.final_usd_per_hour
         );
+        if self.cost.lower_bound_usd > 0.0 {
+            let c = &self.cost.above_bound;
+            let _ = writeln!(
+                s,
+                "cost above the lower bound ${:.4}: ${:.4} = booting ${:.4} + idle ${:.4} + fragmentation ${:.4} + offering premium ${:.4} + other ${:.4}; pods later evicted ran on ${:.4}",
+                self.cost.lower_bound_usd,
+                c.above_bound_usd,
+                c.booting_usd,
+                c.idle_usd,
+                c.fragmentation_usd,
+                c.premium_usd,
+                c.other_usd,
+                c.evicted_usd
+            );
+        }
         for m in &self.machines {
             let end = match m.terminated_at_seconds {
                 Some(t) => format!(

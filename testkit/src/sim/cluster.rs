@@ -25,7 +25,28 @@ pub struct SimNode {
     pub node: Node,
     /// Set for machines nodewright launched.
     pub nodeclaim: Option<String>,
+    /// What the pods bound to it request.
     pub used: Resources,
+    /// How many of them are not DaemonSet pods.
+    pub workload_pods: u32,
+}
+
+impl SimNode {
+    /// A pod is bound to it.
+    fn take(&mut self, pod: &Pod) {
+        self.used.add(&pod.requests);
+        if !pod.is_daemonset_pod() {
+            self.workload_pods += 1;
+        }
+    }
+
+    /// A pod bound to it is gone.
+    fn give_back(&mut self, pod: &Pod) {
+        self.used.sub(&pod.requests);
+        if !pod.is_daemonset_pod() {
+            self.workload_pods = self.workload_pods.saturating_sub(1);
+        }
+    }
 }
 
 #[derive(Debug, Clone, Default)]
@@ -101,6 +122,7 @@ impl SimCluster {
                 node,
                 nodeclaim,
                 used: Resources::default(),
+                workload_pods: 0,
             },
         );
         self.placement_changed = true;
@@ -229,7 +251,7 @@ impl SimCluster {
             if let Some(node) = &old.node_name
                 && let Some(n) = self.nodes.get_mut(node)
             {
-                n.used.sub(&old.requests);
+                n.give_back(&old);
             }
         }
         pod.created_at_ms = now_ms;
@@ -261,7 +283,7 @@ impl SimCluster {
         if let Some(node) = pod.node_name.clone()
             && let Some(n) = self.nodes.get_mut(&node)
         {
-            n.used.add(&pod.requests);
+            n.take(&pod);
         }
         out.push(Event::new(
             now_ms,
@@ -365,7 +387,7 @@ impl SimCluster {
             if let Some(node) = &pod.node_name
                 && let Some(n) = self.nodes.get_mut(node)
             {
-                n.used.sub(&pod.requests);
+                n.give_back(&pod);
             }
             for pods in self.deployment_pods.values_mut() {
                 pods.remove(key);
@@ -618,15 +640,14 @@ impl SimCluster {
                 }
                 continue;
             };
-            let requests = pod.requests.clone();
             if let Some(p) = self.pods.get_mut(&key) {
                 p.node_name = Some(node.clone());
                 self.pending.remove(&(p.created_at_ms, key.clone()));
                 // It may be what a pod passed over earlier in this round waits for.
                 self.placement_changed = true;
-            }
-            if let Some(n) = self.nodes.get_mut(&node) {
-                n.used.add(&requests);
+                if let Some(n) = self.nodes.get_mut(&node) {
+                    n.take(p);
+                }
             }
             changes.push(PodChange::Bound {
                 pod: key.clone(),

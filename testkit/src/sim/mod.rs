@@ -7,6 +7,7 @@ pub mod faults;
 pub mod jobs;
 #[cfg(madsim)]
 pub mod madsim_world;
+pub mod meter;
 pub mod queue;
 pub mod rng;
 pub mod world;

@@ -93,6 +93,10 @@ struct Machine {
     api_attempts: u32,
     /// The pods it was launched for.
     for_pods: Vec<PodKey>,
+    /// The price of its cheapest launch option (micro-USD per hour).
+    cheapest_price: u64,
+    /// Its node's allocatable, once it joined.
+    allocatable: Option<nodewright_core::model::resources::Resources>,
     /// The last result told of its launch or termination: told again when the command is asked
     /// again (its first telling may have been lost with the process that asked).
     answer: Option<EventKind>,
@@ -154,6 +158,8 @@ pub struct World {
     peak_nodes: u64,
     peak_price: u64,
     cost_micro_usd_ms: u128,
+    /// The same cost, split by what each machine was doing.
+    cost_meter: super::meter::CostMeter,
     cpu_used_ms: i128,
     cpu_alloc_ms: i128,
     mem_used_ms: i128,
@@ -202,6 +208,7 @@ impl World {
             peak_nodes: 0,
             peak_price: 0,
             cost_micro_usd_ms: 0,
+            cost_meter: Default::default(),
             cpu_used_ms: 0,
             cpu_alloc_ms: 0,
             mem_used_ms: 0,
@@ -561,6 +568,7 @@ impl World {
                     node.labels.extend(m.spec.labels.clone());
                     node.annotations.extend(m.spec.annotations.clone());
                     node.taints = m.spec.taints.clone();
+                    m.allocatable = Some(node.allocatable.clone());
                     // The kubelet registers with the startup taints too; the simulation has no
                     // agent to take a user's off, so only the sibling hold, which the core
                     // releases, is modelled.
@@ -929,6 +937,34 @@ impl World {
         }
         let dt = (t_ms - self.now_ms) as i128;
         self.cost_micro_usd_ms += self.cloud.price_now().0 as u128 * dt as u128;
+        let meter = &mut self.cost_meter;
+        for i in self.cloud.running() {
+            let machine = self.machines.get(&i.nodeclaim);
+            let node = machine
+                .and_then(|m| m.node.as_ref())
+                .and_then(|n| self.cluster.nodes.get(n))
+                .filter(|n| {
+                    n.node.ready
+                        && !n
+                            .node
+                            .taints
+                            .iter()
+                            .any(|t| t.key == labels::SIBLING_HOLD_TAINT)
+                });
+            let phase = match node {
+                Some(n) => {
+                    super::meter::Phase::of_node(n.workload_pods, &n.used, &n.node.allocatable)
+                }
+                None => super::meter::Phase::Booting,
+            };
+            let price = i.instance.price.0;
+            meter.add(
+                price,
+                machine.map_or(price, |m| m.cheapest_price),
+                phase,
+                dt as u64,
+            );
+        }
         // CPU and memory requested and allocatable on nodewright's nodes.
         let mut sums = [0i128; 4];
         for n in self
@@ -1094,6 +1130,13 @@ impl World {
                         cancelled: false,
                         api_attempts: 0,
                         for_pods: reason.pods.clone(),
+                        cheapest_price: nodeclaim
+                            .options
+                            .iter()
+                            .map(|o| o.price.0)
+                            .min()
+                            .unwrap_or(0),
+                        allocatable: None,
                         answer: None,
                     },
                 );
@@ -1533,6 +1576,40 @@ fn lower_bound(scenario: &Scenario, world: &World, core: &nodewright_core::Core)
     crate::lower_bound::lower_bound_usd(&input, spans)
 }
 
+/// What the capacity pods later evicted used cost while they ran: each such pod's dominant
+/// share of its machine (CPU or memory requested over allocatable), at the machine's price.
+fn evicted_usd(world: &World, end: u64) -> f64 {
+    let machines: BTreeMap<&str, (u64, &nodewright_core::model::resources::Resources)> = world
+        .machines
+        .values()
+        .filter_map(|m| {
+            let instance = world.cloud.instance(m.instance_id.as_ref()?)?;
+            Some((
+                m.node.as_deref()?,
+                (instance.instance.price.0, m.allocatable.as_ref()?),
+            ))
+        })
+        .collect();
+    let mut micro_usd_ms = 0.0;
+    for r in world.pods.values().filter(|r| r.evictions > 0) {
+        let (Some(shape), Some(bound), Some(node)) = (r.shape, r.bound_at_ms, r.node.as_deref())
+        else {
+            continue;
+        };
+        let Some((price, alloc)) = machines.get(node) else {
+            continue;
+        };
+        let dominant = super::meter::dominant_share(&world.pod_shapes.get(shape).requests, alloc);
+        let ran = r
+            .deleted_at_ms
+            .unwrap_or(end)
+            .min(end)
+            .saturating_sub(bound);
+        micro_usd_ms += *price as f64 * ran as f64 * dominant;
+    }
+    micro_usd_ms / 1e6 / 3.6e6
+}
+
 /// The run's report; `counts` are the driver's events and commands.
 pub(crate) fn build_report(
     scenario: &Scenario,
@@ -1652,7 +1729,8 @@ pub(crate) fn build_report(
             total_usd: world.cost_micro_usd_ms as f64 / 1e6 / 3.6e6,
             final_usd_per_hour: world.cloud.price_now().usd_per_hour(),
             peak_usd_per_hour: world.peak_price as f64 / 1e6,
-            lower_bound_usd: lower_bound(scenario, world, core),
+            lower_bound_usd: 0.0,
+            above_bound: Default::default(),
         },
         utilization: UtilizationReport {
             cpu_mean: ratio(world.cpu_used_ms, world.cpu_alloc_ms),
@@ -1675,6 +1753,12 @@ pub(crate) fn build_report(
             .collect(),
         series: Series::default(),
     };
+    report.cost.lower_bound_usd = lower_bound(scenario, world, core);
+    report.cost.above_bound = world.cost_meter.split(
+        report.cost.total_usd,
+        report.cost.lower_bound_usd,
+        evicted_usd(world, end),
+    );
     report.series = series(world, end);
     let pod_times: Vec<(String, u64, Option<u64>, Option<u64>)> = world
         .pods
