@@ -20,7 +20,7 @@
 pub mod catalog;
 pub mod command;
 pub mod config;
-mod core;
+mod decider;
 pub mod disruption;
 pub mod event;
 pub mod interruption;
@@ -29,8 +29,9 @@ pub mod model;
 pub mod names;
 pub mod provisioning;
 pub mod state;
+pub mod wake;
 
 pub use crate::command::Command;
 pub use crate::config::Config;
-pub use crate::core::Core;
+pub use crate::decider::Core;
 pub use crate::event::{Event, EventKind};

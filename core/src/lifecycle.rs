@@ -5,6 +5,7 @@ use crate::config::Config;
 use crate::model::duration::format_duration_ms;
 use crate::model::nodeclaim::TerminationReason;
 use crate::state::ClusterState;
+use crate::wake::Wake;
 
 /// A NodeClaim that missed a deadline.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -17,7 +18,7 @@ pub struct Overdue {
 /// NodeClaims past a lifecycle deadline now, and the next deadline to come.
 pub fn overdue(state: &ClusterState, config: &Config, now_ms: u64) -> (Vec<Overdue>, Option<u64>) {
     let mut out = Vec::new();
-    let mut next: Option<u64> = None;
+    let mut next = Wake::default();
     for (name, claim) in &state.nodeclaims {
         if claim.terminating.is_some() {
             continue;
@@ -51,11 +52,11 @@ pub fn overdue(state: &ClusterState, config: &Config, now_ms: u64) -> (Vec<Overd
                     detail,
                 });
             } else {
-                next = Some(next.map_or(at, |n: u64| n.min(at)));
+                next.offer(at);
             }
         }
     }
-    (out, next)
+    (out, next.ms())
 }
 
 /// How long an instance may run without a NodeClaim before it is collected, and how long a

@@ -20,6 +20,7 @@ use crate::model::pod::Pod;
 use crate::provisioning::launch::OfferingAt;
 use crate::provisioning::{ClusterView, PlannedClaim, launch_offerings};
 use crate::state::ClusterState;
+use crate::wake::Wake;
 
 /// Karpenter's consolidation validation period.
 pub const VALIDATION_MS: u64 = 15_000;
@@ -60,7 +61,7 @@ pub fn candidates(
     now_ms: u64,
 ) -> (Vec<(f64, String)>, Option<u64>) {
     let mut out = Vec::new();
-    let mut next: Option<u64> = None;
+    let mut next = Wake::default();
     let exhausted = state.exhausted_pdbs();
     for (name, claim) in &state.nodeclaims {
         let Some(pool) = state.nodepools.get(&claim.spec.nodepool) else {
@@ -86,7 +87,7 @@ pub fn candidates(
         if let Some((_, ends)) = state.do_not_disrupt_on_node(node_name, now_ms) {
             // A protection with a duration makes the node a candidate again once it runs out.
             if let Some(at) = ends {
-                next = Some(next.map_or(at, |n: u64| n.min(at)));
+                next.offer(at);
             }
             continue;
         }
@@ -101,7 +102,7 @@ pub fn candidates(
         }
         let eligible_at = node.last_pod_event_ms + after_ms;
         if eligible_at > now_ms {
-            next = Some(next.map_or(eligible_at, |n: u64| n.min(eligible_at)));
+            next.offer(eligible_at);
             continue;
         }
         let lifetime_left = match claim.spec.expire_after_ms {
@@ -115,7 +116,7 @@ pub fn candidates(
         out.push((cost, name.clone()));
     }
     out.sort_by(|a, b| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1)));
-    (out, next)
+    (out, next.ms())
 }
 
 /// Simulates removing one node: its pods onto the rest of the cluster and at most one new

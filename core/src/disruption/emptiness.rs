@@ -7,6 +7,7 @@ use super::budget::allowed_disruptions;
 use crate::model::duration::format_duration_ms;
 use crate::model::nodepool::{DisruptionReason, NodePool};
 use crate::state::ClusterState;
+use crate::wake::Wake;
 
 /// A node that may be removed as empty, and since when.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -28,7 +29,7 @@ pub fn candidates(
         return (Vec::new(), None);
     };
     let mut out = Vec::new();
-    let mut next: Option<u64> = None;
+    let mut next = Wake::default();
     for (name, claim) in &state.nodeclaims {
         if claim.spec.nodepool != pool.name
             || claim.terminating.is_some()
@@ -45,7 +46,7 @@ pub fn candidates(
         let workload = state.workload_pods_on_node(node_name);
         if let Some((_, ends)) = state.do_not_disrupt_among(node_name, &workload, now_ms) {
             if let Some(at) = ends {
-                next = Some(next.map_or(at, |n: u64| n.min(at)));
+                next.offer(at);
             }
             continue;
         }
@@ -60,7 +61,7 @@ pub fn candidates(
                 empty_since_ms: node.last_pod_event_ms,
             });
         } else {
-            next = Some(next.map_or(eligible_at, |n: u64| n.min(eligible_at)));
+            next.offer(eligible_at);
         }
     }
     out.sort_by(|a, b| {
@@ -68,7 +69,7 @@ pub fn candidates(
             .cmp(&b.empty_since_ms)
             .then(a.nodeclaim.cmp(&b.nodeclaim))
     });
-    (out, next)
+    (out, next.ms())
 }
 
 /// The empty nodes to remove now, with the sentence that explains each.

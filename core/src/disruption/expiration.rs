@@ -2,11 +2,12 @@
 
 use crate::model::duration::format_duration_ms;
 use crate::state::ClusterState;
+use crate::wake::Wake;
 
 /// NodeClaims past their `expireAfter`, with the explanation; and the next expiry to come.
 pub fn expired(state: &ClusterState, now_ms: u64) -> (Vec<(String, String)>, Option<u64>) {
     let mut out = Vec::new();
-    let mut next: Option<u64> = None;
+    let mut next = Wake::default();
     for (name, claim) in &state.nodeclaims {
         if claim.terminating.is_some() {
             continue;
@@ -25,8 +26,8 @@ pub fn expired(state: &ClusterState, now_ms: u64) -> (Vec<(String, String)>, Opt
                 ),
             ));
         } else {
-            next = Some(next.map_or(at, |n: u64| n.min(at)));
+            next.offer(at);
         }
     }
-    (out, next)
+    (out, next.ms())
 }

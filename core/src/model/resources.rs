@@ -165,8 +165,13 @@ impl Resources {
         self.memory_bytes = self.memory_bytes.max(other.memory_bytes);
         self.pods = self.pods.max(other.pods);
         for (name, amount) in &other.extended {
-            if *amount > self.extended(name) {
-                self.extended.insert(name.clone(), *amount);
+            // One lookup, and the name is cloned only when it is new here.
+            match self.extended.get_mut(name) {
+                Some(mine) => *mine = (*mine).max(*amount),
+                None if *amount > 0 => {
+                    self.extended.insert(name.clone(), *amount);
+                }
+                None => {}
             }
         }
     }

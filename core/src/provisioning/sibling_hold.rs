@@ -19,6 +19,7 @@ use crate::model::labels::SIBLING_HOLD_TAINT;
 use crate::model::pod::Pod;
 use crate::model::taints::{Taint, TaintEffect};
 use crate::state::NodeClaimState;
+use crate::wake::Wake;
 
 /// The taint a held machine starts with.
 pub fn hold_taint() -> Taint {
@@ -122,7 +123,7 @@ impl SiblingHolds {
         let live = |name: &String| claims.get(name).filter(|c| c.terminating.is_none());
         self.held.retain(|name| live(name).is_some());
         let mut releases = Vec::new();
-        let mut wake: Option<u64> = None;
+        let mut wake = Wake::default();
         let held = &self.held;
         let mut kept = Vec::new();
         for group in std::mem::take(&mut self.groups) {
@@ -166,7 +167,7 @@ impl SiblingHolds {
                     names(&|c| c.node_name.is_none())
                 )
             } else {
-                wake = Some(wake.map_or(deadline, |w| w.min(deadline)));
+                wake.offer(deadline);
                 kept.push(group);
                 continue;
             };
@@ -199,7 +200,7 @@ impl SiblingHolds {
             self.held.remove(&r.nodeclaim);
             self.releasing.insert(r.nodeclaim.clone());
         }
-        (releases, wake)
+        (releases, wake.ms())
     }
 }
 

@@ -11,6 +11,7 @@ use crate::model::nodeclaim::{OfferingKey, TerminationReason};
 use crate::model::pod::Pod;
 use crate::provisioning::scheduler;
 use crate::state::UNAVAILABLE_OFFERING_TTL_MS;
+use crate::wake::Wake;
 
 impl Core {
     /// An interruption message: replace and drain the machine now, or record why not.
@@ -125,7 +126,10 @@ impl Core {
         let Some(drain) = self.draining.get_mut(nodeclaim) else {
             return false;
         };
-        drain.deadline_ms = Some(drain.deadline_ms.map_or(deadline, |d| d.min(deadline)));
+        let mut wake = Wake::default();
+        wake.offer_some(drain.deadline_ms);
+        wake.offer(deadline);
+        drain.deadline_ms = wake.ms();
         true
     }
 }

@@ -1,4 +1,4 @@
-//! The decision core: `handle(event) -> commands`, and `next_timer_ms()`.
+//! The decider: `handle(event) -> commands`, and `next_timer_ms()` — the core's one entry point.
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -20,6 +20,7 @@ use crate::provisioning::sibling_hold::{self, SiblingHolds};
 use crate::state::{
     ClusterState, NodeClaimState, NodeState, PreparedCatalog, UNAVAILABLE_OFFERING_TTL_MS,
 };
+use crate::wake::Wake;
 
 mod draining;
 mod interrupting;
@@ -894,7 +895,7 @@ impl Core {
         {
             self.provision(commands);
         }
-        let mut next: Vec<Option<u64>> = Vec::new();
+        let mut next = Wake::default();
         let (releases, hold_wake) =
             self.sibling_holds
                 .due(&self.state.nodeclaims, now, self.config.sibling_hold_ms);
@@ -905,7 +906,7 @@ impl Core {
                 reason: r.reason,
             });
         }
-        next.push(hold_wake);
+        next.offer_some(hold_wake);
 
         let claims_may_act = matches!(self.touched, Touched::Everything)
             || self
@@ -920,15 +921,18 @@ impl Core {
             for (name, detail) in expired {
                 self.terminate(&name, TerminationReason::Expired, detail, commands);
             }
-            self.claim_deadline_ms = Some([next_deadline, next_expiry].into_iter().flatten().min());
+            let mut deadline = Wake::default();
+            deadline.offer_some(next_deadline);
+            deadline.offer_some(next_expiry);
+            self.claim_deadline_ms = Some(deadline.ms());
         }
-        next.push(self.claim_deadline_ms.flatten());
+        next.offer_some(self.claim_deadline_ms.flatten());
 
-        next.push(self.disruption_pass(commands));
-        next.push(self.drain_all(commands));
+        next.offer_some(self.disruption_pass(commands));
+        next.offer_some(self.drain_all(commands));
         // An offering that becomes available again may be what a pending pod waits for.
         if !self.state.unavailable.is_empty() && self.has_pending_pods() {
-            next.push(
+            next.offer_some(
                 self.state
                     .unavailable
                     .values()
@@ -937,7 +941,7 @@ impl Core {
                     .min(),
             );
         }
-        self.next_rule_ms = next.into_iter().flatten().min();
+        self.next_rule_ms = next.ms();
         // Terminations free pods to schedule again; make sure a batch follows.
         if commands
             .iter()
@@ -986,7 +990,7 @@ impl Core {
                 nominated.insert(target.clone());
             }
         }
-        let mut next: Option<u64> = None;
+        let mut next = Wake::default();
         let mut pools: Vec<_> = self.state.nodepools.values().cloned().collect();
         pools.sort_by(|a, b| a.name.cmp(&b.name));
         let mut acted = false;
@@ -1005,11 +1009,9 @@ impl Core {
             if blocked {
                 // Budget-blocked nodes are looked at again on the next pass.
                 let at = now + poll;
-                next = Some(next.map_or(at, |n: u64| n.min(at)));
+                next.offer(at);
             }
-            if let Some(at) = pool_next {
-                next = Some(next.map_or(at, |n: u64| n.min(at)));
-            }
+            next.offer_some(pool_next);
         }
         if !acted && self.pending_consolidation.is_none() {
             acted = self.drift(commands);
@@ -1022,17 +1024,13 @@ impl Core {
             } else {
                 self.replacements.is_empty().then_some(now + poll)
             };
-            if let Some(at) = at {
-                next = Some(next.map_or(at, |n: u64| n.min(at)));
-            }
+            next.offer_some(at);
         }
         if !acted {
             let (at, _) = self.consolidate(commands, &nominated);
-            if let Some(at) = at {
-                next = Some(next.map_or(at, |n: u64| n.min(at)));
-            }
+            next.offer_some(at);
         }
-        next
+        next.ms()
     }
 
     /// Single-node consolidation: finish a decision whose validation period is over, or look
@@ -1241,18 +1239,13 @@ impl Core {
             return false;
         }
         self.last_drift_search = Some((self.epoch, now));
-        let mut wake: Option<u64> = None;
+        let mut wake = Wake::default();
         let acted = self.drift_search(now, &mut wake, commands);
-        self.drift_wake_ms = wake;
+        self.drift_wake_ms = wake.ms();
         acted
     }
 
-    fn drift_search(
-        &mut self,
-        now: u64,
-        wake: &mut Option<u64>,
-        commands: &mut Vec<Command>,
-    ) -> bool {
+    fn drift_search(&mut self, now: u64, wake: &mut Wake, commands: &mut Vec<Command>) -> bool {
         let exhausted: Vec<crate::model::pdb::PodDisruptionBudget> =
             self.state.exhausted_pdbs().into_iter().cloned().collect();
         for (name, why) in crate::disruption::drift::drifted(&self.state) {
@@ -1276,9 +1269,7 @@ impl Core {
             let node = claim.node_name.clone();
             if let Some(n) = &node {
                 if let Some((_, ends)) = self.state.do_not_disrupt_on_node(n, now) {
-                    if let Some(at) = ends {
-                        *wake = Some(wake.map_or(at, |w: u64| w.min(at)));
-                    }
+                    wake.offer_some(ends);
                     continue;
                 }
                 if self
