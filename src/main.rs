@@ -670,12 +670,10 @@ fn simulate_seeds(names: &[String], range: &str, madsim: bool) -> Result<u8> {
     };
     for failure in &outcome.failures {
         println!("--- seed {} failed:", failure.seed);
-        for line in failure
-            .summary
-            .lines()
-            .filter(|l| l.starts_with("INVARIANT") || l.contains("FAILED") || l.contains("stopped"))
-        {
-            println!("  {line}");
+        for cause in &failure.causes {
+            for line in cause.to_string().lines() {
+                println!("  {line}");
+            }
         }
         if madsim {
             println!(

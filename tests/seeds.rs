@@ -8,7 +8,7 @@
 //! `nodewright simulate mixed --seeds 1..5000` is the longer soak.
 
 use nodewright_testkit::scenario::{Scenario, builtin};
-use nodewright_testkit::seeds::{run_one, run_seeds};
+use nodewright_testkit::seeds::{FailureCause, run_one, run_seeds};
 use nodewright_testkit::sim::PlantedBug;
 
 fn scenario(name: &str) -> Scenario {
@@ -61,9 +61,13 @@ fn without_the_sibling_hold_the_same_seeds_land_off_plan() {
         outcome.failures.len()
     );
     assert!(
-        outcome.failures[0]
-            .summary
-            .contains("placementHonoursConstraints: FAILED"),
+        outcome
+            .failures
+            .iter()
+            .all(|f| f.causes.iter().all(|c| matches!(
+                c,
+                FailureCause::Expectation(e) if e.name == "placementHonoursConstraints"
+            ))),
         "{}",
         outcome.failures[0].summary
     );

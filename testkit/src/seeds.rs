@@ -2,6 +2,7 @@
 //! machine's cores, each stopped at its first broken invariant. `nodewright simulate --seeds`
 //! and the many-seeds tests run it.
 
+use std::fmt;
 use std::ops::Range;
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -9,7 +10,7 @@ use std::time::{Duration, Instant};
 
 use nodewright_adapters::eventlog::{LogHeader, LogRecord, MemoryStore};
 
-use crate::report::Report;
+use crate::report::{ExpectationResult, Report, Violation};
 use crate::scenario::Scenario;
 use crate::sim::{self, PlantedBug, RunError, RunOptions};
 
@@ -17,9 +18,56 @@ use crate::sim::{self, PlantedBug, RunError, RunOptions};
 #[derive(Debug, Clone)]
 pub struct SeedFailure {
     pub seed: u64,
-    /// Its report's summary (the broken invariant with its event index, the failed
-    /// expectation), or the error that stopped it.
+    /// Why, typed: what a caller acts on.
+    pub causes: Vec<FailureCause>,
+    /// Its report's whole summary, or the error that stopped it.
     pub summary: String,
+}
+
+/// Why a seed's run failed.
+#[derive(Debug, Clone, PartialEq)]
+pub enum FailureCause {
+    /// An invariant broke (the run stopped there).
+    Invariant(Violation),
+    /// An expectation of the scenario did not hold.
+    Expectation(ExpectationResult),
+    /// The run could not go on (an error of the world or the harness, with the fault plan of a
+    /// madsim run).
+    Stopped(String),
+}
+
+impl fmt::Display for FailureCause {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            FailureCause::Invariant(v) => write!(
+                f,
+                "INVARIANT BROKEN at {:.0}s (event {}): {}: {}",
+                v.at_seconds, v.event, v.kind, v.detail
+            ),
+            FailureCause::Expectation(e) => write!(f, "expect {}: FAILED ({})", e.name, e.detail),
+            FailureCause::Stopped(why) => write!(f, "{why}"),
+        }
+    }
+}
+
+impl FailureCause {
+    /// The causes of a report that did not pass.
+    pub fn of(report: &Report) -> Vec<FailureCause> {
+        report
+            .invariant_violations
+            .iter()
+            .cloned()
+            .map(FailureCause::Invariant)
+            .chain(
+                report
+                    .expectations
+                    .iter()
+                    .filter(|e| !e.passed)
+                    .cloned()
+                    .map(FailureCause::Expectation),
+            )
+            .collect()
+    }
 }
 
 #[derive(Debug, Clone)]
@@ -76,10 +124,24 @@ pub fn run_seeds_with(
                         Ok(report) => {
                             events.fetch_add(report.events, Ordering::Relaxed);
                             if !report.passed() {
-                                push(&failures, seed, report.summary());
+                                push(
+                                    &failures,
+                                    SeedFailure {
+                                        seed,
+                                        causes: FailureCause::of(&report),
+                                        summary: report.summary(),
+                                    },
+                                );
                             }
                         }
-                        Err(why) => push(&failures, seed, why),
+                        Err(why) => push(
+                            &failures,
+                            SeedFailure {
+                                seed,
+                                causes: vec![FailureCause::Stopped(why.clone())],
+                                summary: why,
+                            },
+                        ),
                     }
                     progress(done.fetch_add(1, Ordering::Relaxed) + 1);
                 }
@@ -96,10 +158,10 @@ pub fn run_seeds_with(
     }
 }
 
-fn push(failures: &Mutex<Vec<SeedFailure>>, seed: u64, summary: String) {
+fn push(failures: &Mutex<Vec<SeedFailure>>, failure: SeedFailure) {
     // A poisoned lock only means another run panicked; its list is still whole.
     let mut list = failures.lock().unwrap_or_else(|e| e.into_inner());
-    list.push(SeedFailure { seed, summary });
+    list.push(failure);
 }
 
 /// One run of the scenario under `seed`, stopped at its first broken invariant.
