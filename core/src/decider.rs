@@ -465,9 +465,7 @@ impl Core {
                     && self.state.nodeclaims.contains_key(claim)
                     && self.sibling_holds.observe(
                         claim,
-                        node.taints
-                            .iter()
-                            .any(|t| t.key == labels::SIBLING_HOLD_TAINT),
+                        node.has_taint(labels::SIBLING_HOLD_TAINT),
                     )
                 {
                     commands.push(Command::ReleaseNode {
@@ -498,10 +496,7 @@ impl Core {
                     claim.registered_at_ms.get_or_insert(now);
                     // Initialized: ready, and no longer held for its siblings.
                     if node.ready
-                        && !node
-                            .taints
-                            .iter()
-                            .any(|t| t.key == labels::SIBLING_HOLD_TAINT)
+                        && !node.has_taint(labels::SIBLING_HOLD_TAINT)
                     {
                         claim.initialized_at_ms.get_or_insert(now);
                     }
@@ -1404,7 +1399,7 @@ impl Core {
     /// stands behind (left by a controller that stopped before it took it off) is taken off,
     /// as Karpenter does at startup: otherwise the node takes no pod again.
     fn untaint_if_stale(&mut self, node: &crate::model::node::Node, commands: &mut Vec<Command>) {
-        let tainted = node.taints.iter().any(|t| t.key == labels::DISRUPTED_TAINT);
+        let tainted = node.has_taint(labels::DISRUPTED_TAINT);
         if !tainted {
             self.uncordoning.remove(&node.name);
             return;

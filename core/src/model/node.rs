@@ -23,6 +23,11 @@ pub struct Node {
 }
 
 impl Node {
+    /// Whether it carries a taint with this key (any value, any effect).
+    pub fn has_taint(&self, key: &str) -> bool {
+        self.taints.iter().any(|t| t.key == key)
+    }
+
     /// What `karpenter.sh/do-not-disrupt` asks for; a duration counts from `started_at_ms`
     /// (when its NodeClaim was created).
     pub fn do_not_disrupt(&self, started_at_ms: u64) -> Protection {

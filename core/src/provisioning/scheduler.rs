@@ -298,7 +298,7 @@ fn existing_targets<'a>(state: &'a ClusterState, contexts: &[PoolContext]) -> Ve
             .and_then(|c| state.nodeclaims.get(c));
         let usable = !node.unschedulable
             && claim.is_none_or(|c| c.terminating.is_none())
-            && !node.taints.iter().any(|t| t.key == labels::DISRUPTED_TAINT);
+            && !node.has_taint(labels::DISRUPTED_TAINT);
         // Startup taints and the unregistered taint are expected to go away.
         let taints = node
             .taints
@@ -1108,11 +1108,7 @@ impl<'a> ClusterView<'a> {
             .map(|target| {
                 let node = self.state.nodes.get(&target.name);
                 let unusable = node.is_some_and(|n| {
-                    n.node.unschedulable
-                        || n.node
-                            .taints
-                            .iter()
-                            .any(|t| t.key == labels::DISRUPTED_TAINT)
+                    n.node.unschedulable || n.node.has_taint(labels::DISRUPTED_TAINT)
                 });
                 let ruled_out = if unusable {
                     Some("it is cordoned or being disrupted: no new pod lands on it".to_string())

@@ -182,24 +182,30 @@ impl SiblingHolds {
             }
         }
         self.groups = kept;
+        for r in &releases {
+            self.held.remove(&r.nodeclaim);
+        }
         // A held machine in no group any more (its group's hold ran out) goes as it registers.
-        for name in &self.held {
-            let grouped = self.groups.iter().any(|g| g.contains(name));
-            if let (false, Some(node)) = (grouped, live(name).and_then(|c| c.node_name.clone())) {
-                if releases.iter().any(|r| &r.nodeclaim == name) {
-                    continue;
-                }
-                releases.push(Release {
+        let groups = &self.groups;
+        let ungrouped = self
+            .held
+            .iter()
+            .filter(|name| !groups.iter().any(|g| g.contains(*name)))
+            .filter_map(|name| {
+                let node = live(name)?.node_name.clone()?;
+                Some(Release {
                     nodeclaim: name.clone(),
                     node,
                     reason: "registered after its siblings' hold ran out".to_string(),
-                });
-            }
-        }
-        for r in &releases {
+                })
+            })
+            .collect::<Vec<_>>();
+        for r in &ungrouped {
             self.held.remove(&r.nodeclaim);
-            self.releasing.insert(r.nodeclaim.clone());
         }
+        releases.extend(ungrouped);
+        self.releasing
+            .extend(releases.iter().map(|r| r.nodeclaim.clone()));
         (releases, wake.ms())
     }
 }

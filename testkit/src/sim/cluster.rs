@@ -596,12 +596,7 @@ impl SimCluster {
     pub fn placement_breaches(&self) -> Vec<String> {
         self.pods
             .values()
-            .filter(|p| {
-                p.topology_spread
-                    .iter()
-                    .any(|c| c.when_unsatisfiable == WhenUnsatisfiable::DoNotSchedule)
-                    || p.pod_anti_affinity.iter().any(|t| t.weight.is_none())
-            })
+            .filter(|p| nodewright_core::provisioning::sibling_hold::constrains(p))
             .filter_map(|p| {
                 let node = p.node_name.as_deref()?;
                 (!self.constraints_allow(p, node)).then(|| format!("{} on {node}", p.key))
@@ -923,12 +918,7 @@ impl SimCluster {
         let Some(n) = self.nodes.get_mut(node) else {
             return;
         };
-        if !n
-            .node
-            .taints
-            .iter()
-            .any(|t| t.key == labels::DISRUPTED_TAINT)
-        {
+        if !n.node.has_taint(labels::DISRUPTED_TAINT) {
             n.node
                 .taints
                 .push(nodewright_core::model::taints::Taint::new(

@@ -950,14 +950,7 @@ impl World {
             let node = machine
                 .and_then(|m| m.node.as_ref())
                 .and_then(|n| self.cluster.nodes.get(n))
-                .filter(|n| {
-                    n.node.ready
-                        && !n
-                            .node
-                            .taints
-                            .iter()
-                            .any(|t| t.key == labels::SIBLING_HOLD_TAINT)
-                });
+                .filter(|n| n.node.ready && !n.node.has_taint(labels::SIBLING_HOLD_TAINT));
             let phase = match node {
                 Some(n) => {
                     super::meter::Phase::of_node(n.workload_pods, &n.used, &n.node.allocatable)

@@ -105,41 +105,22 @@ pub fn scenario_of(recording: &Recording, policy: &Policy) -> Result<Scenario, W
         let at = event.at_ms;
         match &event.kind {
             EventKind::NodePoolApplied(pool) => {
-                if let Some(ours) = policy.nodepool(&pool.name) {
-                    if pinned.insert(format!("NodePool/{}", pool.name)) {
-                        place(
-                            &mut manifests,
-                            &mut timeline,
-                            at,
-                            Manifest::NodePool(ours.clone()),
-                        );
-                    }
-                } else {
-                    place(
-                        &mut manifests,
-                        &mut timeline,
-                        at,
-                        Manifest::NodePool((**pool).clone()),
-                    );
+                let ours = policy.nodepool(&pool.name).cloned().map(Manifest::NodePool);
+                let recorded = || Manifest::NodePool((**pool).clone());
+                let key = format!("NodePool/{}", pool.name);
+                if let Some(m) = policy_or_recorded(&mut pinned, key, ours, recorded) {
+                    place(&mut manifests, &mut timeline, at, m);
                 }
             }
             EventKind::NodeClassApplied(class) => {
-                if let Some(ours) = policy.nodeclass(&class.name) {
-                    if pinned.insert(format!("EC2NodeClass/{}", class.name)) {
-                        place(
-                            &mut manifests,
-                            &mut timeline,
-                            at,
-                            Manifest::NodeClass(ours.clone()),
-                        );
-                    }
-                } else {
-                    place(
-                        &mut manifests,
-                        &mut timeline,
-                        at,
-                        Manifest::NodeClass((**class).clone()),
-                    );
+                let ours = policy
+                    .nodeclass(&class.name)
+                    .cloned()
+                    .map(Manifest::NodeClass);
+                let recorded = || Manifest::NodeClass((**class).clone());
+                let key = format!("EC2NodeClass/{}", class.name);
+                if let Some(m) = policy_or_recorded(&mut pinned, key, ours, recorded) {
+                    place(&mut manifests, &mut timeline, at, m);
                 }
             }
             EventKind::NodePoolDeleted { name } => timeline.push(TimelineAction {
@@ -471,6 +452,21 @@ impl Workload {
 }
 
 /// A manifest applied at `at_ms`: from the start when at 0, on the timeline after.
+/// What a recorded NodePool or EC2NodeClass application becomes under the policy: the
+/// policy's own object the first time the policy names it (`pinned` keeps it there, whatever
+/// the recording applies later), or the recorded one when the policy does not name it.
+fn policy_or_recorded(
+    pinned: &mut BTreeSet<String>,
+    key: String,
+    ours: Option<Manifest>,
+    recorded: impl FnOnce() -> Manifest,
+) -> Option<Manifest> {
+    match ours {
+        Some(m) => pinned.insert(key).then_some(m),
+        None => Some(recorded()),
+    }
+}
+
 fn place(
     manifests: &mut Vec<Manifest>,
     timeline: &mut Vec<TimelineAction>,
