@@ -621,6 +621,35 @@ fn the_node_storage_is_read_from_block_device_mappings_as_karpenter_reads_it() {
 }
 
 #[test]
+fn cpu_options_nested_virtualization_is_read_and_a_bad_value_is_refused() {
+    let class = |extra: &str| {
+        format!(
+            "apiVersion: karpenter.k8s.aws/v1\nkind: EC2NodeClass\nmetadata: {{name: c}}\nspec:\n  role: R\n  subnetSelectorTerms: [{{tags: {{k: v}}}}]\n  securityGroupSelectorTerms: [{{tags: {{k: v}}}}]\n  amiSelectorTerms: [{{alias: al2023@latest}}]\n{extra}"
+        )
+    };
+    let read = |extra: &str| match parse_manifests(&class(extra), "c.yaml")
+        .unwrap_or_else(|e| panic!("{e}"))
+        .remove(0)
+    {
+        Manifest::NodeClass(class) => class.nested_virtualization,
+        other => panic!("an EC2NodeClass: {other:?}"),
+    };
+    assert!(read("  cpuOptions: {nestedVirtualization: enabled}\n"));
+    assert!(!read("  cpuOptions: {nestedVirtualization: disabled}\n"));
+    assert!(!read(""));
+    let message = refused(&class("  cpuOptions: {nestedVirtualization: on}\n"));
+    assert_mentions(
+        &message,
+        &[
+            "spec.cpuOptions.nestedVirtualization",
+            "\"on\"",
+            "enabled",
+            "disabled",
+        ],
+    );
+}
+
+#[test]
 fn too_many_pods_at_once_and_an_oversized_object_are_refused_at_load() {
     let dir = tempfile::tempdir().expect("a folder");
     let deployment = |name: &str, replicas: u32| {

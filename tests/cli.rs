@@ -337,7 +337,7 @@ fn simulate_help_lists_every_built_in_scenario() {
 }
 
 #[test]
-fn a_windows_nodepool_is_said_at_load_to_launch_nothing() {
+fn a_windows_nodepool_on_a_linux_class_is_said_at_load_to_launch_nothing() {
     let dir = tempfile::tempdir().expect("a folder");
     let class = std::fs::read_to_string(format!(
         "{}/scenarios/tutorial/ec2nodeclass.yaml",
@@ -360,7 +360,7 @@ fn a_windows_nodepool_is_said_at_load_to_launch_nothing() {
         .count();
     assert_eq!(said, 1, "said once: {stderr}");
     assert!(
-        stderr.contains("launches nothing in simulation"),
+        stderr.contains("its EC2NodeClass \"default\" runs linux (its AMI family): it launches nothing; give it a class of a Windows AMI family"),
         "{stderr}"
     );
 }

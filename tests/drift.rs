@@ -124,6 +124,7 @@ fn an_instance_type_no_longer_offered_drifts_the_machine() {
             .into_iter()
             .filter(|it| it.name != gone)
             .collect(),
+        nested_virtualization: catalog.nested_virtualization,
     })));
     h.advance(15_000);
     let t = finish_replacement(&mut h);

@@ -59,3 +59,60 @@ fn the_example_karpenters_crd_refuses_is_refused_with_the_field_and_the_fix() {
         "{error}"
     );
 }
+
+#[test]
+fn the_windows_example_runs_windows_pods_on_amd64_machines_and_linux_pods_nowhere() {
+    let dir = tempfile::tempdir().expect("a folder");
+    let example = std::fs::read_to_string(
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/karpenter-examples/windows-2022.yaml"),
+    )
+    .expect("the example");
+    let workload = |name: &str, os: &str| {
+        format!(
+            "---\napiVersion: apps/v1\nkind: Deployment\nmetadata: {{name: {name}}}\nspec:\n  replicas: 3\n  selector: {{matchLabels: {{app: {name}}}}}\n  template:\n    metadata: {{labels: {{app: {name}}}}}\n    spec:\n      nodeSelector: {{kubernetes.io/os: {os}}}\n      containers:\n        - name: c\n          image: i\n          resources: {{requests: {{cpu: '1', memory: 2Gi}}}}\n"
+        )
+    };
+    let file = dir.path().join("windows.yaml");
+    std::fs::write(
+        &file,
+        format!(
+            "{example}\n{}{}",
+            workload("iis", "windows"),
+            workload("nginx", "linux")
+        ),
+    )
+    .expect("written");
+    let scenario = load_path(&file).unwrap_or_else(|e| panic!("{e}"));
+    let store = MemoryStore::new(LogHeader::new(scenario.config.clone(), &scenario.name));
+    let (report, _) = sim::run(&scenario, store).unwrap_or_else(|e| panic!("{e}"));
+    let catalog = nodewright_core::catalog::builtin::us_east_1();
+    assert!(!report.machines.is_empty());
+    for machine in &report.machines {
+        let it = catalog.get(&machine.instance_type).expect("known");
+        assert_eq!(it.architecture, "amd64", "{}", machine.instance_type);
+    }
+    let placed = |app: &str| {
+        report
+            .pod_placements
+            .iter()
+            .filter(|p| p.pod.contains(app) && p.node.is_some())
+            .count()
+    };
+    assert_eq!(placed("iis"), 3, "{}", report.summary());
+    // The machines are Windows for good: nothing is replaced as drifted off the OS.
+    assert!(
+        report
+            .machines
+            .iter()
+            .all(|m| m.terminated_at_seconds.is_none()),
+        "{}",
+        report.summary()
+    );
+    // The only NodePool runs Windows: the Linux pods are never scheduled, for a reason.
+    assert_eq!(placed("nginx"), 0, "{}", report.summary());
+    assert!(
+        report.unschedulable.iter().any(|u| u.pod.contains("nginx")),
+        "{}",
+        report.summary()
+    );
+}

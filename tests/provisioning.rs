@@ -590,6 +590,113 @@ fn max_pods_from_the_node_class_limits_packing() {
     assert_eq!(launches.len(), 3, "4 + 4 + 2 pods");
 }
 
+/// The Windows example's NodePool: windows, amd64, on-demand, c/m/r.
+fn windows_pool() -> NodePool {
+    let mut p = NodePool::new("windows2022", "windows2022");
+    p.requirements = vec![
+        req(labels::OS, Operator::In, &["windows"]),
+        req(labels::CAPACITY_TYPE, Operator::In, &["on-demand"]),
+        req(labels::INSTANCE_CATEGORY, Operator::In, &["c", "m", "r"]),
+    ];
+    p
+}
+
+fn windows_pod(name: &str) -> Pod {
+    let mut pod = Pod::new("default", name, 1000, GIB);
+    pod.node_selector
+        .insert(labels::OS.to_string(), "windows".to_string());
+    pod
+}
+
+#[test]
+fn a_windows_class_launches_amd64_machines_labelled_windows_with_the_build() {
+    let mut h = CoreHarness::new();
+    let mut class = NodeClass::new("windows2022");
+    // As Karpenter's example: the family comes from the alias.
+    class.ami_family = None;
+    class.ami_selector_terms = vec![nodewright_core::model::nodeclass::SelectorTerm {
+        alias: Some("windows2022@latest".to_string()),
+        ..Default::default()
+    }];
+    h.nodeclass(class);
+    h.nodepool(windows_pool());
+    let launches = provision(&mut h, vec![windows_pod("iis")]);
+    assert_eq!(launches.len(), 1, "{:?}", unschedulable(&h.commands));
+    let claim = &launches[0];
+    assert_eq!(claim.labels[labels::OS], "windows");
+    assert_eq!(claim.labels[labels::WINDOWS_BUILD], "10.0.20348");
+    assert!(!claim.options.is_empty());
+    for option in &claim.options {
+        let it = h.catalog().get(&option.instance_type).expect("known");
+        assert_eq!(
+            it.architecture, "amd64",
+            "{}: Windows runs on amd64 only",
+            it.name
+        );
+    }
+    // The node registers as Windows; a Linux pod does not go there, a Windows one does.
+    let instance = h.launch_cheapest(claim);
+    let node = h.join(claim, &instance);
+    let labels_of_node = &h.core.state().nodes[&node].node.labels;
+    assert_eq!(labels_of_node[labels::OS], "windows");
+    assert_eq!(labels_of_node[labels::WINDOWS_BUILD], "10.0.20348");
+}
+
+#[test]
+fn a_windows_pool_on_a_linux_class_launches_nothing_and_says_why() {
+    let mut h = CoreHarness::new();
+    let mut pool = windows_pool();
+    pool.node_class_ref.name = "default".to_string();
+    h.nodepool(pool);
+    assert!(provision(&mut h, vec![windows_pod("iis")]).is_empty());
+    let reasons = unschedulable(&h.commands);
+    assert_eq!(reasons.len(), 1);
+    assert!(
+        reasons[0].1.contains("no instance type satisfies"),
+        "{reasons:?}"
+    );
+}
+
+#[test]
+fn a_linux_pod_selecting_a_windows_build_gets_no_linux_machine() {
+    let mut h = CoreHarness::new();
+    h.nodepool(tutorial_pool());
+    let mut pod = Pod::new("default", "p", 100, GIB);
+    pod.node_selector
+        .insert(labels::WINDOWS_BUILD.to_string(), "10.0.20348".to_string());
+    assert!(provision(&mut h, vec![pod]).is_empty());
+}
+
+#[test]
+fn nested_virtualization_keeps_only_the_types_that_support_it() {
+    let mut h = CoreHarness::new();
+    let mut class = NodeClass::new("default");
+    class.nested_virtualization = true;
+    h.nodeclass(class);
+    h.nodepool(tutorial_pool());
+    let launches = provision(&mut h, vec![Pod::new("default", "vm", 1000, GIB)]);
+    assert_eq!(launches.len(), 1, "{:?}", unschedulable(&h.commands));
+    let supported = &h.catalog().nested_virtualization;
+    assert!(!launches[0].options.is_empty());
+    for option in &launches[0].options {
+        assert!(
+            supported.contains(&option.instance_type),
+            "{} does not support nested virtualization",
+            option.instance_type
+        );
+    }
+    // Without it the cheapest choice is a type that does not support it: the option narrowed
+    // the choice, it did not happen to agree with it.
+    let mut plain = CoreHarness::new();
+    plain.nodepool(tutorial_pool());
+    let launches = provision(&mut plain, vec![Pod::new("default", "vm", 1000, GIB)]);
+    assert!(
+        !supported.contains(&launches[0].options[0].instance_type),
+        "{}",
+        launches[0].options[0].instance_type
+    );
+}
+
 #[test]
 fn no_nodepool_means_no_launch_and_a_reason() {
     let mut h = CoreHarness::new();

@@ -79,6 +79,7 @@ impl Discovered {
         let mut types = Vec::new();
         let mut without_price = Vec::new();
         let mut not_launchable = 0;
+        let mut nested_virtualization = BTreeSet::new();
         for facts in &self.types {
             let zones = self.zones.get(&facts.name);
             let Some(zones) = zones.filter(|z| !z.is_empty()) else {
@@ -120,7 +121,12 @@ impl Discovered {
             }
             let enis = known.map(|k| (k.max_enis, k.ipv4_per_eni));
             match facts.to_instance_type(offerings, enis) {
-                Some(t) => types.push(t),
+                Some(t) => {
+                    if facts.nested_virtualization {
+                        nested_virtualization.insert(t.name.clone());
+                    }
+                    types.push(t)
+                }
                 None => not_launchable += 1,
             }
         }
@@ -128,6 +134,7 @@ impl Discovered {
             catalog: Catalog {
                 region: region.to_string(),
                 instance_types: types,
+                nested_virtualization,
             }
             .normalized(),
             without_price,

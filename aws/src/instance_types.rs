@@ -5,7 +5,7 @@
 
 use std::collections::BTreeMap;
 
-use aws_sdk_ec2::types::InstanceTypeInfo;
+use aws_sdk_ec2::types::{InstanceTypeInfo, SupportedAdditionalProcessorFeature};
 use nodewright_core::catalog::{Gpu, InstanceType, Offering};
 
 const K: &str = "karpenter.k8s.aws/";
@@ -33,6 +33,8 @@ pub struct TypeFacts {
     pub max_enis: Option<u32>,
     pub ipv4_per_eni: Option<u32>,
     pub spot_supported: bool,
+    /// `nested-virtualization` is among the processor's supported features.
+    pub nested_virtualization: bool,
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -70,6 +72,10 @@ impl TypeFacts {
                 .and_then(|m| u64::try_from(m).ok())
                 .unwrap_or(0),
             cpu_manufacturer: processor.and_then(|p| p.manufacturer()).map(str::to_string),
+            nested_virtualization: processor.is_some_and(|p| {
+                p.supported_features()
+                    .contains(&SupportedAdditionalProcessorFeature::NestedVirtualization)
+            }),
             sustained_clock_ghz: processor.and_then(|p| p.sustained_clock_speed_in_ghz()),
             hypervisor: info.hypervisor().map(|h| h.as_str().to_string()),
             encryption_in_transit: network.and_then(|n| n.encryption_in_transit_supported()),

@@ -11,14 +11,14 @@ use aws_sdk_ec2::types::{
     FleetLaunchTemplateConfigRequest, FleetLaunchTemplateOverridesRequest,
     FleetLaunchTemplateSpecificationRequest, FleetOnDemandAllocationStrategy, FleetType,
     InstanceType as Ec2InstanceType, LaunchTemplateBlockDeviceMappingRequest,
-    LaunchTemplateEbsBlockDeviceRequest, LaunchTemplateHttpTokensState,
-    LaunchTemplateIamInstanceProfileSpecificationRequest,
+    LaunchTemplateCpuOptionsRequest, LaunchTemplateEbsBlockDeviceRequest,
+    LaunchTemplateHttpTokensState, LaunchTemplateIamInstanceProfileSpecificationRequest,
     LaunchTemplateInstanceMetadataEndpointState, LaunchTemplateInstanceMetadataOptionsRequest,
     LaunchTemplateInstanceMetadataProtocolIpv6,
     LaunchTemplateInstanceNetworkInterfaceSpecificationRequest, LaunchTemplatePlacementRequest,
-    LaunchTemplatesMonitoringRequest, OnDemandOptionsRequest, RequestLaunchTemplateData,
-    ResourceType, SpotAllocationStrategy, SpotOptionsRequest, Tag, TagSpecification,
-    TargetCapacitySpecificationRequest, VolumeType,
+    LaunchTemplatesMonitoringRequest, NestedVirtualizationSpecification, OnDemandOptionsRequest,
+    RequestLaunchTemplateData, ResourceType, SpotAllocationStrategy, SpotOptionsRequest, Tag,
+    TagSpecification, TargetCapacitySpecificationRequest, VolumeType,
 };
 use nodewright_adapters::manifest::launch::{LaunchSettings, NetworkInterfaceSpec, PlacementGroup};
 use nodewright_core::EventKind;
@@ -189,6 +189,13 @@ impl Launcher {
                 m = m.ebs(e.build());
             }
             data = data.block_device_mappings(m.build());
+        }
+        if settings.nested_virtualization {
+            data = data.cpu_options(
+                LaunchTemplateCpuOptionsRequest::builder()
+                    .nested_virtualization(NestedVirtualizationSpecification::Enabled)
+                    .build(),
+            );
         }
         if let Some(group) = &settings.placement_group {
             let placement = LaunchTemplatePlacementRequest::builder();

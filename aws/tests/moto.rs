@@ -165,6 +165,18 @@ async fn catalog_discovery_reads_motos_types_and_offerings() {
         Some(Price(10)),
         "moto's constant spot price, 0.00001 USD/h"
     );
+    // The types whose processors support nested virtualization, as DescribeInstanceTypes
+    // says: the same as the built-in catalog's.
+    assert!(catalog.nested_virtualization.contains("c7i.large"));
+    assert!(!catalog.nested_virtualization.contains("m5.large"));
+    assert_eq!(
+        catalog
+            .nested_virtualization
+            .iter()
+            .filter(|t| builtin.get(t).is_some())
+            .collect::<Vec<_>>(),
+        builtin.nested_virtualization.iter().collect::<Vec<_>>()
+    );
     let (initial, warning) = source.initial().await;
     assert!(warning.is_none());
     assert_eq!(*initial, catalog);
@@ -642,12 +654,13 @@ async fn a_pending_pod_becomes_a_moto_instance_through_the_driver_and_the_log_re
 }
 
 #[tokio::test]
-async fn the_node_classs_interfaces_prefixes_tracking_and_placement_reach_the_launch_template() {
+async fn the_node_classs_interfaces_prefixes_tracking_placement_and_cpu_options_reach_the_launch_template()
+ {
     let moto = Moto::start();
     let c = clients(&moto).await;
     let (mut launch, _) = launch_class(&c).await;
     let shaped = format!(
-        "{}  networkInterfaces:\n    - {{networkCardIndex: 0, deviceIndex: 0, interfaceType: interface}}\n    - {{networkCardIndex: 1, deviceIndex: 0, interfaceType: efa-only}}\n  ipPrefixCount: 2\n  connectionTracking: {{tcpEstablishedTimeout: 3600, udpTimeout: 45}}\n  placementGroupSelector: {{name: gpu-cluster}}\n",
+        "{}  networkInterfaces:\n    - {{networkCardIndex: 0, deviceIndex: 0, interfaceType: interface}}\n    - {{networkCardIndex: 1, deviceIndex: 0, interfaceType: efa-only}}\n  ipPrefixCount: 2\n  connectionTracking: {{tcpEstablishedTimeout: 3600, udpTimeout: 45}}\n  placementGroupSelector: {{name: gpu-cluster}}\n  cpuOptions: {{nestedVirtualization: enabled}}\n",
         nodeclass_yaml(launch.resolved.amis[0].id.as_str())
     );
     let (_, settings) = parse_node_classes(&shaped, "nodeclass.yaml")
@@ -691,6 +704,13 @@ async fn the_node_classs_interfaces_prefixes_tracking_and_placement_reach_the_la
     assert_eq!(
         data.placement().and_then(|p| p.group_name()),
         Some("gpu-cluster"),
+        "{data:?}"
+    );
+    assert_eq!(
+        data.cpu_options()
+            .and_then(|o| o.nested_virtualization())
+            .map(|n| n.as_str()),
+        Some("enabled"),
         "{data:?}"
     );
 }

@@ -348,7 +348,11 @@ impl Hands {
             .update(name, |claim| {
                 if let Some(i) = instance {
                     let labels = claim.metadata.labels.get_or_insert_with(Default::default);
-                    labels.extend(type_labels.clone());
+                    // The claim's own labels win: they come from requirements the type met,
+                    // and a Windows class's OS labels are not its type's catalog labels.
+                    for (key, value) in &type_labels {
+                        labels.entry(key.clone()).or_insert_with(|| value.clone());
+                    }
                     labels.insert(INSTANCE_TYPE_LABEL.into(), i.instance_type.clone());
                     labels.insert(ZONE_LABEL.into(), i.zone.clone());
                     labels.insert(CAPACITY_TYPE_LABEL.into(), i.capacity_type.as_str().into());

@@ -11,6 +11,7 @@ use crate::event::{Event, EventKind};
 use crate::lifecycle;
 use crate::model::labels;
 use crate::model::nodeclaim::{LaunchReason, NodeClaimSpec, TerminationReason};
+use crate::model::nodeclass::NodeOs;
 use crate::model::pod::{Pod, PodKey};
 use crate::model::requirements::RequirementSpec;
 use crate::names::NameGenerator;
@@ -135,7 +136,7 @@ impl Core {
     /// 3: the zones of each node class's subnets (`NodeClassResolved`).
     /// 4: each node class's storage (`NodeClass::storage`).
     /// 5: the sibling holds.
-    pub const STATE_LAYOUT: u32 = 5;
+    pub const STATE_LAYOUT: u32 = 6;
 
     pub fn new(config: Config) -> Self {
         let names = NameGenerator::new(config.seed);
@@ -1592,6 +1593,16 @@ impl Core {
         let mut node_labels = pool.template_labels.clone();
         node_labels.extend(planned.requirements.node_labels());
         node_labels.insert(labels::NODEPOOL.to_string(), pool.name.clone());
+        // A Windows class's machines say so whatever their type's catalog labels are.
+        if let Some(NodeOs::Windows { build }) = self
+            .state
+            .nodeclasses
+            .get(&pool.node_class_ref.name)
+            .map(|class| class.os())
+        {
+            node_labels.insert(labels::OS.to_string(), "windows".to_string());
+            node_labels.insert(labels::WINDOWS_BUILD.to_string(), build.to_string());
+        }
         let requirements: Vec<RequirementSpec> = planned
             .requirements
             .iter()

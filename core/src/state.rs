@@ -13,7 +13,7 @@ use crate::model::node::Node;
 use crate::model::nodeclaim::{
     Instance, NodeClaimSpec, OfferingKey, OfferingParts, TerminationReason,
 };
-use crate::model::nodeclass::NodeClass;
+use crate::model::nodeclass::{NodeClass, NodeOs};
 use crate::model::nodepool::NodePool;
 use crate::model::pod::{Pod, PodKey};
 use crate::model::resources::Resources;
@@ -355,16 +355,29 @@ impl ClusterState {
             if key == labels::CAPACITY_TYPE {
                 return Some(instance.capacity_type.as_str());
             }
-            if let Some(value) = self
+            if let Some(it) = self
                 .catalog
                 .as_ref()
                 .and_then(|c| c.catalog.get(&instance.instance_type))
-                .and_then(|it| it.labels.get(key))
             {
-                return Some(value);
+                // A Windows class's machines carry its OS labels, not the type's Linux ones
+                // (the claim's own labels say them).
+                let os_key = key == labels::OS || key == labels::WINDOWS_BUILD;
+                if !(os_key && self.os_of(claim) != NodeOs::Linux)
+                    && let Some(value) = it.labels.get(key)
+                {
+                    return Some(value);
+                }
             }
         }
         claim.spec.labels.get(key).map(String::as_str)
+    }
+
+    /// The OS of a NodeClaim's machines: its EC2NodeClass's (Linux when the class is gone).
+    fn os_of(&self, claim: &NodeClaimState) -> NodeOs {
+        self.nodeclasses
+            .get(&claim.spec.nodeclass)
+            .map_or(NodeOs::Linux, |class| class.os())
     }
 
     pub fn nodeclaim_labels(&self, claim: &NodeClaimState) -> BTreeMap<String, String> {
@@ -375,7 +388,7 @@ impl ClusterState {
                 .as_ref()
                 .and_then(|c| c.catalog.get(&instance.instance_type))
             {
-                out.extend(it.labels.clone());
+                out.extend(it.labels_under(self.os_of(claim)).into_owned());
             }
             out.insert(labels::ZONE.to_string(), instance.zone.clone());
             out.insert(

@@ -75,6 +75,7 @@ pub fn catalog() -> Catalog {
     Catalog {
         region: "benchmark".to_string(),
         instance_types,
+        nested_virtualization: Default::default(),
     }
     .normalized()
 }

@@ -24,6 +24,7 @@ pub fn small_catalog() -> Arc<Catalog> {
             Arc::new(Catalog {
                 region: full.region.clone(),
                 instance_types: full.instance_types.iter().step_by(40).cloned().collect(),
+                nested_virtualization: full.nested_virtualization.clone(),
             })
         })
         .clone()

@@ -265,10 +265,19 @@ def build(data):
             }
         )
 
+    # Types whose processors support nested virtualization (EC2NodeClass
+    # cpuOptions.nestedVirtualization keeps only these).
+    nested = [
+        t["name"]
+        for t in out
+        if "nested-virtualization"
+        in instance_types[t["name"]].get("ProcessorInfo", {}).get("SupportedFeatures", [])
+    ]
     catalog = {
         "region": REGION,
         "source": SOURCE,
         "spot_ratio": spot_ratio,
+        "nested_virtualization": nested,
         "instance_types": out,
     }
     stats = {

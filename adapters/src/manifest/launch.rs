@@ -318,6 +318,8 @@ pub struct LaunchSettings {
     pub kubelet: KubeletExtra,
     pub network: NetworkShape,
     pub placement_group: Option<PlacementGroup>,
+    /// `cpuOptions.nestedVirtualization: enabled`: the launch template turns it on.
+    pub nested_virtualization: bool,
 }
 
 /// The size of a volume no mapping gives, as Karpenter's default EBS volume.
@@ -453,6 +455,11 @@ pub(super) fn launch_settings(spec: &NodeClassSpec) -> Result<LaunchSettings, La
         instance_store_policy: spec.instance_store_policy.clone(),
         kubelet: KubeletExtra::of(spec),
         network: network_shape(spec)?,
+        nested_virtualization: spec
+            .cpu_options
+            .as_ref()
+            .and_then(|c| c.nested_virtualization.as_deref())
+            == Some("enabled"),
         placement_group: match &spec.placement_group_selector {
             None => None,
             Some(selector) => Some(match (&selector.id, &selector.name) {

@@ -1247,6 +1247,21 @@ fn translate_nodeclass(obj: api::EC2NodeClass, ctx: Ctx) -> Result<NodeClass, Ma
             }
         }
     }
+    let nested_virtualization = match spec
+        .cpu_options
+        .as_ref()
+        .and_then(|c| c.nested_virtualization.as_deref())
+    {
+        None | Some("disabled") => false,
+        Some("enabled") => true,
+        Some(other) => {
+            return Err(ctx.invalid(
+                "spec.cpuOptions.nestedVirtualization",
+                &format!("{other:?} is neither enabled nor disabled"),
+                "write enabled (only instance types that support nested virtualization) or disabled",
+            ));
+        }
+    };
     Ok(NodeClass {
         name,
         ami_family: spec.ami_family,
@@ -1258,6 +1273,7 @@ fn translate_nodeclass(obj: api::EC2NodeClass, ctx: Ctx) -> Result<NodeClass, Ma
         kubelet,
         tags: spec.tags,
         storage,
+        nested_virtualization,
     })
 }
 

@@ -55,7 +55,7 @@ pub fn of_nodeclass(spec: &EC2NodeClassSpec) -> Vec<Entry> {
     let kubelet = spec.kubelet.as_ref();
     let kubelet_has =
         |set: fn(&nodewright_api::KubeletConfiguration) -> bool| kubelet.is_some_and(set);
-    let table: [(bool, Entry); 20] = [
+    let table: [(bool, Entry); 19] = [
         (
             spec.user_data.is_some(),
             ("spec.userData", "runs on the node at boot", AppliedAtLaunch),
@@ -125,10 +125,6 @@ pub fn of_nodeclass(spec: &EC2NodeClassSpec) -> Vec<Entry> {
                 "connection-tracking timeouts",
                 AppliedAtLaunch,
             ),
-        ),
-        (
-            spec.cpu_options.is_some(),
-            ("spec.cpuOptions", "CPU options of the instance", NotApplied),
         ),
         (
             spec.placement_group_selector.is_some(),

@@ -4,7 +4,8 @@ mod allocatable;
 pub mod builtin;
 mod prepared;
 
-use std::collections::BTreeMap;
+use std::borrow::Cow;
+use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
 
 use serde::{Deserialize, Serialize};
@@ -17,6 +18,7 @@ pub use allocatable::{
 pub use prepared::PreparedCatalog;
 
 use crate::model::labels;
+use crate::model::nodeclass::NodeOs;
 use crate::model::requirements::{Requirement, Requirements};
 use crate::model::resources::{AMD_GPU, AWS_NEURON, NVIDIA_GPU, Resources};
 
@@ -130,10 +132,21 @@ impl InstanceType {
     /// Karpenter's instance-type requirements: each label key it defines at its value, the keys
     /// it lacks as "does not exist", and the zones and capacity types it is offered in.
     pub fn requirements(&self) -> Requirements {
+        self.requirements_under(NodeOs::Linux)
+    }
+
+    /// Its requirements when a node class of this OS launches it: a Windows class's machines
+    /// run `windows` with the family's build, and only on amd64 types (an arm64 type's OS
+    /// requirement is empty, so nothing selects it), as Karpenter's `getOS` decides.
+    pub fn requirements_under(&self, os: NodeOs) -> Requirements {
+        let labels = self.labels_under(os);
         let mut reqs = Requirements::new();
         for key in labels::INSTANCE_TYPE_LABELS {
-            match self.labels.get(*key) {
+            match labels.get(*key) {
                 Some(value) => reqs.add(Requirement::single(key, value)),
+                None if *key == labels::OS && os != NodeOs::Linux => {
+                    reqs.add(Requirement::values_in(key, std::iter::empty::<String>()))
+                }
                 None => reqs.add(Requirement::does_not_exist(key)),
             }
         }
@@ -152,6 +165,23 @@ impl InstanceType {
         reqs
     }
 
+    /// Its well-known labels on a node of a class with this OS (see
+    /// [`InstanceType::requirements_under`]); a Windows class on an arm64 type has no OS label.
+    pub fn labels_under(&self, os: NodeOs) -> Cow<'_, BTreeMap<String, String>> {
+        match os {
+            NodeOs::Linux => Cow::Borrowed(&self.labels),
+            NodeOs::Windows { build } => {
+                let mut labels = self.labels.clone();
+                labels.remove(labels::OS);
+                if self.architecture == "amd64" {
+                    labels.insert(labels::OS.to_string(), os.as_str().to_string());
+                }
+                labels.insert(labels::WINDOWS_BUILD.to_string(), build.to_string());
+                Cow::Owned(labels)
+            }
+        }
+    }
+
     /// The cheapest offering price, for ordering.
     pub fn cheapest_price(&self) -> Option<Price> {
         self.offerings.iter().map(|o| o.price).min()
@@ -163,6 +193,11 @@ impl InstanceType {
 pub struct Catalog {
     pub region: String,
     pub instance_types: Vec<InstanceType>,
+    /// The types whose processors support nested virtualization (`nested-virtualization` in
+    /// DescribeInstanceTypes' `ProcessorInfo.SupportedFeatures`), by name. Added after log
+    /// format 2: see [`crate::model::trailing`].
+    #[serde(default, deserialize_with = "crate::model::trailing")]
+    pub nested_virtualization: BTreeSet<String>,
 }
 
 impl Catalog {
@@ -199,5 +234,52 @@ impl Catalog {
             .iter()
             .find(|o| o.zone == zone && o.capacity_type == capacity_type)
             .map(|o| o.price)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_catalog_recorded_before_nested_virtualization_reads_with_none() {
+        #[derive(Serialize)]
+        struct RecordedBefore<'a> {
+            region: &'a str,
+            instance_types: &'a [InstanceType],
+        }
+        let full = builtin::us_east_1();
+        let bytes = postcard::to_stdvec(&RecordedBefore {
+            region: &full.region,
+            instance_types: &full.instance_types[..3],
+        })
+        .expect("encodes");
+        let read: Catalog = postcard::from_bytes(&bytes).expect("decodes");
+        assert_eq!(read.instance_types.len(), 3);
+        assert!(read.nested_virtualization.is_empty());
+        // A catalog with the set keeps it through the log.
+        let bytes = postcard::to_stdvec(&full).expect("encodes");
+        let back: Catalog = postcard::from_bytes(&bytes).expect("decodes");
+        assert_eq!(back, full);
+        assert!(back.nested_virtualization.contains("c7i.large"));
+    }
+
+    #[test]
+    fn a_windows_class_runs_amd64_types_only() {
+        let catalog = builtin::us_east_1();
+        let windows = NodeOs::Windows {
+            build: "10.0.20348",
+        };
+        let amd = catalog.get("m5.large").expect("m5.large");
+        let arm = catalog.get("m6g.large").expect("m6g.large");
+        assert_eq!(amd.labels_under(windows)[labels::OS], "windows");
+        assert!(!arm.labels_under(windows).contains_key(labels::OS));
+        let wanted = Requirements::from_labels(&BTreeMap::from([(
+            labels::OS.to_string(),
+            "windows".to_string(),
+        )]));
+        assert!(amd.requirements_under(windows).intersects(&wanted).is_ok());
+        assert!(arm.requirements_under(windows).intersects(&wanted).is_err());
+        assert!(amd.requirements().intersects(&wanted).is_err());
     }
 }

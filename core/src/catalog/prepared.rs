@@ -3,7 +3,7 @@
 use std::sync::Arc;
 
 use super::{CapacitySettings, Catalog, NodeResources, capacity_of_class};
-use crate::model::nodeclass::NodeClass;
+use crate::model::nodeclass::{NodeClass, NodeOs};
 use crate::model::requirements::Requirements;
 
 /// The catalog with what the solver needs precomputed.
@@ -32,6 +32,29 @@ impl PreparedCatalog {
             catalog,
             requirements,
         }
+    }
+
+    /// Every type's requirements under a node class whose machines are not Linux (a Windows
+    /// AMI family), by type index; `None` for a Linux class, whose are [`Self::requirements`].
+    pub fn requirements_under(&self, class: &NodeClass) -> Option<Vec<Requirements>> {
+        let os = class.os();
+        (os != NodeOs::Linux).then(|| {
+            self.catalog
+                .instance_types
+                .iter()
+                .map(|it| it.requirements_under(os))
+                .collect()
+        })
+    }
+
+    /// Whether a machine of this class may be of type `t`: with nested virtualization enabled,
+    /// only types whose processors support it (Karpenter's compatibility check).
+    pub fn admits(&self, class: &NodeClass, t: usize) -> bool {
+        !class.nested_virtualization
+            || self
+                .catalog
+                .nested_virtualization
+                .contains(&self.catalog.instance_types[t].name)
     }
 
     /// Node resources of every type under one node class (its kubelet config and storage), by

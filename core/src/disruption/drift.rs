@@ -59,10 +59,15 @@ pub fn nodeclass_hash(class: &NodeClass) -> String {
         &class.tags,
         &class.kubelet,
     );
-    if class.storage == NodeStorage::default() {
-        hash(&fields)
-    } else {
-        hash(&(fields, &class.storage))
+    // Fields added later join the hash only when set, so a class without them keeps the hash
+    // its machines were launched with.
+    match (
+        class.storage == NodeStorage::default(),
+        class.nested_virtualization,
+    ) {
+        (true, false) => hash(&fields),
+        (false, false) => hash(&(fields, &class.storage)),
+        (_, true) => hash(&(fields, &class.storage, "nested-virtualization")),
     }
 }
 

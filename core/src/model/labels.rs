@@ -2,6 +2,9 @@
 
 pub const ARCH: &str = "kubernetes.io/arch";
 pub const OS: &str = "kubernetes.io/os";
+/// The Windows build a Windows node runs (`10.0.20348` for Windows Server 2022); Linux types
+/// lack it.
+pub const WINDOWS_BUILD: &str = "node.kubernetes.io/windows-build";
 pub const HOSTNAME: &str = "kubernetes.io/hostname";
 pub const INSTANCE_TYPE: &str = "node.kubernetes.io/instance-type";
 pub const ZONE: &str = "topology.kubernetes.io/zone";
@@ -36,6 +39,7 @@ pub const INSTANCE_GPU_MEMORY: &str = "karpenter.k8s.aws/instance-gpu-memory";
 pub const INSTANCE_TYPE_LABELS: &[&str] = &[
     ARCH,
     OS,
+    WINDOWS_BUILD,
     INSTANCE_TYPE,
     INSTANCE_CATEGORY,
     INSTANCE_FAMILY,

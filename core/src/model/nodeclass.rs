@@ -61,18 +61,6 @@ impl Default for NodeStorage {
     }
 }
 
-/// Reads a field added to the end of a record after the first log format: a record written
-/// before it ends where the field would start, and the field reads as its default. (postcard
-/// is not self-describing; a struct of the log grows only at its end, each new field read
-/// this way.)
-fn trailing<'de, D, T>(deserializer: D) -> Result<T, D::Error>
-where
-    D: serde::Deserializer<'de>,
-    T: Deserialize<'de> + Default,
-{
-    Ok(T::deserialize(deserializer).unwrap_or_default())
-}
-
 #[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub struct NodeClass {
     pub name: String,
@@ -84,9 +72,51 @@ pub struct NodeClass {
     pub ami_selector_terms: Vec<SelectorTerm>,
     pub kubelet: KubeletConfig,
     pub tags: BTreeMap<String, String>,
-    /// Added after log format 1, so the last field: see [`trailing`].
-    #[serde(default, deserialize_with = "trailing")]
+    /// Added after log format 1, so the last field: see [`crate::model::trailing`].
+    #[serde(default, deserialize_with = "crate::model::trailing")]
     pub storage: NodeStorage,
+    /// `cpuOptions.nestedVirtualization: enabled`: only types whose processors support nested
+    /// virtualization launch, with it turned on. Added after log format 2: see [`crate::model::trailing`].
+    #[serde(default, deserialize_with = "crate::model::trailing")]
+    pub nested_virtualization: bool,
+}
+
+/// The operating system a node class's machines run, as its AMI family sets it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum NodeOs {
+    Linux,
+    /// A Windows Server AMI family; `build` is the `node.kubernetes.io/windows-build` label
+    /// Karpenter gives its nodes.
+    Windows {
+        build: &'static str,
+    },
+}
+
+impl NodeOs {
+    /// The `kubernetes.io/os` value.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            NodeOs::Linux => "linux",
+            NodeOs::Windows { .. } => "windows",
+        }
+    }
+
+    /// The OS of an AMI family (`Windows2022`) or alias family (`windows2022`); Linux for
+    /// every other family.
+    pub fn of_family(family: &str) -> NodeOs {
+        match family.to_ascii_lowercase().as_str() {
+            "windows2019" => NodeOs::Windows {
+                build: "10.0.17763",
+            },
+            "windows2022" => NodeOs::Windows {
+                build: "10.0.20348",
+            },
+            "windows2025" => NodeOs::Windows {
+                build: "10.0.26100",
+            },
+            _ => NodeOs::Linux,
+        }
+    }
 }
 
 impl NodeClass {
@@ -102,7 +132,20 @@ impl NodeClass {
             kubelet: KubeletConfig::default(),
             tags: BTreeMap::new(),
             storage: NodeStorage::default(),
+            nested_virtualization: false,
         }
+    }
+
+    /// What its machines run: the `amiFamily`'s OS, else the OS of the first AMI alias
+    /// (`windows2022@latest`), else Linux.
+    pub fn os(&self) -> NodeOs {
+        let family = self.ami_family.as_deref().or_else(|| {
+            self.ami_selector_terms
+                .iter()
+                .find_map(|t| t.alias.as_deref())
+                .map(|alias| alias.split('@').next().unwrap_or(alias))
+        });
+        family.map_or(NodeOs::Linux, NodeOs::of_family)
     }
 }
 
@@ -191,6 +234,7 @@ mod tests {
         let bytes = postcard::to_stdvec(&old).expect("encodes");
         let read: NodeClass = postcard::from_bytes(&bytes).expect("decodes");
         assert_eq!(read.storage, NodeStorage::default());
+        assert!(!read.nested_virtualization);
         assert_eq!(read.tags["team"], "a");
         // A class with storage keeps it through the log.
         let mut class = read.clone();
@@ -204,5 +248,31 @@ mod tests {
             postcard::from_bytes::<NodeClass>(&bytes).expect("decodes"),
             class
         );
+    }
+
+    #[test]
+    fn the_os_is_the_ami_familys_or_the_aliass() {
+        let mut class = NodeClass::new("c");
+        assert_eq!(class.os(), NodeOs::Linux);
+        class.ami_family = Some("Windows2019".into());
+        assert_eq!(
+            class.os(),
+            NodeOs::Windows {
+                build: "10.0.17763"
+            }
+        );
+        class.ami_family = None;
+        class.ami_selector_terms = vec![SelectorTerm {
+            alias: Some("windows2025@latest".into()),
+            ..SelectorTerm::default()
+        }];
+        assert_eq!(
+            class.os(),
+            NodeOs::Windows {
+                build: "10.0.26100"
+            }
+        );
+        class.ami_selector_terms[0].alias = Some("bottlerocket@v1.20.0".into());
+        assert_eq!(class.os(), NodeOs::Linux);
     }
 }

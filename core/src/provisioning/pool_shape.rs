@@ -34,6 +34,9 @@ pub struct PoolShape {
     /// The largest room of each resource over `types`.
     pub max_room: Resources,
     pub min_values: Vec<(String, u32)>,
+    /// Each type's requirements under this pool's node class when they are not the catalog's
+    /// (a Windows class's), by catalog index: read through [`PoolShape::type_requirements`].
+    class_requirements: Option<Vec<Requirements>>,
     /// Each topology key's values on the machines of this pool when all of `types` may be
     /// launched, filled as solves ask (see `scheduler::pool_domains`).
     pub domains: Mutex<BTreeMap<String, BTreeSet<String>>>,
@@ -61,12 +64,16 @@ impl PoolShape {
             template.add(Requirement::values_in(labels::ZONE, zones.iter().cloned()));
         }
         let resources = catalog.node_resources(nodeclass, capacity_settings);
-        let overhead =
-            daemonset_overhead(pool, &template, &catalog.requirements, daemonsets.values());
+        let class_requirements = catalog.requirements_under(nodeclass);
+        let type_requirements = class_requirements
+            .as_deref()
+            .unwrap_or(&catalog.requirements);
+        let overhead = daemonset_overhead(pool, &template, type_requirements, daemonsets.values());
         let filter = OfferingFilter::new(&template);
         let types: Vec<usize> = (0..catalog.catalog.instance_types.len())
             .filter(|&t| {
-                catalog.requirements[t].intersects(&template).is_ok()
+                catalog.admits(nodeclass, t)
+                    && type_requirements[t].intersects(&template).is_ok()
                     && overhead[t].fits_in(&resources[t].allocatable)
                     && catalog.catalog.instance_types[t]
                         .offerings
@@ -95,6 +102,7 @@ impl PoolShape {
             types,
             max_room,
             min_values,
+            class_requirements,
             domains: Mutex::default(),
             catalog: Arc::clone(catalog),
             pool: pool.clone(),
@@ -102,6 +110,14 @@ impl PoolShape {
             daemonsets: daemonsets.clone(),
             capacity_settings: *capacity_settings,
             subnet_zones: subnet_zones.cloned(),
+        }
+    }
+
+    /// The requirements of type `t` (a catalog index) on a machine of this pool.
+    pub fn type_requirements(&self, t: usize) -> &Requirements {
+        match &self.class_requirements {
+            Some(reqs) => &reqs[t],
+            None => &self.catalog.requirements[t],
         }
     }
 

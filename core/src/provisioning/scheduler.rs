@@ -804,7 +804,7 @@ impl<'a> Solver<'a> {
                     .claim
                     .types
                     .first()
-                    .and_then(|&t| prepared.requirements[t].position_of(&r.key))
+                    .and_then(|&t| ctx.shape.type_requirements(t).position_of(&r.key))
                     .unwrap_or(0)
             })
             .collect();
@@ -818,7 +818,7 @@ impl<'a> Solver<'a> {
                     && changed_reqs
                         .iter()
                         .zip(&hints)
-                        .all(|(r, &hint)| type_allows(&prepared.requirements[t], r, hint))
+                        .all(|(r, &hint)| type_allows(ctx.shape.type_requirements(t), r, hint))
                     && (!offering_keys_changed
                         || has_offering_passing(self.state, prepared, t, &filter, self.now_ms))
             })
@@ -913,7 +913,7 @@ impl<'a> Solver<'a> {
         let reqs = ctx.shape.template.intersect(&profile.requirements);
         let shown = describe_requirements(&reqs);
         let meeting: Vec<usize> = (0..prepared.catalog.instance_types.len())
-            .filter(|&t| prepared.requirements[t].intersects(&reqs).is_ok())
+            .filter(|&t| ctx.shape.type_requirements(t).intersects(&reqs).is_ok())
             .collect();
         if meeting.is_empty() {
             return format!("no instance type satisfies {shown}");

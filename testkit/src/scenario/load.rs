@@ -592,7 +592,7 @@ pub fn load_str(
         expectations.extend(found);
     }
 
-    let warnings = unlaunchable_pools(&catalog, &manifests, &timeline, &region);
+    let warnings = unlaunchable_pools(&catalog, &manifests, &timeline);
     Ok(Scenario {
         name: raw.name,
         description: raw.description.unwrap_or_default().trim().to_string(),
@@ -611,23 +611,31 @@ pub fn load_str(
     })
 }
 
-/// NodePools that require an operating system no instance type of the catalog runs (the
-/// built-in catalogs are Linux-only: a Windows NodePool launches nothing in simulation).
+/// NodePools that require an operating system their EC2NodeClass's machines do not run (a
+/// Windows NodePool on an AL2023 class, say): they launch nothing, and the run says why at load.
+/// A class's OS is its AMI family's; the catalog's types run either (Windows on amd64 only).
 fn unlaunchable_pools(
     catalog: &Catalog,
     manifests: &[Manifest],
     timeline: &[TimelineAction],
-    region: &str,
 ) -> Vec<String> {
     use nodewright_core::model::labels;
-    let applied = timeline.iter().flat_map(|t| match &t.action {
-        Action::Apply(applied) => applied.as_slice(),
-        _ => &[],
-    });
-    let mut warned = std::collections::BTreeSet::new();
-    manifests
+    let applied: Vec<&Manifest> = timeline
         .iter()
-        .chain(applied)
+        .flat_map(|t| match &t.action {
+            Action::Apply(applied) => applied.as_slice(),
+            _ => &[],
+        })
+        .collect();
+    let all = || manifests.iter().chain(applied.iter().copied());
+    let class_of = |name: &str| {
+        all().find_map(|m| match m {
+            Manifest::NodeClass(class) if class.name == name => Some(class),
+            _ => None,
+        })
+    };
+    let mut warned = std::collections::BTreeSet::new();
+    all()
         .filter_map(|m| match m {
             Manifest::NodePool(pool) => Some(pool),
             _ => None,
@@ -635,14 +643,20 @@ fn unlaunchable_pools(
         .filter_map(|pool| {
             let requirements = pool.template_requirements();
             let os = requirements.get(labels::OS)?;
-            let runs = catalog
-                .instance_types
-                .iter()
-                .any(|it| it.labels.get(labels::OS).is_some_and(|v| os.has(v)));
+            let class = class_of(&pool.node_class_ref.name)?;
+            let class_os = class.os();
+            let runs = catalog.instance_types.iter().any(|it| {
+                it.labels_under(class_os)
+                    .get(labels::OS)
+                    .is_some_and(|v| os.has(v))
+            });
             (!runs && warned.insert(pool.name.clone())).then(|| {
                 format!(
-                    "NodePool {:?} requires {os}, and no instance type of the built-in {region} catalog runs it (they are all linux): it launches nothing in simulation; the controller reads Windows offerings from EC2",
-                    pool.name
+                    "NodePool {:?} requires {os}, and its EC2NodeClass {:?} runs {} (its AMI family): it launches nothing; give it a class of a {} AMI family",
+                    pool.name,
+                    class.name,
+                    class_os.as_str(),
+                    if class_os.as_str() == "linux" { "Windows" } else { "Linux" },
                 )
             })
         })
