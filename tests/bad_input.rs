@@ -650,6 +650,33 @@ fn cpu_options_nested_virtualization_is_read_and_a_bad_value_is_refused() {
 }
 
 #[test]
+fn a_static_nodepool_is_read_and_refused_where_karpenters_crd_refuses_it() {
+    let read = |spec_extra: &str| match parse_manifests(
+        &nodepool(spec_extra, MINIMAL_TEMPLATE),
+        "pool.yaml",
+    )
+    .unwrap_or_else(|e| panic!("{e}"))
+    .remove(0)
+    {
+        Manifest::NodePool(pool) => pool.replicas,
+        other => panic!("a NodePool: {other:?}"),
+    };
+    assert_eq!(read("  replicas: 4\n  limits: {nodes: 6}\n"), Some(4));
+    assert_eq!(read(""), None);
+    let weight = refused(&nodepool("  replicas: 2\n  weight: 10\n", MINIMAL_TEMPLATE));
+    assert_mentions(&weight, &["spec.weight", "static NodePool", "fix: "]);
+    let limits = refused(&nodepool(
+        "  replicas: 2\n  limits: {cpu: 100}\n",
+        MINIMAL_TEMPLATE,
+    ));
+    assert_mentions(&limits, &["spec.limits.cpu", "only limits.nodes", "fix: "]);
+    let negative = refused(&nodepool("  replicas: -1\n", MINIMAL_TEMPLATE));
+    assert_mentions(&negative, &["spec.replicas", "negative", "fix: "]);
+    let huge = refused(&nodepool("  replicas: 1000000\n", MINIMAL_TEMPLATE));
+    assert_mentions(&huge, &["spec.replicas", "10000", "fix: "]);
+}
+
+#[test]
 fn too_many_pods_at_once_and_an_oversized_object_are_refused_at_load() {
     let dir = tempfile::tempdir().expect("a folder");
     let deployment = |name: &str, replicas: u32| {

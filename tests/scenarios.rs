@@ -112,6 +112,63 @@ fn requirements_on_labels_of_ones_own_give_nodes_values_they_allow_and_no_replac
 }
 
 #[test]
+fn a_static_pool_keeps_its_count_takes_pods_first_and_scales_by_its_replicas() {
+    let report = run("static-pool.yaml");
+    assert!(report.passed(), "{}", report.summary());
+    let static_machines: Vec<_> = report
+        .machines
+        .iter()
+        .filter(|m| m.nodepool == "static")
+        .collect();
+    // Three from the start (before any pod), two more at 15 minutes.
+    let at_start = static_machines
+        .iter()
+        .filter(|m| m.launched_at_seconds < 60.0)
+        .count();
+    assert_eq!(at_start, 3, "{}", report.summary());
+    let scaled_up = static_machines
+        .iter()
+        .filter(|m| (900.0..960.0).contains(&m.launched_at_seconds))
+        .count();
+    assert_eq!(scaled_up, 2, "{}", report.summary());
+    // Down to two at 30 minutes, only by ScaledDown; never consolidated though consolidateAfter
+    // is 0s and two of them ran empty.
+    let gone: Vec<_> = static_machines
+        .iter()
+        .filter(|m| m.terminated_at_seconds.is_some())
+        .collect();
+    assert_eq!(gone.len(), 3, "{}", report.summary());
+    for m in &gone {
+        assert!(
+            m.terminated_at_seconds.is_some_and(|t| t >= 1800.0),
+            "{m:?}"
+        );
+        assert!(
+            m.termination_reason
+                .as_deref()
+                .is_some_and(|r| r.starts_with("ScaledDown")),
+            "{m:?}"
+        );
+    }
+    // Every web pod runs at the end: those of the machines that went moved to the dynamic
+    // pool.
+    let running = report
+        .pod_placements
+        .iter()
+        .filter(|p| p.pod.starts_with("default/web-"))
+        .filter(|p| {
+            p.node.as_deref().is_some_and(|node| {
+                report
+                    .machines
+                    .iter()
+                    .any(|m| m.name == node && m.terminated_at_seconds.is_none())
+            })
+        })
+        .count();
+    assert_eq!(running, 8, "{:?}", report.pod_placements);
+}
+
+#[test]
 fn deleting_a_nodepool_moves_its_pods_to_another_pool_and_terminates_its_machines() {
     let report = run("nodepool-deletion.yaml");
     assert!(report.passed(), "{}", report.summary());

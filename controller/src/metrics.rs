@@ -300,6 +300,7 @@ fn reason_label(reason: TerminationReason) -> &'static str {
         TerminationReason::InstanceGone => "instance_gone",
         TerminationReason::Deleted => "deleted",
         TerminationReason::NodePoolDeleted => "nodepool_deleted",
+        TerminationReason::ScaledDown => "scaled_down",
     }
 }
 
@@ -313,6 +314,7 @@ fn is_disruption(reason: TerminationReason) -> bool {
             | TerminationReason::Interrupted
             | TerminationReason::Deleted
             | TerminationReason::NodePoolDeleted
+            | TerminationReason::ScaledDown
     )
 }
 

@@ -843,3 +843,61 @@ async fn unheld_the_first_machine_up_takes_the_spread_pods() {
     assert!(world.replay_verifies().divergence.is_none());
     assert_eq!(world.logged("ReleaseNode").0, 0);
 }
+
+/// A static NodePool (`spec.replicas`) on the real control plane: its machines are launched with
+/// no pod asking and register, and scaling it (a patch of `spec.replicas`, as `kubectl scale
+/// nodepool` does through the scale subresource) terminates the extra one.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_static_nodepool_keeps_its_replicas_and_scales_down() {
+    let mut pool = support::nodepool("static", "default");
+    pool.spec.replicas = Some(2);
+    let world = World::start(pool).await;
+    let client = world.client.clone();
+    let controller = world.controller().await;
+    let nodes_api: Api<k8s_openapi::api::core::v1::Node> = Api::all(client.clone());
+    eventually("two static machines registered", || async {
+        let nodes = nodes_api
+            .list(&Default::default())
+            .await
+            .map_err(|e| e.to_string())?;
+        let live = live_instances(&world.aws).await;
+        if nodes.items.len() == 2 && live.len() == 2 {
+            Ok(())
+        } else {
+            Err(format!(
+                "{} nodes, {} instances",
+                nodes.items.len(),
+                live.len()
+            ))
+        }
+    })
+    .await;
+    let pools: Api<nodewright_api::NodePool> = Api::all(client.clone());
+    pools
+        .patch(
+            "static",
+            &kube::api::PatchParams::default(),
+            &kube::api::Patch::Merge(serde_json::json!({"spec": {"replicas": 1}})),
+        )
+        .await
+        .expect("scaled");
+    eventually("one static machine left", || async {
+        let live = live_instances(&world.aws).await;
+        let claims = nodeclaims(&client).await;
+        if live.len() == 1 && claims.len() == 1 {
+            Ok(())
+        } else {
+            Err(format!(
+                "{} instances, {} NodeClaims",
+                live.len(),
+                claims.len()
+            ))
+        }
+    })
+    .await;
+    assert_eq!(controller.stop().await, Stopped::Asked);
+    let verified = world.replay_verifies();
+    assert!(verified.divergence.is_none());
+    assert_eq!(world.logged("LaunchNodeClaim").0, 2);
+    assert_eq!(world.logged("TerminateNodeClaim").0, 1);
+}

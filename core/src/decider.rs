@@ -14,10 +14,12 @@ use crate::model::nodeclaim::{LaunchReason, NodeClaimSpec, TerminationReason};
 use crate::model::nodeclass::NodeOs;
 use crate::model::pod::{Pod, PodKey};
 use crate::model::requirements::RequirementSpec;
+use crate::model::resources::Resources;
 use crate::names::NameGenerator;
 use crate::provisioning::Batcher;
 use crate::provisioning::scheduler::{self, PlannedClaim};
 use crate::provisioning::sibling_hold::{self, SiblingHolds};
+use crate::provisioning::static_pool;
 use crate::state::{
     ClusterState, NodeClaimState, NodeState, PreparedCatalog, UNAVAILABLE_OFFERING_TTL_MS,
 };
@@ -917,9 +919,11 @@ impl Core {
             for (name, detail) in expired {
                 self.terminate(&name, TerminationReason::Expired, detail, commands);
             }
+            let static_wake = self.static_pools(commands);
             let mut deadline = Wake::default();
             deadline.offer_some(next_deadline);
             deadline.offer_some(next_expiry);
+            deadline.offer_some(static_wake);
             self.claim_deadline_ms = Some(deadline.ms());
         }
         next.offer_some(self.claim_deadline_ms.flatten());
@@ -1536,6 +1540,64 @@ impl Core {
         }
     }
 
+    /// Brings every static NodePool to its replicas ([`static_pool`]): launches what is
+    /// missing, terminates what is beyond. Returns when to look again when a launch found no
+    /// offering to launch with (when an unavailable offering comes back).
+    fn static_pools(&mut self, commands: &mut Vec<Command>) -> Option<u64> {
+        let now = self.now_ms;
+        let plan = static_pool::plan(&self.state);
+        for (claim, detail) in plan.remove {
+            self.terminate(&claim, TerminationReason::ScaledDown, detail, commands);
+        }
+        let mut stuck = false;
+        for (pool, count, why) in plan.launch {
+            let Some(planned) = self.static_claim(&pool) else {
+                stuck = true;
+                continue;
+            };
+            for _ in 0..count {
+                let Some((spec, mut reason)) = self.claim_spec(&planned) else {
+                    stuck = true;
+                    break;
+                };
+                reason.summary = format!("{why}; {}", reason.summary);
+                // A new machine has deadlines of its own.
+                self.claim_deadline_ms = None;
+                self.state
+                    .nodeclaims
+                    .insert(spec.name.clone(), NodeClaimState::new(spec.clone(), now));
+                commands.push(Command::LaunchNodeClaim {
+                    nodeclaim: Box::new(spec),
+                    reason,
+                });
+            }
+        }
+        if !stuck {
+            return None;
+        }
+        self.state
+            .unavailable
+            .values()
+            .copied()
+            .filter(|until| *until > now)
+            .min()
+    }
+
+    /// A machine of a static pool: its template, every type it allows, no pod.
+    fn static_claim(&self, pool: &str) -> Option<PlannedClaim> {
+        let pool = self.state.nodepools.get(pool)?;
+        let class = self.state.nodeclasses.get(&pool.node_class_ref.name)?;
+        let shape = self.state.pool_shapes.get(&self.state, pool, class)?;
+        Some(PlannedClaim {
+            nodepool: pool.name.clone(),
+            requirements: shape.template.clone(),
+            pods: Vec::new(),
+            requests: Resources::default(),
+            types: shape.types.clone(),
+            min_values: shape.min_values.clone(),
+        })
+    }
+
     /// Which machines of a solve start held ([`sibling_hold`]): when pods that spread or keep
     /// apart are placed over two or more machines on their way, the new ones among them (by
     /// index in `new_claims`) and the held ones already launched (`joining`).
@@ -1614,11 +1676,19 @@ impl Core {
             .collect::<BTreeSet<_>>()
             .len();
         let pods_text: Vec<String> = planned.pods.iter().map(|p| p.to_string()).collect();
+        // A static pool's machine is for no pod: its summary starts at the pool.
+        let lead = if planned.pods.is_empty() {
+            String::new()
+        } else {
+            format!(
+                "{} pending pod(s) [{}] need {}; ",
+                planned.pods.len(),
+                pods_text.join(", "),
+                planned.requests
+            )
+        };
         let summary = format!(
-            "{} pending pod(s) [{}] need {}; nodepool {} ({}); {} instance types fit, cheapest {} {} {} at {}",
-            planned.pods.len(),
-            pods_text.join(", "),
-            planned.requests,
+            "{lead}nodepool {} ({}); {} instance types fit, cheapest {} {} {} at {}",
             pool.name,
             describe_pool_requirements(&pool),
             type_count,

@@ -374,7 +374,7 @@ impl ClusterState {
     }
 
     /// The OS of a NodeClaim's machines: its EC2NodeClass's (Linux when the class is gone).
-    fn os_of(&self, claim: &NodeClaimState) -> NodeOs {
+    pub fn os_of(&self, claim: &NodeClaimState) -> NodeOs {
         self.nodeclasses
             .get(&claim.spec.nodeclass)
             .map_or(NodeOs::Linux, |class| class.os())

@@ -107,6 +107,8 @@ fn termination_reason(reason: TerminationReason) -> (&'static str, bool) {
         TerminationReason::Deleted | TerminationReason::NodePoolDeleted => {
             ("InstanceTerminating", false)
         }
+        // Karpenter's static deprovisioning.
+        TerminationReason::ScaledDown => ("DisruptionTerminating", false),
     }
 }
 

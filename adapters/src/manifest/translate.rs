@@ -57,6 +57,9 @@ impl PodTemplate {
     }
 }
 
+/// The most nodes one static NodePool (`spec.replicas`) keeps.
+pub const MAX_STATIC_REPLICAS: i64 = 10_000;
+
 /// The most replicas one workload may ask for: the scheduling benchmark's largest run (100,000
 /// pods) is what the simulator is measured to hold.
 pub const MAX_REPLICAS: i64 = 100_000;
@@ -259,8 +262,7 @@ pub fn parse_manifests_noting(
         let manifest = match (kind.as_str(), api_version.as_str()) {
             ("NodePool", "karpenter.sh/v1") => {
                 let obj: api::NodePool = typed(&doc, source_name, document, first_line)?;
-                let entries = unmodelled::of_nodepool(&obj.spec);
-                note("NodePool", obj.metadata.name.as_ref(), document, entries);
+                // Every NodePool field is modelled: nothing to note.
                 Manifest::NodePool(translate_nodepool(obj, ctx)?)
             }
             ("EC2NodeClass", "karpenter.k8s.aws/v1") => {
@@ -872,12 +874,47 @@ fn translate_nodepool(obj: api::NodePool, ctx: Ctx) -> Result<NodePool, Manifest
     let ctx = ctx.named(&name);
     let e = |(field, problem, fix): FieldError| ctx.invalid(&field, &problem, &fix);
     let spec = obj.spec;
-    if spec.replicas.is_some() {
-        return Err(ctx.invalid(
-            "spec.replicas",
-            "static NodePools (a fixed replica count, alpha in Karpenter) are not supported",
-            "remove spec.replicas; the pool then launches nodes for pending pods",
-        ));
+    let replicas = match spec.replicas {
+        None => None,
+        Some(n) if n < 0 => {
+            return Err(ctx.invalid(
+                "spec.replicas",
+                &format!("{n} is negative"),
+                "set spec.replicas to 0 or more",
+            ));
+        }
+        Some(n) if n > MAX_STATIC_REPLICAS => {
+            return Err(ctx.invalid(
+                "spec.replicas",
+                &format!(
+                    "{n} is above the most nodes one static NodePool keeps, {MAX_STATIC_REPLICAS}"
+                ),
+                &format!("give at most {MAX_STATIC_REPLICAS} replicas (split the pool by zone)"),
+            ));
+        }
+        Some(n) => Some(n as u32),
+    };
+    // Karpenter's CRD: a static pool takes no weight and no limit but `nodes`.
+    if replicas.is_some() {
+        if spec.weight.is_some() {
+            return Err(ctx.invalid(
+                "spec.weight",
+                "is set on a static NodePool (spec.replicas)",
+                "remove spec.weight: a static pool is not chosen by priority",
+            ));
+        }
+        if let Some(other) = spec
+            .limits
+            .iter()
+            .flat_map(|l| l.keys())
+            .find(|k| k.as_str() != "nodes")
+        {
+            return Err(ctx.invalid(
+                &format!("spec.limits.{other}"),
+                "is set on a static NodePool (spec.replicas), where only limits.nodes is supported",
+                "keep only limits.nodes, the most machines the pool may have while it replaces some",
+            ));
+        }
     }
     let tspec = spec.template.spec;
     let class_ref = tspec.node_class_ref;
@@ -1052,6 +1089,7 @@ fn translate_nodepool(obj: api::NodePool, ctx: Ctx) -> Result<NodePool, Manifest
         consolidate_after,
         budgets,
         limits,
+        replicas,
     })
 }
 

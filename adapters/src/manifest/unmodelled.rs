@@ -5,7 +5,7 @@
 
 use std::fmt;
 
-use nodewright_api::{EC2NodeClassSpec, NodePoolSpec};
+use nodewright_api::EC2NodeClassSpec;
 
 /// What the controller does with a field the simulation leaves out.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -215,19 +215,6 @@ pub fn of_nodeclass(spec: &EC2NodeClassSpec) -> Vec<Entry> {
         .into_iter()
         .filter_map(|(set, entry)| set.then_some(entry))
         .collect()
-}
-
-/// The set fields of a NodePool the simulation leaves out.
-pub fn of_nodepool(spec: &NodePoolSpec) -> Vec<Entry> {
-    let mut out: Vec<Entry> = Vec::new();
-    if spec.replicas.is_some() {
-        out.push((
-            "spec.replicas",
-            "a static pool of a fixed node count (alpha in Karpenter)",
-            NotApplied,
-        ));
-    }
-    out
 }
 
 #[cfg(test)]

@@ -67,7 +67,9 @@ pub fn candidates(
         let Some(pool) = state.nodepools.get(&claim.spec.nodepool) else {
             continue;
         };
+        // A static pool's machines are never consolidated: it keeps its count.
         if pool.consolidation_policy != ConsolidationPolicy::WhenEmptyOrUnderutilized
+            || pool.is_static()
             || claim.terminating.is_some()
             || !claim.is_initialized()
             || claim.instance.is_none()

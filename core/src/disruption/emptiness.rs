@@ -25,7 +25,8 @@ pub fn candidates(
     nominated: &BTreeSet<String>,
     now_ms: u64,
 ) -> (Vec<EmptyCandidate>, Option<u64>) {
-    let Some(after_ms) = pool.consolidate_after.as_ms() else {
+    // A static pool's machines are never consolidated, empty or not: it keeps its count.
+    let Some(after_ms) = pool.consolidate_after.as_ms().filter(|_| !pool.is_static()) else {
         return (Vec::new(), None);
     };
     let mut out = Vec::new();

@@ -103,7 +103,7 @@ pub struct LaunchReason {
 }
 
 /// The immutable spec of a NodeClaim, as the core decided it.
-#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub struct NodeClaimSpec {
     pub name: String,
     pub nodepool: String,
@@ -225,6 +225,8 @@ pub enum TerminationReason {
     Deleted,
     /// Forced: its NodePool was deleted (Kubernetes deletes the NodeClaims a NodePool owns).
     NodePoolDeleted,
+    /// Its static NodePool's replicas were lowered below the machines it has.
+    ScaledDown,
 }
 
 impl TerminationReason {

@@ -101,6 +101,11 @@ pub struct NodePool {
     pub budgets: Vec<DisruptionBudget>,
     /// Limits by resource name (`cpu` in milli-cores, `memory` in bytes, `nodes`, extended).
     pub limits: BTreeMap<String, i64>,
+    /// `spec.replicas`: a static pool keeps this many machines whatever the pods ask, and
+    /// launches none for pending pods. Added after log format 2: see
+    /// [`crate::model::trailing`].
+    #[serde(default, deserialize_with = "crate::model::trailing")]
+    pub replicas: Option<u32>,
 }
 
 impl NodePool {
@@ -125,7 +130,13 @@ impl NodePool {
             consolidate_after: MaybeNever::After(0),
             budgets: vec![DisruptionBudget::default_budget()],
             limits: BTreeMap::new(),
+            replicas: None,
         }
+    }
+
+    /// Whether it is a static pool (`spec.replicas` set).
+    pub fn is_static(&self) -> bool {
+        self.replicas.is_some()
     }
 
     /// The requirements every machine of this pool meets: its requirements, its template labels

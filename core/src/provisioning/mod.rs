@@ -7,6 +7,7 @@ pub mod pool_shape;
 pub mod profile;
 pub mod scheduler;
 pub mod sibling_hold;
+pub mod static_pool;
 pub mod topology;
 
 pub use batcher::Batcher;

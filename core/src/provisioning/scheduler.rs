@@ -356,7 +356,7 @@ fn existing_targets<'a>(state: &'a ClusterState, contexts: &[PoolContext]) -> Ve
                     .map(|o| {
                         let mut l = claim.spec.labels.clone();
                         if let Some(it) = prepared.catalog.get(&o.instance_type) {
-                            l.extend(it.labels.clone());
+                            l.extend(it.labels_under(state.os_of(claim)).into_owned());
                         }
                         l.insert(labels::ZONE.to_string(), o.zone.clone());
                         l.insert(
@@ -404,11 +404,22 @@ fn in_flight_overhead(
     contexts: &[PoolContext],
     claim: &crate::state::NodeClaimState,
 ) -> Resources {
-    let (Some(ctx), Some(prepared)) = (
-        contexts.iter().find(|c| c.pool.name == claim.spec.nodepool),
-        state.catalog.as_deref(),
-    ) else {
+    let Some(prepared) = state.catalog.as_deref() else {
         return Resources::default();
+    };
+    // A static pool has no context (it launches nothing for pods): its shape is read directly.
+    let shape = match contexts.iter().find(|c| c.pool.name == claim.spec.nodepool) {
+        Some(ctx) => Arc::clone(&ctx.shape),
+        None => {
+            let found = state.nodepools.get(&claim.spec.nodepool).and_then(|pool| {
+                let class = state.nodeclasses.get(&pool.node_class_ref.name)?;
+                state.pool_shapes.get(state, pool, class)
+            });
+            match found {
+                Some(shape) => shape,
+                None => return Resources::default(),
+            }
+        }
     };
     let index = |name: &str| {
         prepared
@@ -420,11 +431,7 @@ fn in_flight_overhead(
     let names = state.nodeclaim_type_names(claim);
     let mut out = Resources::default();
     for t in names.into_iter().filter_map(index) {
-        out.max_assign(
-            &ctx.shape.resources[t]
-                .allocatable
-                .minus(&ctx.shape.rooms[t]),
-        );
+        out.max_assign(&shape.resources[t].allocatable.minus(&shape.rooms[t]));
     }
     out
 }
@@ -1006,8 +1013,9 @@ pub struct ClusterView<'a> {
     prepared: Option<&'a PreparedCatalog>,
     /// NodePools in priority order (those whose EC2NodeClass exists).
     contexts: Vec<PoolContext<'a>>,
-    /// NodePools whose EC2NodeClass does not exist, as the user reads it.
-    missing_class: Vec<String>,
+    /// NodePools that launch no machine for pending pods — whose EC2NodeClass does not exist,
+    /// or that are static — as the user reads it.
+    not_launching: Vec<String>,
     targets: Vec<Target<'a>>,
     /// Bound pods with required pod anti-affinity (every pending pod must respect them).
     anti_affinity_pods: Vec<&'a Pod>,
@@ -1021,12 +1029,19 @@ impl<'a> ClusterView<'a> {
         let prepared = state.catalog.as_deref();
         let mut pools: Vec<&NodePool> = state.nodepools.values().collect();
         pools.sort_by(|a, b| NodePool::priority_order(a, b));
-        let mut missing_class = Vec::new();
+        let mut not_launching = Vec::new();
         let contexts: Vec<PoolContext> = pools
             .iter()
             .filter_map(|pool| {
+                if let Some(replicas) = pool.replicas {
+                    not_launching.push(format!(
+                        "nodepool {}: static (replicas {replicas}), it keeps its machine count and launches none for pending pods",
+                        pool.name
+                    ));
+                    return None;
+                }
                 let Some(nodeclass) = state.nodeclasses.get(&pool.node_class_ref.name) else {
-                    missing_class.push(format!(
+                    not_launching.push(format!(
                         "nodepool {}: its nodeClassRef names EC2NodeClass {:?}, which does not exist",
                         pool.name, pool.node_class_ref.name
                     ));
@@ -1090,7 +1105,7 @@ impl<'a> ClusterView<'a> {
             now_ms,
             prepared,
             contexts,
-            missing_class,
+            not_launching,
             targets,
             anti_affinity_pods,
             any_prefer_no_schedule,
@@ -1143,7 +1158,7 @@ impl<'a> ClusterView<'a> {
         let state = self.state;
         let config = self.config;
         let prepared = self.prepared;
-        let missing_class = &self.missing_class;
+        let not_launching = &self.not_launching;
         let any_prefer_no_schedule = self.any_prefer_no_schedule;
         let mut result = SolveResult::default();
         let mut pods: Vec<&Pod> = pods.to_vec();
@@ -1276,7 +1291,7 @@ impl<'a> ClusterView<'a> {
                     pushed_at.clear();
                 }
                 Err((reasons, relaxed)) => {
-                    let mut text = if solver.contexts.is_empty() && missing_class.is_empty() {
+                    let mut text = if solver.contexts.is_empty() && not_launching.is_empty() {
                         if state.nodepools.is_empty() {
                             "no NodePool exists; create one whose requirements the pod meets"
                         } else {
@@ -1286,7 +1301,7 @@ impl<'a> ClusterView<'a> {
                         .to_string()
                     } else {
                         let mut all = reasons;
-                        all.extend(missing_class.iter().cloned());
+                        all.extend(not_launching.iter().cloned());
                         format!(
                             "fits no existing node and no NodePool can launch a machine for it ({}): {}",
                             pod.requests,

@@ -45,6 +45,10 @@ pub const SCENARIOS: &[(&str, &str)] = &[
         include_str!("../../../scenarios/spread-lands.yaml"),
     ),
     (
+        "static-pool",
+        include_str!("../../../scenarios/static-pool.yaml"),
+    ),
+    (
         "steady-state",
         include_str!("../../../scenarios/steady-state.yaml"),
     ),
