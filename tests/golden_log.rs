@@ -24,6 +24,7 @@ fn the_version_1_log_reads_record_by_record() {
             LogRecord::Event(e) => *kinds.entry(e.kind.name()).or_default() += 1,
             LogRecord::Commands(cs) => commands.extend(cs.iter().map(|c| c.name())),
             LogRecord::Snapshot(_) => *kinds.entry("Snapshot").or_default() += 1,
+            LogRecord::SnapshotPart(_) => *kinds.entry("SnapshotPart").or_default() += 1,
         }
     }
     let expected: BTreeMap<&str, u64> = [

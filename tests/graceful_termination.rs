@@ -40,7 +40,7 @@ fn commands(records: &[(u64, LogRecord)]) -> Vec<(u64, Command)> {
         .iter()
         .flat_map(|(t, r)| match r {
             LogRecord::Commands(cs) => cs.iter().map(|c| (*t, c.clone())).collect(),
-            LogRecord::Event(_) | LogRecord::Snapshot(_) => Vec::new(),
+            LogRecord::Event(_) | LogRecord::Snapshot(_) | LogRecord::SnapshotPart(_) => Vec::new(),
         })
         .collect()
 }

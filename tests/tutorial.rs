@@ -194,7 +194,7 @@ fn transcript(records: &[LogRecord]) -> String {
                     ));
                 }
             }
-            LogRecord::Snapshot(_) => {}
+            LogRecord::Snapshot(_) | LogRecord::SnapshotPart(_) => {}
         }
     }
     out

@@ -166,9 +166,13 @@ fn newest_snapshot<S: EventStore<LogHeader, LogRecord>>(
             if let LogRecord::Snapshot(snapshot) = record {
                 let index = from + offset as u64;
                 let read = |i: u64| store.read_range(i, i + 1).ok().and_then(|mut r| r.pop());
-                match snapshot.restore(config, read) {
-                    Ok(core) => {
-                        found = Some((index, snapshot.clone(), core));
+                let restored = snapshot
+                    .clone()
+                    .joined(index, read)
+                    .and_then(|whole| whole.restore(config, read).map(|core| (whole, core)));
+                match restored {
+                    Ok((whole, core)) => {
+                        found = Some((index, whole, core));
                         chunks.push(records);
                         to = from;
                         break 'scan;
@@ -249,8 +253,8 @@ fn replay<S: EventStore<LogHeader, LogRecord>>(
                 *seen = true;
                 commands += logged.len() as u64;
             }
-            // Older snapshots than the one restored, or ones passed over.
-            LogRecord::Snapshot(_) => {}
+            // Older snapshots than the one restored, or ones passed over, and their parts.
+            LogRecord::Snapshot(_) | LogRecord::SnapshotPart(_) => {}
         }
     }
     Ok(Replayed {
@@ -292,8 +296,7 @@ impl<S: EventStore<LogHeader, LogRecord>> Driver<S> {
                 what: "snapshot",
                 source,
             })?;
-        self.store
-            .append(std::slice::from_ref(&LogRecord::Snapshot(snapshot)))
+        self.store.append(&snapshot.into_records())
     }
 
     /// The last snapshot append that failed, if the last attempt failed.

@@ -485,7 +485,7 @@ async fn drift_replaces_the_nodes_one_budget_at_a_time() {
                     disrupting.remove(nodeclaim);
                 }
             }
-            LogRecord::Snapshot(_) => {}
+            LogRecord::Snapshot(_) | LogRecord::SnapshotPart(_) => {}
         }
     }
     assert_eq!(drifted, old_claims, "every old machine drifted");

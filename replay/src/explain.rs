@@ -10,7 +10,7 @@
 use std::fmt::Write as _;
 use std::path::Path;
 
-use nodewright_adapters::eventlog::{LogError, LogHeader, LogRecord, NwlogReader};
+use nodewright_adapters::eventlog::{LogError, LogHeader, LogRecord, NwlogReader, SnapshotParts};
 use nodewright_core::model::nodeclaim::LaunchOption;
 use nodewright_core::model::pod::{Pod, PodKey};
 use nodewright_core::provisioning::scheduler::{self, ClusterView};
@@ -190,6 +190,7 @@ fn tell<S: std::io::Read>(
     let mut commands = 0u64;
     let mut last_event: Option<(u64, Event)> = None;
     let mut opening: Option<LogRecord> = None;
+    let mut parts = SnapshotParts::default();
     while let Some(entry) = reader.next_entry() {
         let entry = entry?;
         if entry.record_index == 0
@@ -214,12 +215,14 @@ fn tell<S: std::io::Read>(
             }
             // A log cut from a longer one starts from the snapshot of the events before it;
             // any other snapshot only caches the events.
+            LogRecord::SnapshotPart(bytes) => parts.push(bytes),
             LogRecord::Snapshot(snapshot) if snapshot.events > events => {
+                let snapshot = crate::verify::whole(&mut parts, snapshot)?;
                 core = crate::verify::start_from(&snapshot, &header, opening.take())?;
                 events = snapshot.events;
                 commands = snapshot.commands;
             }
-            LogRecord::Snapshot(_) => {}
+            LogRecord::Snapshot(_) => parts = SnapshotParts::default(),
         }
     }
     teller.finish(header, commands)

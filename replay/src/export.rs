@@ -147,7 +147,7 @@ pub fn export_store(
                         before.0 += 1;
                     }
                     LogRecord::Commands(cs) => before.1 += cs.len() as u64,
-                    LogRecord::Snapshot(_) => {}
+                    LogRecord::Snapshot(_) | LogRecord::SnapshotPart(_) => {}
                 }
             }
         }
@@ -168,7 +168,7 @@ pub fn export_store(
             match record {
                 LogRecord::Event(_) => events += 1,
                 LogRecord::Commands(cs) => commands += cs.len() as u64,
-                LogRecord::Snapshot(_) => {}
+                LogRecord::Snapshot(_) | LogRecord::SnapshotPart(_) => {}
             }
         }
         writer.append(&records)?;
@@ -278,7 +278,7 @@ fn write_redacted(
                     }
                 }
                 // Snapshots hold the names: left out.
-                LogRecord::Snapshot(_) => {}
+                LogRecord::Snapshot(_) | LogRecord::SnapshotPart(_) => {}
             }
         }
         if let Some(w) = writer.as_mut() {
@@ -342,7 +342,7 @@ fn open_writer(
         });
         let snapshot = Snapshot::of(core, before.0, before.1, catalog_record)
             .map_err(|e| ExportError::Snapshot(e.to_string()))?;
-        opening.push(LogRecord::Snapshot(snapshot));
+        opening.extend(snapshot.into_records());
         writer.append(&opening)?;
     }
     Ok(writer)

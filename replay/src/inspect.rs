@@ -88,7 +88,7 @@ pub fn inspect_file(path: &Path) -> Result<LogSummary, LogError> {
         let held = match &entry.record {
             LogRecord::Event(e) => Held::Event(e.kind.name()),
             LogRecord::Commands(_) => Held::Commands,
-            LogRecord::Snapshot(_) => Held::Snapshot,
+            LogRecord::Snapshot(_) | LogRecord::SnapshotPart(_) => Held::Snapshot,
         };
         previous = Some((entry.byte_offset, held));
         match entry.record {
@@ -108,6 +108,8 @@ pub fn inspect_file(path: &Path) -> Result<LogSummary, LogError> {
                 summary.snapshots += 1;
                 summary.snapshot_bytes += snapshot.core.len() as u64;
             }
+            // A leading piece of the snapshot that follows: its bytes count, it is not another.
+            LogRecord::SnapshotPart(bytes) => summary.snapshot_bytes += bytes.len() as u64,
         }
     }
     summary.bytes = reader.next_byte_offset();

@@ -5,7 +5,7 @@ use std::collections::VecDeque;
 use std::path::Path;
 
 use nodewright_adapters::eventlog::{
-    DecisionDigest, LogError, LogHeader, LogRecord, NwlogReader, Snapshot,
+    DecisionDigest, LogError, LogHeader, LogRecord, NwlogReader, Snapshot, SnapshotParts,
 };
 use nodewright_core::{Command, Core, Event, EventKind};
 use thiserror::Error;
@@ -19,6 +19,20 @@ pub enum ReplayError {
         "the log starts at event {events} from a snapshot that cannot be restored here ({reason}); replay it with the nodewright version that exported it, or export the range from the store's start"
     )]
     StartingSnapshot { events: u64, reason: String },
+}
+
+/// A snapshot read in order, joined with the parts read before it.
+pub(crate) fn whole(
+    parts: &mut SnapshotParts,
+    snapshot: Snapshot,
+) -> Result<Snapshot, ReplayError> {
+    let events = snapshot.events;
+    parts
+        .join(snapshot)
+        .map_err(|e| ReplayError::StartingSnapshot {
+            events,
+            reason: e.to_string(),
+        })
 }
 
 /// The core a cut log starts with: its snapshot, restored over its catalog event.
@@ -120,6 +134,7 @@ pub fn verify_with_progress<S: std::io::Read>(
     let mut before: VecDeque<(u64, Event)> = VecDeque::with_capacity(CONTEXT + 1);
     let mut open: Option<Vec<Command>> = None;
     let mut snapshots = SnapshotCheck::default();
+    let mut parts = SnapshotParts::default();
     // Record indexes, for the catalog event a snapshot names.
     let mut record_index = 0u64;
     let mut catalog_record: Option<u64> = None;
@@ -189,11 +204,13 @@ pub fn verify_with_progress<S: std::io::Read>(
                     break Some(with_following(&mut reader, d));
                 }
             }
+            LogRecord::SnapshotPart(bytes) => parts.push(bytes),
             LogRecord::Snapshot(recorded) => {
                 if let Some(d) = check(open.take(), Vec::new(), &before) {
                     break Some(with_following(&mut reader, d));
                 }
                 if recorded.events > events {
+                    let recorded = whole(&mut parts, recorded)?;
                     // A log cut from a longer one (`log export --from`) starts from the
                     // snapshot of the events before it.
                     core = start_from(&recorded, &header, opening.take())?;
@@ -202,13 +219,17 @@ pub fn verify_with_progress<S: std::io::Read>(
                     started_at = Some(recorded.events);
                     continue;
                 }
-                snapshots.compare(
-                    &recorded,
-                    &core,
-                    events,
-                    starting_commands + digest.commands(),
-                    catalog_record,
-                );
+                match parts.join(recorded) {
+                    Ok(recorded) => snapshots.compare(
+                        &recorded,
+                        &core,
+                        events,
+                        starting_commands + digest.commands(),
+                        catalog_record,
+                    ),
+                    // Its parts are not all there: it holds no core at all.
+                    Err(_) => snapshots.broken(events),
+                }
             }
         }
     };
@@ -267,6 +288,12 @@ impl SnapshotCheck {
         if !same && self.first_divergence.is_none() {
             self.first_divergence = Some(events);
         }
+    }
+
+    /// A snapshot whose parts are missing.
+    fn broken(&mut self, events: u64) {
+        self.checked += 1;
+        self.first_divergence.get_or_insert(events);
     }
 }
 

@@ -37,7 +37,9 @@ pub use error::LogError;
 pub use memory::MemoryStore;
 pub use nwlog::{DurableWrite, Entry, NwlogReader, NwlogWriter, read_nwlog, read_nwlog_bytes};
 pub use preamble::{FORMAT_VERSION, MAGIC, PREAMBLE_LEN, READABLE_VERSIONS};
-pub use record::{LogHeader, LogRecord, Snapshot, SnapshotError};
+pub use record::{
+    LogHeader, LogRecord, SNAPSHOT_PART_BYTES, Snapshot, SnapshotError, SnapshotParts,
+};
 pub use redb_store::{READABLE_STORE_VERSIONS, RedbStore, STORE_FORMAT_VERSION};
 
 /// A header type, read back from every format version this build reads. A header frame holds

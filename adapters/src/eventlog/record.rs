@@ -43,6 +43,10 @@ pub enum LogRecord {
     /// The core's state after every record before this one: recovery and replay may start here
     /// instead of at the first event.
     Snapshot(Snapshot),
+    /// A leading piece of the core's bytes of the snapshot that follows, when they are too
+    /// large for one record ([`Snapshot::into_records`]). Appended last: the variants' order is
+    /// the log's format.
+    SnapshotPart(Vec<u8>),
 }
 
 /// The core's whole state at one event boundary. It is a cache of the events before it, never
@@ -61,9 +65,18 @@ pub struct Snapshot {
     /// bytes leave the catalog out: it is most of them, and changes rarely).
     pub catalog_record: Option<u64>,
     /// The core, postcard-encoded. Kept as bytes, so that a log whose snapshots another version
-    /// wrote still reads.
+    /// wrote still reads. In the log, its last piece when `parts` came before it.
     pub core: Vec<u8>,
+    /// How many [`LogRecord::SnapshotPart`] records right before it hold the leading bytes of
+    /// `core` (0: it holds them all). Added after log format 2: see
+    /// [`nodewright_core::model::trailing`].
+    #[serde(default, deserialize_with = "nodewright_core::model::trailing")]
+    pub parts: u32,
 }
+
+/// The most core bytes one record carries: a snapshot larger than this (a cluster of 100,000
+/// pods and more) is split into parts of this size, each well inside one frame (16 MiB).
+pub const SNAPSHOT_PART_BYTES: usize = 8 * 1024 * 1024;
 
 /// Why a snapshot was passed over.
 #[derive(Debug, Clone, PartialEq, Eq, Error)]
@@ -80,6 +93,10 @@ pub enum SnapshotError {
         "the snapshot names record {0} for its catalog, and that record is not a CatalogUpdated event: its events are replayed instead"
     )]
     CatalogMissing(u64),
+    #[error(
+        "the snapshot is split into {0} parts, and the records before it are not all of them: its events are replayed instead"
+    )]
+    PartsMissing(u32),
     #[error(
         "replay from the snapshot decided otherwise than the log says: the events were replayed from the start instead"
     )]
@@ -112,7 +129,54 @@ impl Snapshot {
             commands,
             catalog_record,
             core: encode_exactly(core)?,
+            parts: 0,
         })
+    }
+
+    /// The records that store it: itself, or — when its core is over [`SNAPSHOT_PART_BYTES`] —
+    /// the leading parts, then itself with the last piece.
+    pub fn into_records(self) -> Vec<LogRecord> {
+        self.into_records_of(SNAPSHOT_PART_BYTES)
+    }
+
+    /// [`Snapshot::into_records`] with parts of `part_bytes` (at least 1).
+    pub fn into_records_of(mut self, part_bytes: usize) -> Vec<LogRecord> {
+        let part_bytes = part_bytes.max(1);
+        if self.core.len() <= part_bytes {
+            return vec![LogRecord::Snapshot(self)];
+        }
+        let last = (self.core.len() - 1) / part_bytes * part_bytes;
+        let tail = self.core.split_off(last);
+        let mut records: Vec<LogRecord> = self
+            .core
+            .chunks(part_bytes)
+            .map(|part| LogRecord::SnapshotPart(part.to_vec()))
+            .collect();
+        self.parts = records.len() as u32;
+        self.core = tail;
+        records.push(LogRecord::Snapshot(self));
+        records
+    }
+
+    /// The whole snapshot, as read at record `index`: its parts, the records right before it
+    /// (`record` reads one), joined in front of its core.
+    pub fn joined(
+        mut self,
+        index: u64,
+        record: impl Fn(u64) -> Option<LogRecord>,
+    ) -> Result<Snapshot, SnapshotError> {
+        let mut parts = SnapshotParts::default();
+        let first = index
+            .checked_sub(u64::from(self.parts))
+            .ok_or(SnapshotError::PartsMissing(self.parts))?;
+        for i in first..index {
+            match record(i) {
+                Some(LogRecord::SnapshotPart(bytes)) => parts.push(bytes),
+                _ => return Err(SnapshotError::PartsMissing(self.parts)),
+            }
+        }
+        self = parts.join(self)?;
+        Ok(self)
     }
 
     /// Whether it is exactly what [`Snapshot::of`] would write for `core` at this point (this
@@ -173,9 +237,124 @@ impl Snapshot {
     }
 }
 
+/// The parts of a split snapshot, collected by a reader that goes through the log in order.
+#[derive(Debug, Default)]
+pub struct SnapshotParts(Vec<Vec<u8>>);
+
+impl SnapshotParts {
+    /// A [`LogRecord::SnapshotPart`] read.
+    pub fn push(&mut self, bytes: Vec<u8>) {
+        self.0.push(bytes);
+    }
+
+    /// The snapshot read next, whole: the last parts collected (as many as it says) joined in
+    /// front of its core. The collection starts again empty.
+    pub fn join(&mut self, mut snapshot: Snapshot) -> Result<Snapshot, SnapshotError> {
+        let parts = std::mem::take(&mut self.0);
+        if snapshot.parts == 0 {
+            return Ok(snapshot);
+        }
+        let wanted = snapshot.parts as usize;
+        if parts.len() < wanted {
+            return Err(SnapshotError::PartsMissing(snapshot.parts));
+        }
+        let mine = &parts[parts.len() - wanted..];
+        let mut core =
+            Vec::with_capacity(mine.iter().map(Vec::len).sum::<usize>() + snapshot.core.len());
+        for part in mine {
+            core.extend_from_slice(part);
+        }
+        core.extend_from_slice(&snapshot.core);
+        snapshot.core = core;
+        snapshot.parts = 0;
+        Ok(snapshot)
+    }
+}
+
 /// `value` postcard-encoded into a buffer of exactly its size: a snapshot of a large cluster is
 /// megabytes, and a buffer grown by doubling would hold up to twice that while it is written.
 fn encode_exactly<T: Serialize>(value: &T) -> Result<Vec<u8>, postcard::Error> {
     let size = postcard::serialize_with_flavor(value, postcard::ser_flavors::Size::default())?;
     postcard::to_extend(value, Vec::with_capacity(size))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::eventlog::frame::MAX_FRAME_PAYLOAD;
+
+    fn snapshot_of(bytes: usize) -> Snapshot {
+        Snapshot {
+            producer: Snapshot::this_producer(),
+            events: 7,
+            commands: 3,
+            catalog_record: Some(0),
+            core: (0..bytes).map(|i| (i % 251) as u8).collect(),
+            parts: 0,
+        }
+    }
+
+    #[test]
+    fn a_snapshot_over_the_frame_maximum_is_split_into_records_that_each_fit_and_join_back() {
+        let whole = snapshot_of(20 * 1024 * 1024);
+        let records = whole.clone().into_records();
+        assert_eq!(records.len(), 3, "two 8 MiB parts and the rest");
+        for record in &records {
+            let encoded = postcard::to_stdvec(record).expect("encodes");
+            assert!(
+                encoded.len() <= MAX_FRAME_PAYLOAD as usize,
+                "{}",
+                encoded.len()
+            );
+        }
+        // In order, as a reader goes.
+        let mut parts = SnapshotParts::default();
+        let mut joined = None;
+        for record in records.clone() {
+            match record {
+                LogRecord::SnapshotPart(bytes) => parts.push(bytes),
+                LogRecord::Snapshot(s) => joined = Some(parts.join(s).expect("whole")),
+                other => panic!("{other:?}"),
+            }
+        }
+        assert_eq!(joined.as_ref(), Some(&whole));
+        // By index, as recovery reads back from the end.
+        let LogRecord::Snapshot(last) = records[2].clone() else {
+            panic!("the snapshot comes last")
+        };
+        assert_eq!(last.parts, 2);
+        let at = |i: u64| records.get(i as usize).cloned();
+        assert_eq!(last.clone().joined(2, at).as_ref(), Ok(&whole));
+        // A part missing: passed over, named.
+        let missing = last.joined(2, |i| if i == 0 { None } else { at(i) });
+        assert_eq!(missing, Err(SnapshotError::PartsMissing(2)));
+    }
+
+    #[test]
+    fn a_small_snapshot_stays_one_record_and_reads_as_before() {
+        let small = snapshot_of(1000);
+        assert_eq!(
+            small.clone().into_records(),
+            vec![LogRecord::Snapshot(small.clone())]
+        );
+        // A snapshot written before parts existed ends where `parts` would start.
+        #[derive(Serialize)]
+        struct Before<'a> {
+            producer: &'a str,
+            events: u64,
+            commands: u64,
+            catalog_record: Option<u64>,
+            core: &'a [u8],
+        }
+        let bytes = postcard::to_stdvec(&Before {
+            producer: &small.producer,
+            events: small.events,
+            commands: small.commands,
+            catalog_record: small.catalog_record,
+            core: &small.core,
+        })
+        .expect("encodes");
+        let read: Snapshot = postcard::from_bytes(&bytes).expect("decodes");
+        assert_eq!(read, small);
+    }
 }

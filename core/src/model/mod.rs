@@ -22,7 +22,7 @@ pub mod value_set;
 /// before it ends where the field would start, and the field reads as its default. (postcard
 /// is not self-describing; a struct of the log grows only at its end — the struct an event
 /// carries last, such as a NodeClass, a NodePool or a catalog — each new field read this way.)
-pub(crate) fn trailing<'de, D, T>(deserializer: D) -> Result<T, D::Error>
+pub fn trailing<'de, D, T>(deserializer: D) -> Result<T, D::Error>
 where
     D: serde::Deserializer<'de>,
     T: serde::Deserialize<'de> + Default,

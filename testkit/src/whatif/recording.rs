@@ -46,7 +46,7 @@ impl Recording {
                 LogRecord::Snapshot(s) if s.events > events.len() as u64 => {
                     cut_at_event = Some(s.events);
                 }
-                LogRecord::Snapshot(_) => {}
+                LogRecord::Snapshot(_) | LogRecord::SnapshotPart(_) => {}
             }
         }
         Recording {
