@@ -27,7 +27,7 @@ fn run(scenario: &Scenario, options: RunOptions) -> (Report, Vec<LogRecord>) {
         .read_range(0, store.len())
         .expect("records")
         .into_iter()
-        .filter(|r| !matches!(r, LogRecord::Snapshot(_)))
+        .filter(|r| !matches!(r, LogRecord::Snapshot(_) | LogRecord::SnapshotPart(_)))
         .collect();
     (report, records)
 }

@@ -40,6 +40,9 @@ fn commands(records: &[(u64, LogRecord)]) -> Vec<(u64, Command)> {
         .iter()
         .flat_map(|(t, r)| match r {
             LogRecord::Commands(cs) => cs.iter().map(|c| (*t, c.clone())).collect(),
+            LogRecord::CommandsPart { commands: cs, .. } => {
+                cs.iter().map(|c| (*t, c.clone())).collect()
+            }
             LogRecord::Event(_) | LogRecord::Snapshot(_) | LogRecord::SnapshotPart(_) => Vec::new(),
         })
         .collect()

@@ -318,7 +318,9 @@ proptest! {
                 LogRecord::Snapshot(later) => {
                     prop_assert_eq!(&later.core, &encoded(&core));
                 }
-                LogRecord::SnapshotPart(_) => prop_assert!(false, "no snapshot is split here"),
+                LogRecord::SnapshotPart(_) | LogRecord::CommandsPart { .. } => {
+                    prop_assert!(false, "no record is split here")
+                }
             }
         }
         prop_assert_eq!(replayed, recorded);

@@ -195,6 +195,7 @@ fn transcript(records: &[LogRecord]) -> String {
                 }
             }
             LogRecord::Snapshot(_) | LogRecord::SnapshotPart(_) => {}
+            LogRecord::CommandsPart { .. } => panic!("the tutorial's commands fit one record"),
         }
     }
     out

@@ -9,7 +9,10 @@
 use nodewright_core::{Command, Config, Core, Event, EventKind};
 use thiserror::Error;
 
-use crate::eventlog::{EventStore, LogError, LogHeader, LogRecord, Snapshot, SnapshotError};
+use crate::eventlog::{
+    CommandParts, EventStore, LogError, LogHeader, LogRecord, Snapshot, SnapshotError,
+    commands_records,
+};
 
 /// The driver appends a snapshot of the core every this many events, so that a restart replays
 /// at most this many.
@@ -33,8 +36,10 @@ pub trait CommandExecutor {
 
 #[derive(Debug, Error)]
 pub enum DriverError {
+    /// Its message says the log's error: it names no `source`, so that a chain of errors
+    /// prints it once.
     #[error("the event log refused an append; the event was not handled: {0}")]
-    Log(#[from] LogError),
+    Log(LogError),
     #[error(
         "an earlier append failed after the core had decided: the driver must be recovered from the log (Driver::recover) before it handles another event"
     )]
@@ -47,6 +52,12 @@ pub enum DriverError {
         logged: usize,
         now: usize,
     },
+}
+
+impl From<LogError> for DriverError {
+    fn from(error: LogError) -> Self {
+        DriverError::Log(error)
+    }
 }
 
 /// Whether two commands ask the world for the same thing (their reasons aside).
@@ -217,10 +228,24 @@ fn replay<S: EventStore<LogHeader, LogRecord>>(
     };
     let records = scanned.records_after(store, start)?;
     let mut last: Option<(u64, Vec<Command>, bool)> = None;
+    let mut parts = CommandParts::default();
     for (offset, record) in records.iter().enumerate() {
         let index = start + offset as u64;
+        // The pieces of split commands are checked once joined.
+        let joined;
+        let record = match record {
+            LogRecord::CommandsPart { .. } => match parts.take(record.clone()) {
+                Some(whole) => {
+                    joined = whole;
+                    &joined
+                }
+                None => continue,
+            },
+            other => other,
+        };
         match record {
             LogRecord::Event(event) => {
+                parts = CommandParts::default();
                 if let Some((at, decided, false)) = &last {
                     // An earlier event's commands were never logged: only the last event
                     // may be in that state.
@@ -255,6 +280,8 @@ fn replay<S: EventStore<LogHeader, LogRecord>>(
             }
             // Older snapshots than the one restored, or ones passed over, and their parts.
             LogRecord::Snapshot(_) | LogRecord::SnapshotPart(_) => {}
+            // Joined into a `Commands` record above.
+            LogRecord::CommandsPart { .. } => {}
         }
     }
     Ok(Replayed {
@@ -337,7 +364,7 @@ impl<S: EventStore<LogHeader, LogRecord>> Driver<S> {
         let mut logged_missing_commands = false;
         if let Some((_, decided, logged)) = last {
             if !logged {
-                store.append(std::slice::from_ref(&LogRecord::Commands(decided.clone())))?;
+                store.append(&commands_records(decided.clone()))?;
                 commands += decided.len() as u64;
                 logged_missing_commands = true;
             }
@@ -403,10 +430,7 @@ impl<S: EventStore<LogHeader, LogRecord>> Driver<S> {
         executor.stepping(&self.core, &event);
         let commands = self.core.handle(&event);
         if !commands.is_empty() {
-            if let Err(e) = self
-                .store
-                .append(std::slice::from_ref(&LogRecord::Commands(commands.clone())))
-            {
+            if let Err(e) = self.store.append(&commands_records(commands.clone())) {
                 // The event is logged and decided, its commands are not: only a recovery,
                 // which logs and re-issues them, may go on.
                 self.poisoned = true;

@@ -101,7 +101,7 @@ fn events_are_logged_before_their_message_is_deleted_and_bad_messages_do_not_sto
                 EventKind::InterruptionReceived { instance_id, .. } => Some(instance_id),
                 _ => None,
             },
-            LogRecord::Commands(_) | LogRecord::Snapshot(_) | LogRecord::SnapshotPart(_) => None,
+            _ => None,
         })
         .collect();
     assert_eq!(

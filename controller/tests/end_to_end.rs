@@ -486,6 +486,7 @@ async fn drift_replaces_the_nodes_one_budget_at_a_time() {
                 }
             }
             LogRecord::Snapshot(_) | LogRecord::SnapshotPart(_) => {}
+            LogRecord::CommandsPart { .. } => panic!("a few machines' commands fit one record"),
         }
     }
     assert_eq!(drifted, old_claims, "every old machine drifted");

@@ -207,7 +207,11 @@ fn tell<S: std::io::Read>(
                 last_event = Some((events, event));
                 events += 1;
             }
-            LogRecord::Commands(recorded) => {
+            // The pieces of split commands come in order: each is told as it comes.
+            LogRecord::Commands(recorded)
+            | LogRecord::CommandsPart {
+                commands: recorded, ..
+            } => {
                 for command in &recorded {
                     teller.command(&core, commands, command, last_event.as_ref());
                     commands += 1;

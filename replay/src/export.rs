@@ -25,7 +25,7 @@ use std::fs;
 use std::path::{Path, PathBuf};
 
 use nodewright_adapters::eventlog::{
-    LogError, LogHeader, LogRecord, NwlogWriter, RedbStore, Snapshot,
+    LogError, LogHeader, LogRecord, NwlogWriter, RedbStore, Snapshot, commands_records,
 };
 use nodewright_core::{Command, Core, EventKind};
 use thiserror::Error;
@@ -146,7 +146,9 @@ pub fn export_store(
                         core.handle(event);
                         before.0 += 1;
                     }
-                    LogRecord::Commands(cs) => before.1 += cs.len() as u64,
+                    LogRecord::Commands(cs) | LogRecord::CommandsPart { commands: cs, .. } => {
+                        before.1 += cs.len() as u64
+                    }
                     LogRecord::Snapshot(_) | LogRecord::SnapshotPart(_) => {}
                 }
             }
@@ -167,7 +169,9 @@ pub fn export_store(
         for record in &records {
             match record {
                 LogRecord::Event(_) => events += 1,
-                LogRecord::Commands(cs) => commands += cs.len() as u64,
+                LogRecord::Commands(cs) | LogRecord::CommandsPart { commands: cs, .. } => {
+                    commands += cs.len() as u64
+                }
                 LogRecord::Snapshot(_) | LogRecord::SnapshotPart(_) => {}
             }
         }
@@ -269,7 +273,10 @@ fn write_redacted(
                     open = Some((event_index, at_ms, given, Vec::new()));
                     event_index += 1;
                 }
-                LogRecord::Commands(recorded) => {
+                LogRecord::Commands(recorded)
+                | LogRecord::CommandsPart {
+                    commands: recorded, ..
+                } => {
                     if writer.is_none() {
                         before.1 += recorded.len() as u64;
                     }
@@ -373,7 +380,7 @@ fn close(
         && !given.is_empty()
     {
         *commands += given.len() as u64;
-        batch.push(LogRecord::Commands(given));
+        batch.extend(commands_records(given));
     }
     Ok(())
 }

@@ -87,7 +87,7 @@ pub fn inspect_file(path: &Path) -> Result<LogSummary, LogError> {
         }
         let held = match &entry.record {
             LogRecord::Event(e) => Held::Event(e.kind.name()),
-            LogRecord::Commands(_) => Held::Commands,
+            LogRecord::Commands(_) | LogRecord::CommandsPart { .. } => Held::Commands,
             LogRecord::Snapshot(_) | LogRecord::SnapshotPart(_) => Held::Snapshot,
         };
         previous = Some((entry.byte_offset, held));
@@ -98,7 +98,7 @@ pub fn inspect_file(path: &Path) -> Result<LogSummary, LogError> {
                 summary.last_event_ms = Some(e.at_ms);
                 *summary.events_by_kind.entry(e.kind.name()).or_default() += 1;
             }
-            LogRecord::Commands(cs) => {
+            LogRecord::Commands(cs) | LogRecord::CommandsPart { commands: cs, .. } => {
                 for c in cs {
                     summary.commands += 1;
                     *summary.commands_by_kind.entry(c.name()).or_default() += 1;

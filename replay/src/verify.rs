@@ -5,7 +5,8 @@ use std::collections::VecDeque;
 use std::path::Path;
 
 use nodewright_adapters::eventlog::{
-    DecisionDigest, LogError, LogHeader, LogRecord, NwlogReader, Snapshot, SnapshotParts,
+    CommandParts, DecisionDigest, LogError, LogHeader, LogRecord, NwlogReader, Snapshot,
+    SnapshotParts,
 };
 use nodewright_core::{Command, Core, Event, EventKind};
 use thiserror::Error;
@@ -135,6 +136,7 @@ pub fn verify_with_progress<S: std::io::Read>(
     let mut open: Option<Vec<Command>> = None;
     let mut snapshots = SnapshotCheck::default();
     let mut parts = SnapshotParts::default();
+    let mut pieces = CommandParts::default();
     // Record indexes, for the catalog event a snapshot names.
     let mut record_index = 0u64;
     let mut catalog_record: Option<u64> = None;
@@ -172,6 +174,9 @@ pub fn verify_with_progress<S: std::io::Read>(
         let record = entry?.record;
         let index = record_index;
         record_index += 1;
+        let Some(record) = pieces.take(record) else {
+            continue;
+        };
         match record {
             LogRecord::Event(event) => {
                 if matches!(event.kind, EventKind::CatalogUpdated(_)) {
@@ -205,6 +210,8 @@ pub fn verify_with_progress<S: std::io::Read>(
                 }
             }
             LogRecord::SnapshotPart(bytes) => parts.push(bytes),
+            // Joined into a `Commands` record by `pieces`.
+            LogRecord::CommandsPart { .. } => {}
             LogRecord::Snapshot(recorded) => {
                 if let Some(d) = check(open.take(), Vec::new(), &before) {
                     break Some(with_following(&mut reader, d));

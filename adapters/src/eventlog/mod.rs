@@ -38,7 +38,8 @@ pub use memory::MemoryStore;
 pub use nwlog::{DurableWrite, Entry, NwlogReader, NwlogWriter, read_nwlog, read_nwlog_bytes};
 pub use preamble::{FORMAT_VERSION, MAGIC, PREAMBLE_LEN, READABLE_VERSIONS};
 pub use record::{
-    LogHeader, LogRecord, SNAPSHOT_PART_BYTES, Snapshot, SnapshotError, SnapshotParts,
+    COMMANDS_RECORD_BYTES, CommandParts, LogHeader, LogRecord, SNAPSHOT_PART_BYTES, Snapshot,
+    SnapshotError, SnapshotParts, commands_records, commands_records_of,
 };
 pub use redb_store::{READABLE_STORE_VERSIONS, RedbStore, STORE_FORMAT_VERSION};
 

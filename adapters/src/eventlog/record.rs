@@ -47,6 +47,109 @@ pub enum LogRecord {
     /// large for one record ([`Snapshot::into_records`]). Appended last: the variants' order is
     /// the log's format.
     SnapshotPart(Vec<u8>),
+    /// Piece `part` (from 0) of `parts` of the commands for the event before, when they are
+    /// too many for one record ([`commands_records`]): the pieces in order hold what one
+    /// `Commands` record would. Appended last: the variants' order is the log's format.
+    CommandsPart {
+        part: u32,
+        parts: u32,
+        commands: Vec<Command>,
+    },
+}
+
+/// The most bytes the commands of one record take: more are split into pieces of about this
+/// size, each well inside one frame (16 MiB).
+pub const COMMANDS_RECORD_BYTES: usize = 8 * 1024 * 1024;
+
+/// The records that log the commands for one event: one `Commands` record, or — when they
+/// encode to more than [`COMMANDS_RECORD_BYTES`] (a decision over 100,000 pods) — the
+/// `CommandsPart` pieces of them.
+pub fn commands_records(commands: Vec<Command>) -> Vec<LogRecord> {
+    commands_records_of(commands, COMMANDS_RECORD_BYTES)
+}
+
+/// [`commands_records`] with pieces of at most `piece_bytes` (a command larger than that is a
+/// piece of its own).
+pub fn commands_records_of(commands: Vec<Command>, piece_bytes: usize) -> Vec<LogRecord> {
+    // Every command is well under 64 KiB: a short list is one record without measuring it.
+    const MEASURED_FROM: usize = 64;
+    if commands.len() < MEASURED_FROM && piece_bytes >= COMMANDS_RECORD_BYTES {
+        return vec![LogRecord::Commands(commands)];
+    }
+    let size = |c: &Command| {
+        postcard::serialize_with_flavor(c, postcard::ser_flavors::Size::default()).unwrap_or(0)
+    };
+    let mut pieces: Vec<Vec<Command>> = vec![Vec::new()];
+    let mut bytes = 0usize;
+    for command in commands {
+        let n = size(&command);
+        let last = pieces.last_mut().expect("there is always a last piece");
+        if bytes + n > piece_bytes && !last.is_empty() {
+            pieces.push(Vec::new());
+            bytes = 0;
+        }
+        bytes += n;
+        pieces
+            .last_mut()
+            .expect("there is always a last piece")
+            .push(command);
+    }
+    if pieces.len() == 1 {
+        return vec![LogRecord::Commands(pieces.pop().unwrap_or_default())];
+    }
+    let parts = pieces.len() as u32;
+    pieces
+        .into_iter()
+        .enumerate()
+        .map(|(part, commands)| LogRecord::CommandsPart {
+            part: part as u32,
+            parts,
+            commands,
+        })
+        .collect()
+}
+
+/// Joins the pieces of split commands for a reader that goes through the log in order.
+#[derive(Debug, Default)]
+pub struct CommandParts {
+    next: u32,
+    commands: Vec<Command>,
+}
+
+impl CommandParts {
+    /// The record a reader acts on: the pieces of split commands are held until the last
+    /// one, which comes out as the whole `Commands` record; every other record comes out as it
+    /// is. A piece out of order (the torn rest of an interrupted append, written again after
+    /// recovery) starts the collection over.
+    pub fn take(&mut self, record: LogRecord) -> Option<LogRecord> {
+        match record {
+            LogRecord::CommandsPart {
+                part,
+                parts,
+                commands,
+            } => {
+                if part == 0 || part != self.next {
+                    self.commands.clear();
+                    self.next = 0;
+                }
+                if part != self.next {
+                    return None;
+                }
+                self.commands.extend(commands);
+                self.next += 1;
+                if self.next < parts {
+                    return None;
+                }
+                self.next = 0;
+                Some(LogRecord::Commands(std::mem::take(&mut self.commands)))
+            }
+            other => {
+                self.commands.clear();
+                self.next = 0;
+                Some(other)
+            }
+        }
+    }
 }
 
 /// The core's whole state at one event boundary. It is a cache of the events before it, never
@@ -356,5 +459,67 @@ mod tests {
         .expect("encodes");
         let read: Snapshot = postcard::from_bytes(&bytes).expect("decodes");
         assert_eq!(read, small);
+    }
+
+    fn tick_commands(n: usize) -> Vec<Command> {
+        (0..n)
+            .map(|i| Command::ReportUnschedulable {
+                pod: nodewright_core::model::pod::PodKey::new("default", &format!("pod-{i}")),
+                reason: "fits no existing node".repeat(1 + i % 3),
+            })
+            .collect()
+    }
+
+    #[test]
+    fn many_commands_are_split_into_pieces_that_join_back_in_order() {
+        let commands = tick_commands(500);
+        assert_eq!(
+            commands_records(commands.clone()),
+            vec![LogRecord::Commands(commands.clone())],
+            "500 short commands fit one record"
+        );
+        let records = commands_records_of(commands.clone(), 4096);
+        assert!(records.len() > 3, "{} pieces", records.len());
+        for record in &records {
+            let LogRecord::CommandsPart {
+                commands: piece, ..
+            } = record
+            else {
+                panic!("pieces only: {record:?}")
+            };
+            let bytes = postcard::to_stdvec(piece).expect("encodes").len();
+            assert!(bytes <= 4096 + 200, "{bytes}");
+        }
+        let mut pieces = CommandParts::default();
+        let joined: Vec<LogRecord> = records
+            .iter()
+            .cloned()
+            .filter_map(|r| pieces.take(r))
+            .collect();
+        assert_eq!(joined, vec![LogRecord::Commands(commands.clone())]);
+        // The torn start of an interrupted append, then the whole written again: the whole.
+        let mut pieces = CommandParts::default();
+        let mut torn = records[..2].to_vec();
+        torn.extend(records.iter().cloned());
+        let joined: Vec<LogRecord> = torn.into_iter().filter_map(|r| pieces.take(r)).collect();
+        assert_eq!(joined, vec![LogRecord::Commands(commands)]);
+    }
+
+    #[test]
+    fn commands_over_the_frame_maximum_are_split_into_records_that_each_fit() {
+        // About 25 MB of commands (80,000 of about 320 bytes), as a decision over 100,000 pods
+        // gives: four pieces of at most 8 MiB.
+        let commands: Vec<Command> = (0..80_000)
+            .map(|i| Command::ReportUnschedulable {
+                pod: nodewright_core::model::pod::PodKey::new("default", &format!("web-{i}")),
+                reason: "x".repeat(300),
+            })
+            .collect();
+        let records = commands_records(commands);
+        assert_eq!(records.len(), 4);
+        for record in &records {
+            let bytes = postcard::to_stdvec(record).expect("encodes").len();
+            assert!(bytes <= MAX_FRAME_PAYLOAD as usize, "{bytes}");
+        }
     }
 }

@@ -39,7 +39,7 @@ impl Recording {
         for record in records {
             match record {
                 LogRecord::Event(e) => events.push(e),
-                LogRecord::Commands(cs) => {
+                LogRecord::Commands(cs) | LogRecord::CommandsPart { commands: cs, .. } => {
                     let at = events.len().saturating_sub(1);
                     commands.extend(cs.into_iter().map(|c| (at, c)));
                 }
