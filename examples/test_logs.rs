@@ -62,6 +62,7 @@ fn write_log(name: &str, path: &Path) -> Result<(), Box<dyn std::error::Error>> 
             .cloned()
             .collect(),
         nested_virtualization: scenario.catalog.nested_virtualization.clone(),
+        reservations: Vec::new(),
     });
     let store: MemoryStore<LogHeader, LogRecord> =
         MemoryStore::new(LogHeader::new(scenario.config.clone(), &scenario.name));

@@ -35,9 +35,10 @@ enum Commands {
         /// A scenario file, files and folders of plain Kubernetes YAML (NodePools,
         /// EC2NodeClasses, workloads; run together for 30m from their state, as `kubectl apply
         /// -f` takes them), or the name of a built-in scenario: seed-tutorial (the default),
-        /// mixed, cloud-faults, crash-recovery, custom-labels, graceful-drain,
-        /// nodepool-deletion, spot-interruption, spot-storm, spread-lands, static-pool,
-        /// steady-state, volume-topology, zonal-spread (the files of `scenarios/`)
+        /// mixed, capacity-reservations, cloud-faults, crash-recovery, custom-labels,
+        /// graceful-drain, nodepool-deletion, spot-interruption, spot-storm, spread-lands,
+        /// static-pool, steady-state, volume-topology, zonal-spread (the files of
+        /// `scenarios/`)
         #[arg(value_name = "SCENARIO")]
         scenario: Vec<String>,
         /// Override the scenario's seed.

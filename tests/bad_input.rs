@@ -749,3 +749,51 @@ fn a_placement_group_selector_names_one_group() {
     );
     assert_mentions(&m, &["`spec.placementGroupSelector`", "by id or by name"]);
 }
+
+#[test]
+fn a_capacity_reservation_of_a_scenario_is_checked_at_load() {
+    let dir = tempfile::tempdir().expect("a folder");
+    let scenario = |reservation: &str| {
+        let path = dir.path().join("s.yaml");
+        std::fs::write(
+            &path,
+            format!(
+                "name: s\ncloud:\n  capacityReservations:\n    - {{{reservation}}}\nmanifests: []\n"
+            ),
+        )
+        .expect("written");
+        match load_file(&path) {
+            Ok(_) => panic!("accepted: {reservation}"),
+            Err(e) => e.to_string(),
+        }
+    };
+    let good = "id: cr-0a1, instanceType: m5.large, zone: us-east-1a, count: 2";
+    assert_mentions(
+        &scenario(&good.replace("cr-0a1", "reservation-1")),
+        &["cloud.capacityReservations[0].id", "cr-", "fix: "],
+    );
+    assert_mentions(
+        &scenario(&good.replace("m5.large", "m5.huge")),
+        &[
+            "cloud.capacityReservations[0].instanceType",
+            "m5.huge",
+            "fix: ",
+        ],
+    );
+    assert_mentions(
+        &scenario(&good.replace("us-east-1a", "us-east-1z")),
+        &["cloud.capacityReservations[0].zone", "fix: "],
+    );
+    assert_mentions(
+        &scenario(&good.replace("count: 2", "count: 0")),
+        &["cloud.capacityReservations[0].count", "10000", "fix: "],
+    );
+    assert_mentions(
+        &scenario(&format!("{good}, type: weekly")),
+        &[
+            "cloud.capacityReservations[0].type",
+            "capacity-block",
+            "fix: ",
+        ],
+    );
+}

@@ -438,9 +438,10 @@ fn a_field_the_simulation_does_not_model_is_said_once_and_listed_in_the_report()
         report["unmodelled_fields"][0]["applied_by_controller"],
         true
     );
+    // spec.context: the controller passes it to CreateFleet.
     assert_eq!(
         report["unmodelled_fields"][2]["applied_by_controller"],
-        false
+        true
     );
     assert_eq!(
         report["unmodelled_fields"][3]["applied_by_controller"],

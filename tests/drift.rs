@@ -125,6 +125,7 @@ fn an_instance_type_no_longer_offered_drifts_the_machine() {
             .filter(|it| it.name != gone)
             .collect(),
         nested_virtualization: catalog.nested_virtualization,
+        reservations: catalog.reservations,
     })));
     h.advance(15_000);
     let t = finish_replacement(&mut h);

@@ -179,6 +179,7 @@ fn a_repeated_launch_with_the_same_token_makes_no_second_machine() {
             insufficient_capacity: vec![],
             api_error_rate: 0.0,
             launch_latency_spikes: vec![],
+            capacity_reservations: vec![],
         },
         String::new(),
     );
@@ -210,6 +211,7 @@ fn the_end_of_run_checks_catch_a_leaked_instance_and_a_silently_stranded_pod() {
         nodepool: "default".into(),
         launched_at_ms: 0,
         terminated_at_ms: None,
+        reservation: None,
     };
     let quiet = PodKey::new("default", "quiet");
     let told = PodKey::new("default", "told");

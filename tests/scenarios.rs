@@ -112,6 +112,54 @@ fn requirements_on_labels_of_ones_own_give_nodes_values_they_allow_and_no_replac
 }
 
 #[test]
+fn reserved_capacity_is_used_first_the_rest_goes_on_demand_and_the_reserved_machines_stay() {
+    let report = run("capacity-reservations.yaml");
+    assert!(report.passed(), "{}", report.summary());
+    let web: Vec<_> = report
+        .machines
+        .iter()
+        .filter(|m| m.nodepool == "web")
+        .collect();
+    let reserved: Vec<_> = web
+        .iter()
+        .filter(|m| m.capacity_type == "reserved")
+        .collect();
+    // The reservation holds two: both used from the start, by the first pods, and kept.
+    assert_eq!(reserved.len(), 2, "{}", report.summary());
+    for m in &reserved {
+        assert_eq!(
+            (m.instance_type.as_str(), m.zone.as_str()),
+            ("m5.xlarge", "us-east-1a")
+        );
+        assert!(m.launched_at_seconds < 60.0, "{m:?}");
+        assert!(m.terminated_at_seconds.is_none(), "{m:?}");
+    }
+    // The growth at 10 minutes falls back to on-demand, which goes once the web shrinks.
+    let on_demand: Vec<_> = web
+        .iter()
+        .filter(|m| m.capacity_type == "on-demand")
+        .collect();
+    assert!(!on_demand.is_empty(), "{}", report.summary());
+    for m in &on_demand {
+        assert!(m.launched_at_seconds >= 600.0, "{m:?}");
+        assert!(
+            m.terminated_at_seconds.is_some_and(|t| t >= 1500.0),
+            "{m:?}"
+        );
+    }
+    // The batch pool's class selects no reservation.
+    assert!(
+        report
+            .machines
+            .iter()
+            .filter(|m| m.nodepool == "batch")
+            .all(|m| m.capacity_type == "on-demand"),
+        "{}",
+        report.summary()
+    );
+}
+
+#[test]
 fn a_static_pool_keeps_its_count_takes_pods_first_and_scales_by_its_replicas() {
     let report = run("static-pool.yaml");
     assert!(report.passed(), "{}", report.summary());

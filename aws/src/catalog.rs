@@ -135,6 +135,7 @@ impl Discovered {
                 region: region.to_string(),
                 instance_types: types,
                 nested_virtualization,
+                reservations: Vec::new(),
             }
             .normalized(),
             without_price,

@@ -430,6 +430,7 @@ impl Launcher {
             .create_fleet()
             .r#type(FleetType::Instant)
             .client_token(claim.client_token(&self.token_scope))
+            .set_context(launch.settings.context.clone())
             .target_capacity_specification(
                 TargetCapacitySpecificationRequest::builder()
                     .total_target_capacity(1)

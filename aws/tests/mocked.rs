@@ -392,3 +392,56 @@ async fn an_ami_alias_reads_the_public_ssm_parameter_of_each_architecture() {
         ("ami-0amd", "amd64")
     );
 }
+
+/// `spec.context` reaches CreateFleet as its `Context` (moto accepts it and keeps nothing of
+/// it, so the request is checked here).
+#[tokio::test]
+async fn the_node_classs_context_is_the_fleets() {
+    let seen: Arc<Mutex<Vec<Option<String>>>> = Arc::default();
+    let record = Arc::clone(&seen);
+    let fleet = mock!(aws_sdk_ec2::Client::create_fleet)
+        .match_requests(move |req| {
+            record
+                .lock()
+                .unwrap()
+                .push(req.context().map(str::to_string));
+            true
+        })
+        .then_output(|| {
+            CreateFleetOutput::builder()
+                .instances(
+                    CreateFleetInstance::builder()
+                        .instance_ids("i-0ctx")
+                        .instance_type(InstanceType::M5Large)
+                        .build(),
+                )
+                .build()
+        });
+    let mut rules = setup_rules();
+    rules.push(fleet);
+    let ec2 = mock_client!(aws_sdk_ec2, RuleMode::MatchAny, rules.iter());
+    let launcher = Launcher::new(ec2, cluster(), "scope");
+    let (class, settings) = parse_node_classes(
+        &format!("{NODECLASS}  context: reservation-context-1\n"),
+        "nc.yaml",
+    )
+    .unwrap()
+    .remove(0);
+    let with_context = LaunchClass {
+        class,
+        settings,
+        resolved: launch_class().resolved,
+    };
+    let spec = claim(CapacityType::OnDemand);
+    for launch in [&with_context, &launch_class()] {
+        let outcome = launcher.launch(&spec, launch).await;
+        assert!(
+            matches!(outcome, LaunchOutcome::Launched { .. }),
+            "{outcome:?}"
+        );
+    }
+    assert_eq!(
+        *seen.lock().unwrap(),
+        [Some("reservation-context-1".to_string()), None]
+    );
+}

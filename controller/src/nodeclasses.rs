@@ -119,14 +119,17 @@ impl NodeClassResolver {
             }
             seen.insert(name.clone(), generation);
             // Said once per generation: a field nodewright reads but does not act on yet.
-            for (field, effect, in_controller) in unmodelled::of_nodeclass(&object.spec) {
-                if in_controller == InController::NotApplied {
-                    warn!(
-                        nodeclass = name,
-                        field,
-                        "accepted but not applied by this nodewright ({effect}): launches go on without it"
-                    );
-                }
+            let gaps = unmodelled::of_nodeclass(&object.spec)
+                .into_iter()
+                .filter(|(_, _, in_controller)| *in_controller == InController::NotApplied)
+                .map(|(field, effect, _)| (field, effect))
+                .chain(unmodelled::not_applied_by_the_controller(&object.spec));
+            for (field, effect) in gaps {
+                warn!(
+                    nodeclass = name,
+                    field,
+                    "accepted but not applied by this nodewright ({effect}): launches go on without it"
+                );
             }
             match self.resolve(&object).await {
                 Outcome::Ready(launch) => {

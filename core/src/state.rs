@@ -117,12 +117,44 @@ impl ClusterState {
         o: &catalog::Offering,
         now_ms: u64,
     ) -> bool {
+        if o.capacity_type == catalog::CapacityType::Reserved && !self.reserved_free(it, o) {
+            return false;
+        }
         let key = (it.name.as_str(), o.zone.as_str(), o.capacity_type);
         self.unavailable.is_empty()
             || self
                 .unavailable
                 .get(&key as &dyn OfferingParts)
                 .is_none_or(|until| *until <= now_ms)
+    }
+
+    /// Whether the reservations of a reserved offering hold an instance more: fewer machines
+    /// use them than they hold (a machine launched into one uses it until it is gone; one on
+    /// its way, whose cheapest option is the reserved offering, counts as using it).
+    fn reserved_free(&self, it: &catalog::InstanceType, o: &catalog::Offering) -> bool {
+        let Some(prepared) = self.catalog.as_deref() else {
+            return false;
+        };
+        let held = prepared.catalog.reserved_count(&it.name, &o.zone);
+        let is_this = |instance_type: &str, zone: &str, capacity_type| {
+            capacity_type == catalog::CapacityType::Reserved
+                && instance_type == it.name
+                && zone == o.zone
+        };
+        let used =
+            self.nodeclaims
+                .values()
+                .filter(|c| match &c.instance {
+                    Some(i) => is_this(&i.instance_type, &i.zone, i.capacity_type),
+                    None => {
+                        c.terminating.is_none()
+                            && c.spec.options.first().is_some_and(|o| {
+                                is_this(&o.instance_type, &o.zone, o.capacity_type)
+                            })
+                    }
+                })
+                .count();
+        used < held as usize
     }
 
     /// The first PodDisruptionBudget that allows no more disruption of this pod now (pods in

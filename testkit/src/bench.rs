@@ -76,6 +76,7 @@ pub fn catalog() -> Catalog {
         region: "benchmark".to_string(),
         instance_types,
         nested_virtualization: Default::default(),
+        reservations: Vec::new(),
     }
     .normalized()
 }

@@ -25,6 +25,7 @@ pub fn small_catalog() -> Arc<Catalog> {
                 region: full.region.clone(),
                 instance_types: full.instance_types.iter().step_by(40).cloned().collect(),
                 nested_virtualization: full.nested_virtualization.clone(),
+                reservations: Vec::new(),
             })
         })
         .clone()

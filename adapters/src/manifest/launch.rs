@@ -320,6 +320,8 @@ pub struct LaunchSettings {
     pub placement_group: Option<PlacementGroup>,
     /// `cpuOptions.nestedVirtualization: enabled`: the launch template turns it on.
     pub nested_virtualization: bool,
+    /// `spec.context`: the CreateFleet `Context` (reserved capacity for some accounts).
+    pub context: Option<String>,
 }
 
 /// The size of a volume no mapping gives, as Karpenter's default EBS volume.
@@ -460,6 +462,7 @@ pub(super) fn launch_settings(spec: &NodeClassSpec) -> Result<LaunchSettings, La
             .as_ref()
             .and_then(|c| c.nested_virtualization.as_deref())
             == Some("enabled"),
+        context: spec.context.clone(),
         placement_group: match &spec.placement_group_selector {
             None => None,
             Some(selector) => Some(match (&selector.id, &selector.name) {

@@ -1162,6 +1162,18 @@ fn subnet_terms(terms: &[api::SubnetSelectorTerm]) -> Vec<SelectorTerm> {
         .collect()
 }
 
+fn capacity_reservation_terms(terms: &[api::CapacityReservationSelectorTerm]) -> Vec<SelectorTerm> {
+    terms
+        .iter()
+        .map(|t| SelectorTerm {
+            id: t.id.clone(),
+            owner: t.owner_id.clone(),
+            tags: t.tags.clone(),
+            ..SelectorTerm::default()
+        })
+        .collect()
+}
+
 fn security_group_terms(terms: &[api::SecurityGroupSelectorTerm]) -> Vec<SelectorTerm> {
     terms
         .iter()
@@ -1312,6 +1324,9 @@ fn translate_nodeclass(obj: api::EC2NodeClass, ctx: Ctx) -> Result<NodeClass, Ma
         tags: spec.tags,
         storage,
         nested_virtualization,
+        capacity_reservation_selector_terms: capacity_reservation_terms(
+            &spec.capacity_reservation_selector_terms,
+        ),
     })
 }
 

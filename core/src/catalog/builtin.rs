@@ -31,6 +31,7 @@ pub fn us_east_1() -> Catalog {
         region: generated.region,
         instance_types: generated.instance_types,
         nested_virtualization: generated.nested_virtualization,
+        reservations: Vec::new(),
     }
     .normalized()
 }

@@ -198,6 +198,56 @@ pub struct Catalog {
     /// format 2: see [`crate::model::trailing`].
     #[serde(default, deserialize_with = "crate::model::trailing")]
     pub nested_virtualization: BTreeSet<String>,
+    /// The capacity reservations the account holds (On-Demand Capacity Reservations and
+    /// Capacity Blocks): each a `reserved` offering of its type in its zone, for the node
+    /// classes whose `capacityReservationSelectorTerms` select it. Added after log format 2:
+    /// see [`crate::model::trailing`].
+    #[serde(default, deserialize_with = "crate::model::trailing")]
+    pub reservations: Vec<CapacityReservation>,
+}
+
+/// One capacity reservation: `count` instances of one type in one zone, paid for whether they
+/// run or not.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CapacityReservation {
+    /// `cr-0123...`.
+    pub id: String,
+    pub instance_type: String,
+    pub zone: String,
+    /// The instances it holds for this cluster.
+    pub count: u32,
+    pub kind: ReservationKind,
+    /// The account that owns it.
+    pub owner_id: String,
+    pub tags: BTreeMap<String, String>,
+}
+
+/// Karpenter's `karpenter.k8s.aws/capacity-reservation-type`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum ReservationKind {
+    /// An On-Demand Capacity Reservation.
+    #[serde(rename = "default")]
+    Default,
+    /// A Capacity Block for ML: reserved for a time window.
+    #[serde(rename = "capacity-block")]
+    CapacityBlock,
+}
+
+impl ReservationKind {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ReservationKind::Default => "default",
+            ReservationKind::CapacityBlock => "capacity-block",
+        }
+    }
+}
+
+/// What a reserved offering costs to choose: next to nothing (the reservation is paid for
+/// already, as Karpenter prices it), yet in the order of the types' on-demand prices, so that
+/// among reservations the cheaper type still comes first.
+pub fn reserved_price(on_demand: Price) -> Price {
+    Price((on_demand.0 / 1000).max(1))
 }
 
 impl Catalog {
@@ -216,6 +266,49 @@ impl Catalog {
     /// Whether the types are in name order already (as [`Catalog::normalized`] leaves them).
     pub fn is_normalized(&self) -> bool {
         self.instance_types.is_sorted_by(|a, b| a.name <= b.name)
+    }
+
+    /// The catalog with a `reserved` offering for each type and zone a reservation holds (at
+    /// [`reserved_price`] of the type's on-demand price there), after the type's own offerings.
+    pub fn with_reserved_offerings(mut self) -> Catalog {
+        let reservations = std::mem::take(&mut self.reservations);
+        for r in &reservations {
+            let Some(at) = self.position(&r.instance_type) else {
+                continue;
+            };
+            let it = &mut self.instance_types[at];
+            if it
+                .offerings
+                .iter()
+                .any(|o| o.zone == r.zone && o.capacity_type == CapacityType::Reserved)
+            {
+                continue;
+            }
+            let on_demand = it
+                .offerings
+                .iter()
+                .filter(|o| o.capacity_type == CapacityType::OnDemand)
+                .min_by_key(|o| (o.zone != r.zone, o.price))
+                .map(|o| o.price);
+            if let Some(on_demand) = on_demand {
+                it.offerings.push(Offering {
+                    zone: r.zone.clone(),
+                    capacity_type: CapacityType::Reserved,
+                    price: reserved_price(on_demand),
+                });
+            }
+        }
+        self.reservations = reservations;
+        self
+    }
+
+    /// The instances the reservations hold of one type in one zone.
+    pub fn reserved_count(&self, instance_type: &str, zone: &str) -> u32 {
+        self.reservations
+            .iter()
+            .filter(|r| r.instance_type == instance_type && r.zone == zone)
+            .map(|r| r.count)
+            .sum()
     }
 
     pub fn normalized(mut self) -> Catalog {

@@ -9,7 +9,8 @@ use crate::model::requirements::Requirements;
 /// The catalog with what the solver needs precomputed.
 #[derive(Debug, Clone)]
 pub struct PreparedCatalog {
-    /// Shared with the event that carried it when it came in name order.
+    /// Shared with the event that carried it when it came in name order and with no
+    /// reservation (else a copy, with the reserved offerings among the types' own).
     pub catalog: Arc<Catalog>,
     /// `requirements[i]` belongs to `catalog.instance_types[i]`.
     pub requirements: Vec<Requirements>,
@@ -18,10 +19,15 @@ pub struct PreparedCatalog {
 impl PreparedCatalog {
     pub fn new(catalog: impl Into<Arc<Catalog>>) -> Self {
         let catalog: Arc<Catalog> = catalog.into();
-        let catalog = if catalog.is_normalized() {
+        let catalog = if catalog.is_normalized() && catalog.reservations.is_empty() {
             catalog
         } else {
-            Arc::new(Catalog::clone(&catalog).normalized())
+            // Reservations are offerings of their types: `reserved` ones.
+            Arc::new(
+                Catalog::clone(&catalog)
+                    .normalized()
+                    .with_reserved_offerings(),
+            )
         };
         let requirements = catalog
             .instance_types

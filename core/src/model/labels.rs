@@ -13,6 +13,10 @@ pub const ZONE_ID: &str = "topology.k8s.aws/zone-id";
 pub const CAPACITY_TYPE: &str = "karpenter.sh/capacity-type";
 pub const NODEPOOL: &str = "karpenter.sh/nodepool";
 pub const NODECLASS: &str = "karpenter.k8s.aws/ec2nodeclass";
+/// The capacity reservation a `reserved` node runs in, and its type (`default`,
+/// `capacity-block`).
+pub const CAPACITY_RESERVATION_ID: &str = "karpenter.k8s.aws/capacity-reservation-id";
+pub const CAPACITY_RESERVATION_TYPE: &str = "karpenter.k8s.aws/capacity-reservation-type";
 
 pub const INSTANCE_CATEGORY: &str = "karpenter.k8s.aws/instance-category";
 pub const INSTANCE_FAMILY: &str = "karpenter.k8s.aws/instance-family";

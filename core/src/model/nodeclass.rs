@@ -79,6 +79,10 @@ pub struct NodeClass {
     /// virtualization launch, with it turned on. Added after log format 2: see [`crate::model::trailing`].
     #[serde(default, deserialize_with = "crate::model::trailing")]
     pub nested_virtualization: bool,
+    /// `capacityReservationSelectorTerms`: the reservations its machines may launch into (by
+    /// id, or by tags and owner). Added after log format 2: see [`crate::model::trailing`].
+    #[serde(default, deserialize_with = "crate::model::trailing")]
+    pub capacity_reservation_selector_terms: Vec<SelectorTerm>,
 }
 
 /// The operating system a node class's machines run, as its AMI family sets it.
@@ -133,7 +137,25 @@ impl NodeClass {
             tags: BTreeMap::new(),
             storage: NodeStorage::default(),
             nested_virtualization: false,
+            capacity_reservation_selector_terms: Vec::new(),
         }
+    }
+
+    /// Whether its `capacityReservationSelectorTerms` select this reservation: a term by id
+    /// names it; a term by tags (and owner) matches every tag it gives.
+    pub fn selects_reservation(&self, r: &crate::catalog::CapacityReservation) -> bool {
+        self.capacity_reservation_selector_terms.iter().any(|term| {
+            if let Some(id) = &term.id {
+                return *id == r.id;
+            }
+            let owner = term.owner.as_ref().is_none_or(|o| *o == r.owner_id);
+            owner
+                && !term.tags.is_empty()
+                && term
+                    .tags
+                    .iter()
+                    .all(|(k, v)| r.tags.get(k).is_some_and(|t| v == "*" || t == v))
+        })
     }
 
     /// What its machines run: the `amiFamily`'s OS, else the OS of the first AMI alias

@@ -8,7 +8,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Arc, Mutex};
 
 use crate::catalog::PreparedCatalog;
-use crate::catalog::{CapacitySettings, NodeResources};
+use crate::catalog::{CapacitySettings, CapacityType, NodeResources};
 use crate::model::daemonset::DaemonSet;
 use crate::model::labels;
 use crate::model::nodeclass::NodeClass;
@@ -62,6 +62,18 @@ impl PoolShape {
         // A machine of this node class launches only in a zone where it has a subnet.
         if let Some(zones) = subnet_zones {
             template.add(Requirement::values_in(labels::ZONE, zones.iter().cloned()));
+        }
+        // Reserved offerings are for the classes whose terms select a reservation.
+        let reservations = &catalog.catalog.reservations;
+        if !reservations.is_empty()
+            && !reservations
+                .iter()
+                .any(|r| nodeclass.selects_reservation(r))
+        {
+            template.add(Requirement::values_not_in(
+                labels::CAPACITY_TYPE,
+                [CapacityType::Reserved.as_str().to_string()],
+            ));
         }
         let resources = catalog.node_resources(nodeclass, capacity_settings);
         let class_requirements = catalog.requirements_under(nodeclass);

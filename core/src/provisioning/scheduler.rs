@@ -152,6 +152,22 @@ fn has_allowed_offering(
     has_offering_passing(state, prepared, t, &OfferingFilter::new(reqs), now_ms)
 }
 
+/// Whether type `t` has a reserved offering the filter allows in a reservation with room.
+fn reserved_with_room(
+    state: &ClusterState,
+    prepared: &PreparedCatalog,
+    t: usize,
+    filter: &OfferingFilter,
+    now_ms: u64,
+) -> bool {
+    let it = &prepared.catalog.instance_types[t];
+    it.offerings.iter().any(|o| {
+        o.capacity_type == crate::catalog::CapacityType::Reserved
+            && filter.allows(&o.zone, o.capacity_type.as_str())
+            && state.offering_available(it, o, now_ms)
+    })
+}
+
 fn has_offering_passing(
     state: &ClusterState,
     prepared: &PreparedCatalog,
@@ -524,6 +540,8 @@ enum AddError {
         types: usize,
     },
     NoCatalog,
+    /// The machine could go into a capacity reservation with room, and would not with the pod.
+    LeavesReservation,
 }
 
 impl std::fmt::Display for AddError {
@@ -549,6 +567,10 @@ impl std::fmt::Display for AddError {
                 "minValues {min} for {key} cannot be met: only {got} distinct values among the {types} instance types that fit"
             ),
             AddError::NoCatalog => write!(f, "no instance catalog is known yet"),
+            AddError::LeavesReservation => write!(
+                f,
+                "the machine would no longer fit the capacity reservation it can go into"
+            ),
         }
     }
 }
@@ -835,6 +857,19 @@ impl<'a> Solver<'a> {
                 describe_requirements(&reqs),
                 requests,
             ));
+        }
+        // As Karpenter's reserved capacity: a machine that can go into a reservation with room
+        // stays able to; a pod that would take that away opens another machine.
+        if !planned.claim.pods.is_empty() && !prepared.catalog.reservations.is_empty() {
+            let before = OfferingFilter::new(&planned.claim.requirements);
+            let reservable = |types: &[usize], filter: &OfferingFilter| {
+                types
+                    .iter()
+                    .any(|&t| reserved_with_room(self.state, prepared, t, filter, self.now_ms))
+            };
+            if reservable(&planned.claim.types, &before) && !reservable(&types, &filter) {
+                return Err(AddError::LeavesReservation);
+            }
         }
         let mut min_values = planned.claim.min_values.clone();
         if let Some((key, min, got)) = launch::unmet_min_values(prepared, &types, &min_values) {

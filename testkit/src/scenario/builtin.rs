@@ -17,6 +17,10 @@ pub const SCENARIOS: &[(&str, &str)] = &[
         include_str!("../../../scenarios/cloud-faults.yaml"),
     ),
     (
+        "capacity-reservations",
+        include_str!("../../../scenarios/capacity-reservations.yaml"),
+    ),
+    (
         "crash-recovery",
         include_str!("../../../scenarios/crash-recovery.yaml"),
     ),

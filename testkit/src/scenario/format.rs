@@ -67,6 +67,27 @@ pub struct CloudFile {
     /// Windows during which launches take longer: `{from: 5m, until: 10m, latency: 3m}`.
     #[serde(default, rename = "launchLatencySpikes")]
     pub launch_latency_spikes: Vec<LatencySpikeFile>,
+    /// The account's capacity reservations:
+    /// `{id: cr-0123, instanceType: m5.large, zone: us-east-1a, count: 2}`.
+    #[serde(default, rename = "capacityReservations")]
+    pub capacity_reservations: Vec<CapacityReservationFile>,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CapacityReservationFile {
+    pub id: String,
+    #[serde(rename = "instanceType")]
+    pub instance_type: String,
+    pub zone: String,
+    pub count: u32,
+    /// `default` (an On-Demand Capacity Reservation, the default) or `capacity-block`.
+    #[serde(rename = "type")]
+    pub kind: Option<String>,
+    #[serde(rename = "ownerID")]
+    pub owner_id: Option<String>,
+    #[serde(default)]
+    pub tags: std::collections::BTreeMap<String, String>,
 }
 
 #[derive(Debug, Clone, Deserialize)]

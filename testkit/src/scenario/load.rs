@@ -40,6 +40,12 @@ const MAX_DURATION_TEXT: &str = "744h (31 days)";
 /// benchmark's largest cluster.
 pub const MAX_EXISTING_NODES: u64 = 10_000;
 
+/// The most instances one capacity reservation of a scenario holds.
+pub const MAX_RESERVED_INSTANCES: u32 = 10_000;
+/// The account the simulated cloud's reservations belong to when a scenario names none (the
+/// account of the simulated EventBridge messages).
+const SIMULATED_ACCOUNT: &str = "123456789012";
+
 pub use nodewright_adapters::manifest::MAX_REPLICAS;
 
 /// The most pods a scenario may hold at once, all workloads together: twice the scheduling
@@ -299,6 +305,83 @@ pub fn load_str(
             latency,
         });
     }
+    let mut capacity_reservations: Vec<nodewright_core::catalog::CapacityReservation> = Vec::new();
+    for (i, r) in cloud_file
+        .as_ref()
+        .map(|c| c.capacity_reservations.clone())
+        .unwrap_or_default()
+        .into_iter()
+        .enumerate()
+    {
+        let field = format!("cloud.capacityReservations[{i}]");
+        let well_formed = r.id.strip_prefix("cr-").is_some_and(|rest| {
+            !rest.is_empty() && rest.chars().all(|c| c.is_ascii_alphanumeric())
+        });
+        if !well_formed {
+            return Err(invalid(
+                &format!("{field}.id"),
+                format!("{:?} is not a capacity reservation id", r.id),
+                "write cr- and letters or digits, e.g. cr-0123456789abcdef0",
+            ));
+        }
+        if capacity_reservations.iter().any(|c| c.id == r.id) {
+            return Err(invalid(
+                &format!("{field}.id"),
+                format!("{:?} is given twice", r.id),
+                "give each reservation its own id",
+            ));
+        }
+        if catalog.get(&r.instance_type).is_none() {
+            return Err(invalid(
+                &format!("{field}.instanceType"),
+                format!("{:?} is not an instance type of {region}", r.instance_type),
+                "use a type of the built-in catalog, e.g. m5.large",
+            ));
+        }
+        if !zones.contains(&r.zone) {
+            return Err(invalid(
+                &format!("{field}.zone"),
+                format!("{:?} is not a zone of {region}", r.zone),
+                &format!("use one of {}", zones.join(", ")),
+            ));
+        }
+        if r.count == 0 || r.count > MAX_RESERVED_INSTANCES {
+            return Err(invalid(
+                &format!("{field}.count"),
+                format!("{} is not between 1 and {MAX_RESERVED_INSTANCES}", r.count),
+                "give the instances the reservation holds",
+            ));
+        }
+        let kind = match r.kind.as_deref() {
+            None | Some("default") => nodewright_core::catalog::ReservationKind::Default,
+            Some("capacity-block") => nodewright_core::catalog::ReservationKind::CapacityBlock,
+            Some(other) => {
+                return Err(invalid(
+                    &format!("{field}.type"),
+                    format!("{other:?} is not a reservation type"),
+                    "use default (an On-Demand Capacity Reservation) or capacity-block",
+                ));
+            }
+        };
+        capacity_reservations.push(nodewright_core::catalog::CapacityReservation {
+            id: r.id,
+            instance_type: r.instance_type,
+            zone: r.zone,
+            count: r.count,
+            kind,
+            owner_id: r.owner_id.unwrap_or_else(|| SIMULATED_ACCOUNT.to_string()),
+            tags: r.tags,
+        });
+    }
+    // EC2 describes the reservations with the catalog.
+    let catalog = if capacity_reservations.is_empty() {
+        catalog
+    } else {
+        std::sync::Arc::new(nodewright_core::catalog::Catalog {
+            reservations: capacity_reservations.clone(),
+            ..nodewright_core::catalog::Catalog::clone(&catalog)
+        })
+    };
     let cloud = CloudSpec {
         launch_latency: latency(
             "cloud.launchLatency",
@@ -315,6 +398,7 @@ pub fn load_str(
         insufficient_capacity: ice,
         api_error_rate,
         launch_latency_spikes,
+        capacity_reservations,
     };
 
     let mut existing_nodes = Vec::new();

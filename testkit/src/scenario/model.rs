@@ -78,6 +78,9 @@ pub struct CloudSpec {
     /// error; the adapter retries them with backoff.
     pub api_error_rate: f64,
     pub launch_latency_spikes: Vec<LatencySpike>,
+    /// The account's capacity reservations (also in the scenario's catalog, as EC2 would
+    /// describe them): CreateFleet launches `reserved` instances only while one has room.
+    pub capacity_reservations: Vec<nodewright_core::catalog::CapacityReservation>,
 }
 
 /// A window during which a launch takes `latency` instead of the usual.

@@ -3,7 +3,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use nodewright_core::catalog::Price;
+use nodewright_core::catalog::{CapacityType, Price};
 use nodewright_core::model::nodeclaim::{Instance, NodeClaimSpec, OfferingKey};
 
 use super::rng::SimRng;
@@ -17,6 +17,8 @@ pub struct SimInstance {
     pub nodepool: String,
     pub launched_at_ms: u64,
     pub terminated_at_ms: Option<u64>,
+    /// The capacity reservation it was launched into (`reserved` instances only).
+    pub reservation: Option<String>,
 }
 
 /// Why CreateFleet launched nothing.
@@ -89,7 +91,10 @@ impl SimCloud {
                     now_ms,
                 )
             });
-            if ice {
+            // A reserved instance goes into a reservation of its type and zone with room.
+            let reservation = (option.capacity_type == CapacityType::Reserved)
+                .then(|| self.reservation_with_room(&option.instance_type, &option.zone));
+            if ice || reservation == Some(None) {
                 unavailable.push(OfferingKey {
                     instance_type: option.instance_type.clone(),
                     zone: option.zone.clone(),
@@ -118,6 +123,7 @@ impl SimCloud {
                     nodepool: claim.nodepool.clone(),
                     launched_at_ms: now_ms,
                     terminated_at_ms: None,
+                    reservation: reservation.flatten(),
                 },
             );
             return Ok(instance);
@@ -130,6 +136,30 @@ impl SimCloud {
             ),
             unavailable,
         })
+    }
+
+    /// The first reservation (by id) of this type and zone that holds fewer running instances
+    /// than its count.
+    fn reservation_with_room(&self, instance_type: &str, zone: &str) -> Option<String> {
+        let mut reservations: Vec<_> = self
+            .spec
+            .capacity_reservations
+            .iter()
+            .filter(|r| r.instance_type == instance_type && r.zone == zone)
+            .collect();
+        reservations.sort_by(|a, b| a.id.cmp(&b.id));
+        reservations
+            .into_iter()
+            .find(|r| {
+                let used = self
+                    .running
+                    .iter()
+                    .filter_map(|id| self.instances.get(id))
+                    .filter(|i| i.reservation.as_deref() == Some(r.id.as_str()))
+                    .count();
+                used < r.count as usize
+            })
+            .map(|r| r.id.clone())
     }
 
     /// TerminateInstances; idempotent.

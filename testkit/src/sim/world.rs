@@ -571,6 +571,23 @@ impl World {
                     return;
                 };
                 node.provider_id = Some(instance.instance.provider_id());
+                // Karpenter's labels of a node in a capacity reservation.
+                if let Some(id) = &instance.reservation {
+                    node.labels
+                        .insert(labels::CAPACITY_RESERVATION_ID.into(), id.clone());
+                    if let Some(r) = self
+                        .cloud
+                        .spec
+                        .capacity_reservations
+                        .iter()
+                        .find(|r| r.id == *id)
+                    {
+                        node.labels.insert(
+                            labels::CAPACITY_RESERVATION_TYPE.into(),
+                            r.kind.as_str().into(),
+                        );
+                    }
+                }
                 if let Some(m) = self.machines.get_mut(&instance.nodeclaim) {
                     node.labels.extend(m.spec.labels.clone());
                     node.annotations.extend(m.spec.annotations.clone());

@@ -225,6 +225,7 @@ pub fn scenario_of(recording: &Recording, policy: &Policy) -> Result<Scenario, W
     timeline.extend(workload.late_deployments());
     timeline.sort_by_key(|t| t.at_ms);
 
+    let reservations = catalog.reservations.clone();
     Ok(Scenario {
         name: recording.header.source.clone(),
         description: format!(
@@ -242,6 +243,8 @@ pub fn scenario_of(recording: &Recording, policy: &Policy) -> Result<Scenario, W
             insufficient_capacity: ice,
             api_error_rate: 0.0,
             launch_latency_spikes: Vec::new(),
+            // The reservations the recorded catalog listed.
+            capacity_reservations: reservations,
         },
         existing_nodes,
         manifests,
