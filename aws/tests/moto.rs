@@ -654,13 +654,13 @@ async fn a_pending_pod_becomes_a_moto_instance_through_the_driver_and_the_log_re
 }
 
 #[tokio::test]
-async fn the_node_classs_interfaces_prefixes_tracking_placement_and_cpu_options_reach_the_launch_template()
+async fn the_node_classs_interfaces_prefixes_tracking_placement_cpu_options_and_context_launch()
  {
     let moto = Moto::start();
     let c = clients(&moto).await;
     let (mut launch, _) = launch_class(&c).await;
     let shaped = format!(
-        "{}  networkInterfaces:\n    - {{networkCardIndex: 0, deviceIndex: 0, interfaceType: interface}}\n    - {{networkCardIndex: 1, deviceIndex: 0, interfaceType: efa-only}}\n  ipPrefixCount: 2\n  connectionTracking: {{tcpEstablishedTimeout: 3600, udpTimeout: 45}}\n  placementGroupSelector: {{name: gpu-cluster}}\n  cpuOptions: {{nestedVirtualization: enabled}}\n",
+        "{}  networkInterfaces:\n    - {{networkCardIndex: 0, deviceIndex: 0, interfaceType: interface}}\n    - {{networkCardIndex: 1, deviceIndex: 0, interfaceType: efa-only}}\n  ipPrefixCount: 2\n  connectionTracking: {{tcpEstablishedTimeout: 3600, udpTimeout: 45}}\n  placementGroupSelector: {{name: gpu-cluster}}\n  cpuOptions: {{nestedVirtualization: enabled}}\n  context: reservation-context-1\n",
         nodeclass_yaml(launch.resolved.amis[0].id.as_str())
     );
     let (_, settings) = parse_node_classes(&shaped, "nodeclass.yaml")
