@@ -654,8 +654,7 @@ async fn a_pending_pod_becomes_a_moto_instance_through_the_driver_and_the_log_re
 }
 
 #[tokio::test]
-async fn the_node_classs_interfaces_prefixes_tracking_placement_cpu_options_and_context_launch()
- {
+async fn the_node_classs_interfaces_prefixes_tracking_placement_cpu_options_and_context_launch() {
     let moto = Moto::start();
     let c = clients(&moto).await;
     let (mut launch, _) = launch_class(&c).await;

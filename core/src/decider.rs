@@ -1517,15 +1517,7 @@ impl Core {
                     self.unschedulable.remove(pod);
                     self.nominations.insert(pod.clone(), spec.name.clone());
                 }
-                // A new machine has deadlines of its own.
-                self.claim_deadline_ms = None;
-                self.state
-                    .nodeclaims
-                    .insert(spec.name.clone(), NodeClaimState::new(spec.clone(), now));
-                commands.push(Command::LaunchNodeClaim {
-                    nodeclaim: Box::new(spec),
-                    reason,
-                });
+                self.launch(spec, reason, commands);
             }
         }
         if let Some(hold) = hold {
@@ -1538,6 +1530,20 @@ impl Core {
                 commands.push(Command::ReportUnschedulable { pod, reason });
             }
         }
+    }
+
+    /// Records a new machine and asks for it.
+    fn launch(&mut self, spec: NodeClaimSpec, reason: LaunchReason, commands: &mut Vec<Command>) {
+        // A new machine has deadlines of its own.
+        self.claim_deadline_ms = None;
+        self.state.nodeclaims.insert(
+            spec.name.clone(),
+            NodeClaimState::new(spec.clone(), self.now_ms),
+        );
+        commands.push(Command::LaunchNodeClaim {
+            nodeclaim: Box::new(spec),
+            reason,
+        });
     }
 
     /// Brings every static NodePool to its replicas ([`static_pool`]): launches what is
@@ -1561,15 +1567,7 @@ impl Core {
                     break;
                 };
                 reason.summary = format!("{why}; {}", reason.summary);
-                // A new machine has deadlines of its own.
-                self.claim_deadline_ms = None;
-                self.state
-                    .nodeclaims
-                    .insert(spec.name.clone(), NodeClaimState::new(spec.clone(), now));
-                commands.push(Command::LaunchNodeClaim {
-                    nodeclaim: Box::new(spec),
-                    reason,
-                });
+                self.launch(spec, reason, commands);
             }
         }
         if !stuck {

@@ -160,11 +160,9 @@ fn reserved_with_room(
     filter: &OfferingFilter,
     now_ms: u64,
 ) -> bool {
-    let it = &prepared.catalog.instance_types[t];
-    it.offerings.iter().any(|o| {
-        o.capacity_type == crate::catalog::CapacityType::Reserved
-            && filter.allows(&o.zone, o.capacity_type.as_str())
-            && state.offering_available(it, o, now_ms)
+    let reserved = crate::catalog::CapacityType::Reserved;
+    offering_passing(state, prepared, t, filter, now_ms, |o| {
+        o.capacity_type == reserved
     })
 }
 
@@ -175,9 +173,23 @@ fn has_offering_passing(
     filter: &OfferingFilter,
     now_ms: u64,
 ) -> bool {
+    offering_passing(state, prepared, t, filter, now_ms, |_| true)
+}
+
+/// Whether type `t` has an offering the filter allows, available now, that `also` takes.
+fn offering_passing(
+    state: &ClusterState,
+    prepared: &PreparedCatalog,
+    t: usize,
+    filter: &OfferingFilter,
+    now_ms: u64,
+    also: impl Fn(&crate::catalog::Offering) -> bool,
+) -> bool {
     let it = &prepared.catalog.instance_types[t];
     it.offerings.iter().any(|o| {
-        filter.allows(&o.zone, o.capacity_type.as_str()) && state.offering_available(it, o, now_ms)
+        also(o)
+            && filter.allows(&o.zone, o.capacity_type.as_str())
+            && state.offering_available(it, o, now_ms)
     })
 }
 
