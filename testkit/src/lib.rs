@@ -17,6 +17,7 @@ pub mod report;
 pub mod scenario;
 pub mod seeds;
 pub mod sim;
+#[cfg(feature = "strategies")]
 pub mod strategies;
 pub mod whatif;
 
