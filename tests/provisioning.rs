@@ -813,3 +813,37 @@ fn machines_launch_only_in_zones_where_the_node_class_has_a_subnet() {
         "{commands:?}"
     );
 }
+
+#[test]
+fn why_a_pod_fits_nowhere_is_typed_with_one_reason_per_nodepool() {
+    use nodewright_core::provisioning::scheduler::{self, Unplaceable};
+    let mut h = CoreHarness::new();
+    h.nodepool(tutorial_pool());
+    let mut small = pool("small");
+    small.requirements = vec![req(labels::INSTANCE_SIZE, Operator::In, &["large"])];
+    h.nodepool(small);
+    let huge = Pod::new("default", "huge", 1_000_000, GIB);
+    let result = scheduler::solve(h.core.state(), h.core.config(), 0, &[&huge]);
+    let [(pod, why)] = &result.unschedulable[..] else {
+        panic!("{:?}", result.unschedulable)
+    };
+    assert_eq!(pod.name, "huge");
+    let Unplaceable::FitsNowhere { ruled_out, .. } = why else {
+        panic!("{why:?}")
+    };
+    assert_eq!(ruled_out.len(), 2, "{ruled_out:?}");
+    assert!(
+        ruled_out.iter().any(|r| r.contains("nodepool small")),
+        "{ruled_out:?}"
+    );
+    // The text a person reads joins them, as the command has always said it.
+    let text = why.to_string();
+    assert!(
+        text.starts_with(
+            "fits no existing node and no NodePool can launch a machine for it (cpu=1000 "
+        ),
+        "{text}"
+    );
+    assert!(text.contains(&ruled_out.join("; ")), "{text}");
+    assert_eq!(why.ruled_out(), *ruled_out);
+}

@@ -1523,8 +1523,10 @@ impl Core {
         if let Some(hold) = hold {
             self.sibling_holds.hold(&launched_held, &hold.joining);
         }
-        for (pod, reason) in result.unschedulable {
+        for (pod, why) in result.unschedulable {
             self.nominations.remove(&pod);
+            // The command and the log carry the reason as text, for people.
+            let reason = why.to_string();
             if self.unschedulable.get(&pod) != Some(&reason) {
                 self.unschedulable.insert(pod.clone(), reason.clone());
                 commands.push(Command::ReportUnschedulable { pod, reason });

@@ -396,8 +396,8 @@ impl Teller {
                 )),
             }
         }
-        for (_, reason) in &result.unschedulable {
-            for part in reason.split("; ") {
+        for (_, why) in &result.unschedulable {
+            for part in why.ruled_out() {
                 details.push(format!("ruled out: {part}"));
             }
         }

@@ -40,13 +40,68 @@ pub struct PlannedClaim {
     pub min_values: Vec<(String, u32)>,
 }
 
+/// Why a pending pod fits nowhere. Text is made of it only where a person reads it (the
+/// `ReportUnschedulable` command, explain).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Unplaceable {
+    /// No NodePool exists.
+    NoNodePool,
+    /// NodePools exist, but the instance types are not known yet (the catalog is being read).
+    CatalogUnknown,
+    /// It fits no existing node, and no NodePool can launch a machine for it: what ruled out
+    /// each, and the preferences relaxed on the way.
+    FitsNowhere {
+        requests: Resources,
+        ruled_out: Vec<String>,
+        relaxed: Vec<String>,
+    },
+}
+
+impl Unplaceable {
+    /// What ruled the pod out, one reason each (for a list a person reads).
+    pub fn ruled_out(&self) -> Vec<String> {
+        match self {
+            Unplaceable::FitsNowhere { ruled_out, .. } => ruled_out.clone(),
+            other => vec![other.to_string()],
+        }
+    }
+}
+
+impl std::fmt::Display for Unplaceable {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Unplaceable::NoNodePool => {
+                f.write_str("no NodePool exists; create one whose requirements the pod meets")
+            }
+            Unplaceable::CatalogUnknown => f.write_str(
+                "the instance types are not known yet (the catalog is being read); the pod is tried again when they are",
+            ),
+            Unplaceable::FitsNowhere {
+                requests,
+                ruled_out,
+                relaxed,
+            } => {
+                write!(
+                    f,
+                    "fits no existing node and no NodePool can launch a machine for it ({requests}): {}",
+                    ruled_out.join("; ")
+                )?;
+                if !relaxed.is_empty() {
+                    write!(f, " (after relaxing: {})", relaxed.join(", "))?;
+                }
+                Ok(())
+            }
+        }
+    }
+}
+
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct SolveResult {
     /// Pods that fit existing or in-flight capacity: (pod, node or NodeClaim name).
     pub nominations: Vec<(PodKey, String)>,
     pub new_claims: Vec<PlannedClaim>,
     /// Pods that fit nowhere, with the reason a user can act on.
-    pub unschedulable: Vec<(PodKey, String)>,
+    pub unschedulable: Vec<(PodKey, Unplaceable)>,
 }
 
 /// A node or a machine on its way, as one pending pod sees it.
@@ -1313,7 +1368,7 @@ impl<'a> ClusterView<'a> {
         // The queue: indices into `pods`, with the queue length when each was last pushed back.
         let mut queue: VecDeque<usize> = (0..pods.len()).collect();
         let mut pushed_at: BTreeMap<usize, usize> = BTreeMap::new();
-        let mut errors: BTreeMap<usize, Vec<String>> = BTreeMap::new();
+        let mut errors: BTreeMap<usize, Unplaceable> = BTreeMap::new();
         while let Some(i) = queue.pop_front() {
             if pushed_at.get(&i) == Some(&(queue.len() + 1)) {
                 // A full pass since this pod was pushed back placed nothing: stop.
@@ -1338,38 +1393,33 @@ impl<'a> ClusterView<'a> {
                     pushed_at.clear();
                 }
                 Err((reasons, relaxed)) => {
-                    let mut text = if solver.contexts.is_empty() && not_launching.is_empty() {
+                    let why = if solver.contexts.is_empty() && not_launching.is_empty() {
                         if state.nodepools.is_empty() {
-                            "no NodePool exists; create one whose requirements the pod meets"
+                            Unplaceable::NoNodePool
                         } else {
                             // A controller that has just started: EC2 is still being read.
-                            "the instance types are not known yet (the catalog is being read); the pod is tried again when they are"
+                            Unplaceable::CatalogUnknown
                         }
-                        .to_string()
                     } else {
-                        let mut all = reasons;
-                        all.extend(not_launching.iter().cloned());
-                        format!(
-                            "fits no existing node and no NodePool can launch a machine for it ({}): {}",
-                            pod.requests,
-                            all.join("; ")
-                        )
+                        let mut ruled_out = reasons;
+                        ruled_out.extend(not_launching.iter().cloned());
+                        Unplaceable::FitsNowhere {
+                            requests: pod.requests.clone(),
+                            ruled_out,
+                            relaxed,
+                        }
                     };
-                    if !relaxed.is_empty() {
-                        text.push_str(&format!(" (after relaxing: {})", relaxed.join(", ")));
-                    }
-                    errors.insert(i, vec![text]);
+                    errors.insert(i, why);
                     queue.push_back(i);
                     pushed_at.insert(i, queue.len());
                 }
             }
         }
-        for (i, reasons) in errors {
-            result
-                .unschedulable
-                .push((pods[i].key.clone(), reasons.join("; ")));
+        for (i, why) in errors {
+            result.unschedulable.push((pods[i].key.clone(), why));
         }
-        result.unschedulable.sort();
+        // A pod is placed once in a solve: by its key alone is the order it always had.
+        result.unschedulable.sort_by(|a, b| a.0.cmp(&b.0));
         result.new_claims = solver.planned.into_iter().map(|p| p.claim).collect();
         result
     }
