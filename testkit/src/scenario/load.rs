@@ -572,27 +572,16 @@ pub fn load_str(
                 replicas: scale.replicas as u32,
             }
         } else if let Some(delete) = &entry.delete {
-            let known = [
-                "Deployment",
-                "ReplicaSet",
-                "StatefulSet",
-                "Job",
-                "CronJob",
-                "Pod",
-                "NodePool",
-                "EC2NodeClass",
-                "DaemonSet",
-                "PodDisruptionBudget",
-            ];
-            if !known.contains(&delete.kind.as_str()) {
+            let Some(kind) = DeleteKind::parse(&delete.kind) else {
+                let known: Vec<&str> = DeleteKind::ALL.iter().map(|k| k.as_str()).collect();
                 return Err(invalid(
                     &format!("{field}.delete.kind"),
                     format!("{:?} cannot be deleted in a scenario", delete.kind),
                     &format!("use one of {}", known.join(", ")),
                 ));
-            }
+            };
             Action::Delete {
-                kind: delete.kind.clone(),
+                kind,
                 namespace: delete.namespace.clone().unwrap_or_else(|| "default".into()),
                 name: delete.name.clone(),
             }

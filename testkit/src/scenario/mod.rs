@@ -13,7 +13,7 @@ pub use builtin::{SCENARIOS, builtin, builtin_names};
 pub use format::SettingsFile;
 pub use load::{ManifestFiles, apply_settings, load_file, load_str};
 pub use model::{
-    Action, CloudSpec, ExistingNodeGroup, Expectation, IceWindow, InterruptKind, InterruptTarget,
-    Latency, Scenario, ScenarioError, Storm, TimelineAction,
+    Action, CloudSpec, DeleteKind, ExistingNodeGroup, Expectation, IceWindow, InterruptKind,
+    InterruptTarget, Latency, Scenario, ScenarioError, Storm, TimelineAction,
 };
 pub use plain::{PLAIN_DURATION, load_path, load_paths};

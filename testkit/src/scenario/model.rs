@@ -111,6 +111,61 @@ pub struct ExistingNodeGroup {
     pub labels: BTreeMap<String, String>,
 }
 
+/// What a timeline `delete` may remove.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum DeleteKind {
+    Deployment,
+    ReplicaSet,
+    StatefulSet,
+    Job,
+    CronJob,
+    Pod,
+    NodePool,
+    EC2NodeClass,
+    DaemonSet,
+    PodDisruptionBudget,
+}
+
+impl DeleteKind {
+    pub const ALL: [DeleteKind; 10] = [
+        DeleteKind::Deployment,
+        DeleteKind::ReplicaSet,
+        DeleteKind::StatefulSet,
+        DeleteKind::Job,
+        DeleteKind::CronJob,
+        DeleteKind::Pod,
+        DeleteKind::NodePool,
+        DeleteKind::EC2NodeClass,
+        DeleteKind::DaemonSet,
+        DeleteKind::PodDisruptionBudget,
+    ];
+
+    /// The kind as Kubernetes spells it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            DeleteKind::Deployment => "Deployment",
+            DeleteKind::ReplicaSet => "ReplicaSet",
+            DeleteKind::StatefulSet => "StatefulSet",
+            DeleteKind::Job => "Job",
+            DeleteKind::CronJob => "CronJob",
+            DeleteKind::Pod => "Pod",
+            DeleteKind::NodePool => "NodePool",
+            DeleteKind::EC2NodeClass => "EC2NodeClass",
+            DeleteKind::DaemonSet => "DaemonSet",
+            DeleteKind::PodDisruptionBudget => "PodDisruptionBudget",
+        }
+    }
+
+    pub fn parse(text: &str) -> Option<DeleteKind> {
+        DeleteKind::ALL.into_iter().find(|k| k.as_str() == text)
+    }
+
+    /// Whether its objects have no namespace.
+    pub fn is_cluster_scoped(self) -> bool {
+        matches!(self, DeleteKind::NodePool | DeleteKind::EC2NodeClass)
+    }
+}
+
 #[derive(Debug, Clone, PartialEq)]
 pub enum Action {
     Scale {
@@ -119,7 +174,7 @@ pub enum Action {
         replicas: u32,
     },
     Delete {
-        kind: String,
+        kind: DeleteKind,
         namespace: String,
         name: String,
     },

@@ -8,7 +8,7 @@ use std::collections::BTreeMap;
 
 use nodewright_adapters::manifest::Manifest;
 
-use super::model::{Action, ScenarioError, TimelineAction, invalid_field};
+use super::model::{Action, DeleteKind, ScenarioError, TimelineAction, invalid_field};
 
 /// An object's kind, namespace ("" for cluster-scoped kinds) and name.
 type Identity = (&'static str, String, String);
@@ -226,19 +226,15 @@ pub(crate) fn check(
                 namespace,
                 name,
             } => {
-                let kind: &'static str = match kind.as_str() {
-                    "NodePool" => "NodePool",
-                    "EC2NodeClass" => "EC2NodeClass",
-                    "Pod" => "Pod",
-                    "Deployment" | "ReplicaSet" | "StatefulSet" => "Deployment",
-                    "DaemonSet" => "DaemonSet",
-                    "Job" => "Job",
-                    "CronJob" => "CronJob",
-                    "PodDisruptionBudget" => "PodDisruptionBudget",
-                    // The loader refused other kinds already.
-                    _ => continue,
+                let cluster_scoped = kind.is_cluster_scoped();
+                // The workloads of pods are kept under one name.
+                let kind: &'static str = match kind {
+                    DeleteKind::Deployment | DeleteKind::ReplicaSet | DeleteKind::StatefulSet => {
+                        "Deployment"
+                    }
+                    other => other.as_str(),
                 };
-                let namespace = if matches!(kind, "NodePool" | "EC2NodeClass") {
+                let namespace = if cluster_scoped {
                     String::new()
                 } else {
                     namespace.clone()

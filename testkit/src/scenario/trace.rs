@@ -12,7 +12,7 @@ use nodewright_core::model::requirements::{Operator, RequirementSpec};
 use nodewright_core::model::resources::NVIDIA_GPU;
 
 use super::load::load_str;
-use super::model::{Action, Scenario, ScenarioError, TimelineAction};
+use super::model::{Action, DeleteKind, Scenario, ScenarioError, TimelineAction};
 
 /// The base scenario the trace's pods are added to: the NodePool, the EC2NodeClass, the cloud.
 pub const ALIBABA_OPENB_BASE: &str = include_str!("../../../scenarios/traces/alibaba-openb.yaml");
@@ -163,7 +163,7 @@ pub fn alibaba_openb(
         timeline.push(TimelineAction {
             at_ms: until,
             action: Action::Delete {
-                kind: "Pod".to_string(),
+                kind: DeleteKind::Pod,
                 namespace: "openb".to_string(),
                 name: name.to_string(),
             },

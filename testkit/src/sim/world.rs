@@ -24,7 +24,7 @@ use super::cluster::{PodChange, SimCluster};
 use super::rng::SimRng;
 use crate::invariants;
 use crate::report::*;
-use crate::scenario::{Action, InterruptKind, InterruptTarget, Scenario, Storm};
+use crate::scenario::{Action, DeleteKind, InterruptKind, InterruptTarget, Scenario, Storm};
 
 mod executor;
 mod report;
@@ -407,8 +407,8 @@ impl World {
                     kind,
                     namespace,
                     name,
-                } => match kind.as_str() {
-                    "Deployment" | "ReplicaSet" | "StatefulSet" => {
+                } => match kind {
+                    DeleteKind::Deployment | DeleteKind::ReplicaSet | DeleteKind::StatefulSet => {
                         let key = (namespace.clone(), name.clone());
                         self.cluster.delete_deployment(
                             &key,
@@ -417,32 +417,32 @@ impl World {
                             &mut self.changes,
                         );
                     }
-                    "Pod" => self.cluster.delete_pod(
+                    DeleteKind::Pod => self.cluster.delete_pod(
                         &PodKey::new(namespace, name),
                         false,
                         now,
                         &mut self.outbox,
                         &mut self.changes,
                     ),
-                    "NodePool" => {
+                    DeleteKind::NodePool => {
                         self.nodepools.remove(name);
                         self.emit(EventKind::NodePoolDeleted { name: name.clone() })
                     }
-                    "EC2NodeClass" => {
+                    DeleteKind::EC2NodeClass => {
                         self.nodeclasses.remove(name);
                         self.emit(EventKind::NodeClassDeleted { name: name.clone() });
                     }
-                    "Job" => {
+                    DeleteKind::Job => {
                         let key = (namespace.clone(), name.clone());
                         self.cluster
                             .delete_job(&key, now, &mut self.outbox, &mut self.changes);
                     }
-                    "CronJob" => {
+                    DeleteKind::CronJob => {
                         let key = (namespace.clone(), name.clone());
                         self.cluster
                             .delete_cronjob(&key, now, &mut self.outbox, &mut self.changes);
                     }
-                    "DaemonSet" => {
+                    DeleteKind::DaemonSet => {
                         self.cluster
                             .daemonsets
                             .remove(&(namespace.clone(), name.clone()));
@@ -451,7 +451,7 @@ impl World {
                             name: name.clone(),
                         });
                     }
-                    _ => {
+                    DeleteKind::PodDisruptionBudget => {
                         self.cluster.pdbs.remove(&(namespace.clone(), name.clone()));
                         self.emit(EventKind::PodDisruptionBudgetDeleted {
                             namespace: namespace.clone(),

@@ -36,8 +36,8 @@ use super::WhatIfError;
 use super::policy::Policy;
 use super::recording::Recording;
 use crate::scenario::{
-    Action, CloudSpec, ExistingNodeGroup, IceWindow, InterruptKind, InterruptTarget, Latency,
-    Scenario, TimelineAction,
+    Action, CloudSpec, DeleteKind, ExistingNodeGroup, IceWindow, InterruptKind, InterruptTarget,
+    Latency, Scenario, TimelineAction,
 };
 
 /// Used when the recording registered no machine to observe: Karpenter's usual 45 to 90 s.
@@ -126,7 +126,7 @@ pub fn scenario_of(recording: &Recording, policy: &Policy) -> Result<Scenario, W
             EventKind::NodePoolDeleted { name } => timeline.push(TimelineAction {
                 at_ms: at,
                 action: Action::Delete {
-                    kind: "NodePool".into(),
+                    kind: DeleteKind::NodePool,
                     namespace: String::new(),
                     name: name.clone(),
                 },
@@ -356,7 +356,7 @@ impl Workload {
             None if !evicted => timeline.push(TimelineAction {
                 at_ms: at,
                 action: Action::Delete {
-                    kind: "Pod".into(),
+                    kind: DeleteKind::Pod,
                     namespace: pod.namespace.clone(),
                     name: pod.name.clone(),
                 },
