@@ -188,6 +188,18 @@ async fn capacity_errors_name_the_offerings_for_the_cores_cache() {
     );
 }
 
+/// CreateFleet's answer when it launched one m5.large.
+fn one_m5_large(instance_id: &str) -> CreateFleetOutput {
+    CreateFleetOutput::builder()
+        .instances(
+            CreateFleetInstance::builder()
+                .instance_ids(instance_id)
+                .instance_type(InstanceType::M5Large)
+                .build(),
+        )
+        .build()
+}
+
 /// What one CreateFleet asked for: its client token, (instance type, subnet) overrides, and
 /// default capacity type.
 type FleetAsked = (String, Vec<(String, String)>, String);
@@ -224,16 +236,7 @@ async fn a_retried_launch_repeats_its_client_token_and_asks_for_each_option_in_e
             true
         })
         // EC2 remembers the token: both attempts get the same instance.
-        .then_output(|| {
-            CreateFleetOutput::builder()
-                .instances(
-                    CreateFleetInstance::builder()
-                        .instance_ids("i-0aaa")
-                        .instance_type(InstanceType::M5Large)
-                        .build(),
-                )
-                .build()
-        });
+        .then_output(|| one_m5_large("i-0aaa"));
     let mut rules = setup_rules();
     rules.push(fleet);
     let ec2 = mock_client!(aws_sdk_ec2, RuleMode::MatchAny, rules.iter());
@@ -407,16 +410,7 @@ async fn the_node_classs_context_is_the_fleets() {
                 .push(req.context().map(str::to_string));
             true
         })
-        .then_output(|| {
-            CreateFleetOutput::builder()
-                .instances(
-                    CreateFleetInstance::builder()
-                        .instance_ids("i-0ctx")
-                        .instance_type(InstanceType::M5Large)
-                        .build(),
-                )
-                .build()
-        });
+        .then_output(|| one_m5_large("i-0ctx"));
     let mut rules = setup_rules();
     rules.push(fleet);
     let ec2 = mock_client!(aws_sdk_ec2, RuleMode::MatchAny, rules.iter());

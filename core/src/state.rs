@@ -136,6 +136,9 @@ impl ClusterState {
             return false;
         };
         let held = prepared.catalog.reserved_count(&it.name, &o.zone);
+        if held == 0 {
+            return false;
+        }
         let is_this = |instance_type: &str, zone: &str, capacity_type| {
             capacity_type == catalog::CapacityType::Reserved
                 && instance_type == it.name

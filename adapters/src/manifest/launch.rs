@@ -427,6 +427,21 @@ pub(super) fn launch_settings(spec: &NodeClassSpec) -> Result<LaunchSettings, La
             ));
         }
     };
+    let nested_virtualization = match spec
+        .cpu_options
+        .as_ref()
+        .and_then(|c| c.nested_virtualization.as_deref())
+    {
+        None | Some("disabled") => false,
+        Some("enabled") => true,
+        Some(other) => {
+            return Err(invalid(
+                "spec.cpuOptions.nestedVirtualization".to_string(),
+                format!("{other:?} is neither enabled nor disabled"),
+                "write enabled (only instance types that support nested virtualization) or disabled",
+            ));
+        }
+    };
     let block_device_mappings = match &spec.block_device_mappings {
         None => ami_family.default_block_devices(),
         Some(list) => list
@@ -457,11 +472,7 @@ pub(super) fn launch_settings(spec: &NodeClassSpec) -> Result<LaunchSettings, La
         instance_store_policy: spec.instance_store_policy.clone(),
         kubelet: KubeletExtra::of(spec),
         network: network_shape(spec)?,
-        nested_virtualization: spec
-            .cpu_options
-            .as_ref()
-            .and_then(|c| c.nested_virtualization.as_deref())
-            == Some("enabled"),
+        nested_virtualization,
         context: spec.context.clone(),
         placement_group: match &spec.placement_group_selector {
             None => None,

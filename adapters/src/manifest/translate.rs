@@ -1297,21 +1297,6 @@ fn translate_nodeclass(obj: api::EC2NodeClass, ctx: Ctx) -> Result<NodeClass, Ma
             }
         }
     }
-    let nested_virtualization = match spec
-        .cpu_options
-        .as_ref()
-        .and_then(|c| c.nested_virtualization.as_deref())
-    {
-        None | Some("disabled") => false,
-        Some("enabled") => true,
-        Some(other) => {
-            return Err(ctx.invalid(
-                "spec.cpuOptions.nestedVirtualization",
-                &format!("{other:?} is neither enabled nor disabled"),
-                "write enabled (only instance types that support nested virtualization) or disabled",
-            ));
-        }
-    };
     Ok(NodeClass {
         name,
         ami_family: spec.ami_family,
@@ -1323,7 +1308,7 @@ fn translate_nodeclass(obj: api::EC2NodeClass, ctx: Ctx) -> Result<NodeClass, Ma
         kubelet,
         tags: spec.tags,
         storage,
-        nested_virtualization,
+        nested_virtualization: launch.nested_virtualization,
         capacity_reservation_selector_terms: capacity_reservation_terms(
             &spec.capacity_reservation_selector_terms,
         ),
