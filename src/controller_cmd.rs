@@ -39,6 +39,11 @@ pub struct ControllerArgs {
     /// store is created: a store keeps the setting it was written with.
     #[arg(long, env = "SIBLING_HOLD_DURATION", default_value = "2m", value_parser = humantime::parse_duration)]
     sibling_hold_duration: Duration,
+    /// Whether consolidation counts the work an eviction throws away — a Job's pod starts
+    /// over — beside the restart, and the saving of moving Jobs' pods no longer than they have
+    /// run (`false`: only the restart, as Karpenter). Read when the event store is created.
+    #[arg(long, env = "COUNT_LOST_WORK", default_value_t = true, action = clap::ArgAction::Set)]
+    count_lost_work: bool,
     /// Karpenter's feature gates: `SpotToSpotConsolidation=true,...`.
     #[arg(long, env = "FEATURE_GATES", default_value = "")]
     feature_gates: String,
@@ -99,6 +104,7 @@ impl ControllerArgs {
             batch_idle: self.batch_idle_duration,
             batch_max: self.batch_max_duration,
             sibling_hold: self.sibling_hold_duration,
+            count_lost_work: self.count_lost_work,
             feature_gates: parse_feature_gates(&self.feature_gates)?,
             store: self.store.clone(),
             kubernetes_version: self.kubernetes_version.clone(),

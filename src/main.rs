@@ -58,6 +58,28 @@ enum Commands {
         /// With --trace: NodePools (and EC2NodeClasses) to use instead of the built-in ones.
         #[arg(long, value_name = "F.yaml", requires = "trace")]
         nodepool: Option<PathBuf>,
+        /// With --trace: what each row becomes: `jobs` (a one-pod Job that runs the row's run
+        /// time and is made again when evicted) or `bare` (a pod created and deleted at the
+        /// row's times; an evicted one is gone).
+        #[arg(long, value_enum, default_value_t = TracePodsArg::Jobs, requires = "trace")]
+        trace_pods: TracePodsArg,
+        /// With --trace, a variant: keep about this share of the rows (0 < F ≤ 1).
+        #[arg(long, value_name = "F", default_value_t = 1.0, requires = "trace")]
+        sample: f64,
+        /// With --trace, a variant: make this many pods of each row (scales the load).
+        #[arg(long, value_name = "N", default_value_t = 1, requires = "trace")]
+        copies: u32,
+        /// With --trace, a variant: start each pod up to this many seconds (of trace time)
+        /// later than its row says, drawn per pod.
+        #[arg(long, value_name = "SECONDS", default_value_t = 0, requires = "trace")]
+        shift: u64,
+        /// With --trace: the seed of the variant's draws (--sample, --shift).
+        #[arg(long, value_name = "N", default_value_t = 1, requires = "trace")]
+        variant_seed: u64,
+        /// Settings over the scenario's: a file with one `settings:` document (the keys of a
+        /// scenario's `settings`, as in a what-if policy), e.g. `settings: {countLostWork: false}`.
+        #[arg(long, value_name = "F.yaml", conflicts_with = "seeds")]
+        settings: Option<PathBuf>,
         /// Write the event log (every event and command) to this .nwlog file.
         #[arg(long)]
         log: Option<PathBuf>,
@@ -272,10 +294,25 @@ fn main() -> ExitCode {
             trace,
             time_scale,
             nodepool,
+            trace_pods,
+            sample,
+            copies,
+            shift,
+            variant_seed,
+            settings,
             madsim,
         } => {
+            let options = scenario::trace::TraceOptions {
+                time_scale,
+                pods: trace_pods.into(),
+                // Out-of-range shares are refused by the loader with the flag named.
+                sample_per_mille: (sample * 1000.0).round().clamp(0.0, u32::MAX as f64) as u32,
+                copies,
+                shift_max_s: shift,
+                seed: variant_seed,
+            };
             let loaded = match &trace {
-                Some(trace) => load_trace(trace, time_scale, nodepool.as_deref()),
+                Some(trace) => load_trace(trace, options, nodepool.as_deref()),
                 None => load_scenario(&scenario),
             };
             let loaded = match store.as_deref().filter(|p| p.exists()) {
@@ -283,6 +320,10 @@ fn main() -> ExitCode {
                     "--store {}: the file exists, and a store is never overwritten; give a new path or move the file away",
                     path.display()
                 )),
+                None => loaded,
+            };
+            let loaded = match &settings {
+                Some(path) => loaded.and_then(|s| with_settings(s, path)),
                 None => loaded,
             };
             let outputs = Outputs {
@@ -434,8 +475,41 @@ fn find_scenario(name_or_path: Option<&str>) -> Result<Scenario> {
     Ok(scenario::load_path(path)?)
 }
 
+/// `--settings F.yaml` over the scenario's configuration.
+fn with_settings(mut scenario: Scenario, path: &Path) -> Result<Scenario> {
+    let policy = nodewright_testkit::whatif::Policy::load(path)?;
+    if !policy.changes_only_settings() {
+        anyhow::bail!(
+            "--settings {}: holds NodePools or EC2NodeClasses; keep one `settings:` document here (NodePools go in the scenario, or in --nodepool with --trace)",
+            path.display()
+        );
+    }
+    policy.apply_settings(&mut scenario.config)?;
+    Ok(scenario)
+}
+
+/// `--trace-pods`.
+#[derive(Clone, Copy, clap::ValueEnum)]
+enum TracePodsArg {
+    Jobs,
+    Bare,
+}
+
+impl From<TracePodsArg> for scenario::trace::TracePods {
+    fn from(arg: TracePodsArg) -> Self {
+        match arg {
+            TracePodsArg::Jobs => scenario::trace::TracePods::Jobs,
+            TracePodsArg::Bare => scenario::trace::TracePods::BarePods,
+        }
+    }
+}
+
 /// `alibaba-openb:FILE.csv` as a scenario.
-fn load_trace(trace: &str, time_scale: f64, nodepool: Option<&Path>) -> Result<Scenario> {
+fn load_trace(
+    trace: &str,
+    options: scenario::trace::TraceOptions,
+    nodepool: Option<&Path>,
+) -> Result<Scenario> {
     let Some(("alibaba-openb", file)) = trace.split_once(':') else {
         anyhow::bail!(
             "--trace {trace:?}: give KIND:FILE, and the one kind known is alibaba-openb (--trace alibaba-openb:pods.csv)"
@@ -463,7 +537,7 @@ fn load_trace(trace: &str, time_scale: f64, nodepool: Option<&Path>) -> Result<S
         });
         base.manifests.extend(given);
     }
-    let (scenario, summary) = scenario::trace::alibaba_openb(&csv, file, time_scale, base)?;
+    let (scenario, summary) = scenario::trace::alibaba_openb(&csv, file, options, base)?;
     eprintln!(
         "trace {file}: {} rows, {} pods ({} with GPUs), {} that never ran left out",
         summary.rows, summary.pods, summary.gpu_pods, summary.never_ran

@@ -519,3 +519,88 @@ fn a_replacement_that_fails_untaints_the_node_it_was_for() {
         "the old machine stays"
     );
 }
+
+const HOUR: u64 = 60 * MIN;
+
+/// A machine kept full for `age` by a big pod beside `steady` (`cpu` millicores, owned by
+/// `owner`), then the big pod leaves: `steady` alone could go to a cheaper machine.
+fn steady_pod_left_alone(h: &mut CoreHarness, owner: &str, cpu: i64, age: u64) {
+    let big = Pod::new("default", "big", 15_000 - cpu, GIB);
+    let mut steady = Pod::new("default", "steady", cpu, GIB);
+    steady.owner = Some(nodewright_core::model::pod::OwnerRef {
+        kind: owner.to_string(),
+        name: "work".to_string(),
+    });
+    h.running_machine(vec![big, steady]);
+    h.advance(age);
+    assert!(terminations(h).is_empty(), "full, it stays");
+    h.delete_pod("default", "big");
+    h.advance(10 * MIN);
+}
+
+#[test]
+fn a_jobs_pod_that_ran_long_is_not_restarted_for_a_smaller_saving() {
+    // Three days of work at about a third of the machine: more than a day's saving.
+    let mut h = CoreHarness::new();
+    h.nodepool(pool());
+    steady_pod_left_alone(&mut h, "Job", 6_000, 72 * HOUR);
+    assert_eq!(h.all_launches().len(), 1, "no replacement");
+    assert!(terminations(&h).is_empty());
+}
+
+/// The summary of the launch that replaces a consolidated machine, if any.
+fn replacement(h: &CoreHarness) -> Option<String> {
+    h.commands.iter().find_map(|(_, c)| match c {
+        Command::LaunchNodeClaim { reason, .. } if reason.summary.starts_with("replaces") => {
+            Some(reason.summary.clone())
+        }
+        _ => None,
+    })
+}
+
+#[test]
+fn a_replicated_pod_loses_no_work_and_is_moved() {
+    let mut h = CoreHarness::new();
+    h.nodepool(pool());
+    steady_pod_left_alone(&mut h, "ReplicaSet", 6_000, 72 * HOUR);
+    let summary = replacement(&h).expect("replaced");
+    assert!(!summary.contains("work lost"), "{summary}");
+}
+
+#[test]
+fn a_small_jobs_pod_loses_less_than_the_saving_over_its_age_and_is_moved() {
+    // An eighth of the machine for two hours; the saving counted over those two hours (as
+    // long as it may yet run) is most of the machine's price.
+    let mut h = CoreHarness::new();
+    h.nodepool(pool());
+    steady_pod_left_alone(&mut h, "Job", 2_000, 2 * HOUR);
+    let summary = replacement(&h).expect("replaced");
+    assert!(!summary.contains("work lost $0.0000"), "{summary}");
+    assert!(
+        summary.contains("over 2h"),
+        "the saving over the pod's age: {summary}"
+    );
+}
+
+#[test]
+fn a_young_jobs_pod_is_not_moved_for_a_saving_that_may_not_outlast_it() {
+    // Twenty minutes old: a pod that has run twenty minutes may end in twenty more, and the
+    // saving over that is not worth its restart and its work.
+    let mut h = CoreHarness::new();
+    h.nodepool(pool());
+    steady_pod_left_alone(&mut h, "Job", 6_000, 20 * MIN);
+    assert_eq!(replacement(&h), None);
+    assert!(terminations(&h).is_empty());
+}
+
+#[test]
+fn without_counting_lost_work_the_old_jobs_pod_is_moved_as_karpenter_would() {
+    let mut h = CoreHarness::with_config(Config {
+        count_lost_work: false,
+        ..Config::default()
+    });
+    h.nodepool(pool());
+    steady_pod_left_alone(&mut h, "Job", 6_000, 72 * HOUR);
+    let summary = replacement(&h).expect("replaced");
+    assert!(!summary.contains("work lost"), "{summary}");
+}

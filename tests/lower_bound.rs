@@ -163,16 +163,23 @@ fn the_parts_of_the_cost_above_the_bound_add_up_to_it() {
             close(c.above_bound_usd, cost.total_usd - cost.lower_bound_usd),
             "{name}: {c:?}"
         );
-        let parts = c.booting_usd + c.idle_usd + c.fragmentation_usd + c.premium_usd + c.other_usd;
+        let parts = c.booting_usd
+            + c.idle_usd
+            + c.fragmentation_usd
+            + c.premium_usd
+            + c.redone_usd
+            + c.other_usd;
         assert!(close(parts, c.above_bound_usd), "{name}: {c:?}");
         for part in [
             c.booting_usd,
             c.idle_usd,
             c.fragmentation_usd,
             c.premium_usd,
+            c.redone_usd,
         ] {
             assert!(part >= 0.0, "{name}: {c:?}");
         }
+        assert!(c.redone_usd <= c.evicted_usd, "{name}: {c:?}");
         // Every machine boots for its launch and registration latency (20 s and more).
         assert!(c.booting_usd > 0.0, "{name}: {c:?}");
         assert!(c.booting_usd + c.idle_usd + c.fragmentation_usd <= cost.total_usd);
@@ -201,4 +208,117 @@ fn machines_held_for_their_siblings_count_as_booting() {
         held.cost.above_bound,
         unheld.cost.above_bound
     );
+}
+
+/// A Job's pod placed on a machine that expires before the pod ends: the Job makes it again.
+const EXPIRED_JOB: &str = r#"
+name: expired-job
+region: us-east-1
+seed: 1
+duration: 2h
+cloud:
+  launchLatency: 30s
+  registrationLatency: 15s
+manifests:
+  - |
+    apiVersion: karpenter.k8s.aws/v1
+    kind: EC2NodeClass
+    metadata: {name: default}
+    spec:
+      amiSelectorTerms: [{alias: al2023@latest}]
+      role: KarpenterNodeRole
+      subnetSelectorTerms: [{tags: {karpenter.sh/discovery: demo}}]
+      securityGroupSelectorTerms: [{tags: {karpenter.sh/discovery: demo}}]
+  - |
+    apiVersion: karpenter.sh/v1
+    kind: NodePool
+    metadata: {name: default}
+    spec:
+      template:
+        spec:
+          expireAfter: 40m
+          requirements:
+            - {key: karpenter.sh/capacity-type, operator: In, values: ["on-demand"]}
+            - {key: node.kubernetes.io/instance-type, operator: In, values: ["m5.xlarge"]}
+          nodeClassRef: {group: karpenter.k8s.aws, kind: EC2NodeClass, name: default}
+      disruption: {consolidationPolicy: WhenEmpty, consolidateAfter: 1m}
+timeline:
+  - at: 0s
+    apply: |
+      apiVersion: batch/v1
+      kind: Job
+      metadata:
+        name: train
+        annotations: {nodewright.dev/run-time: 30m}
+      spec:
+        template:
+          spec:
+            restartPolicy: Never
+            containers: [{name: c, image: x, resources: {requests: {cpu: 2, memory: 4Gi}}}]
+  - at: 20m
+    apply: |
+      apiVersion: batch/v1
+      kind: Job
+      metadata:
+        name: late
+        annotations: {nodewright.dev/run-time: 30m}
+      spec:
+        template:
+          spec:
+            restartPolicy: Never
+            containers: [{name: c, image: x, resources: {requests: {cpu: 1, memory: 2Gi}}}]
+"#;
+
+/// The scenario above names no file.
+struct NoFiles;
+
+impl nodewright_testkit::scenario::ManifestFiles for NoFiles {
+    fn read(
+        &self,
+        relative: &str,
+    ) -> Result<(String, String), nodewright_testkit::scenario::ScenarioError> {
+        panic!("no file is named, yet {relative} was read")
+    }
+}
+
+#[test]
+fn a_jobs_pod_evicted_before_its_end_is_work_done_again_above_the_bound() {
+    let scenario =
+        nodewright_testkit::scenario::load_str(EXPIRED_JOB, "expired-job.yaml", &NoFiles)
+            .expect("loads");
+    let store = nodewright_adapters::eventlog::MemoryStore::new(
+        nodewright_adapters::eventlog::LogHeader::new(scenario.config.clone(), &scenario.name),
+    );
+    let report = nodewright_testkit::sim::run(&scenario, store)
+        .expect("runs")
+        .0;
+    assert!(
+        report.invariant_violations.is_empty(),
+        "{}",
+        report.summary()
+    );
+    // `late` joined `train`'s machine at 20 min and was evicted when it expired, at about 41.
+    assert_eq!(report.disruptions.expired, 1, "{}", report.summary());
+    assert!(report.disruptions.evictions >= 1, "{}", report.summary());
+    let late: Vec<_> = report
+        .pod_placements
+        .iter()
+        .filter(|p| p.pod.starts_with("default/late-"))
+        .collect();
+    assert_eq!(late.len(), 2, "made again: {late:?}");
+    let c = &report.cost.above_bound;
+    // Its first run (about 20 min of a quarter of an m5.xlarge at $0.192/h) is work done again.
+    assert!(c.redone_usd > 0.01 && c.redone_usd < 0.05, "{c:?}");
+    assert!(
+        (c.redone_usd - c.evicted_usd).abs() < 1e-9,
+        "only a Job's pod was evicted: {c:?}"
+    );
+    // The bound counts each Job's work once: both ran 30 minutes in the end, so it is at least
+    // what their requests cost for that long, and less than the run cost.
+    let parts = c.booting_usd + c.idle_usd + c.fragmentation_usd + c.premium_usd + c.redone_usd;
+    assert!(
+        (parts + c.other_usd - c.above_bound_usd).abs() < 1e-5,
+        "{c:?}"
+    );
+    assert!(report.cost.lower_bound_usd < report.cost.total_usd);
 }

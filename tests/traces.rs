@@ -3,18 +3,33 @@
 
 use nodewright_core::model::labels;
 use nodewright_core::model::resources::NVIDIA_GPU;
-use nodewright_testkit::scenario::trace::{alibaba_openb, alibaba_openb_base, aws_gpu_name};
+use nodewright_testkit::scenario::trace::{
+    TraceOptions, TracePods, alibaba_openb, alibaba_openb_base, aws_gpu_name,
+};
 use nodewright_testkit::scenario::{Action, ScenarioError};
 
 const HEADER: &str = "name,cpu_milli,memory_mib,num_gpu,gpu_milli,gpu_spec,qos,pod_phase,creation_time,deletion_time,scheduled_time";
 
 fn load(rows: &[&str], scale: f64) -> Result<nodewright_testkit::Scenario, ScenarioError> {
+    load_as(
+        rows,
+        TraceOptions {
+            pods: TracePods::BarePods,
+            ..TraceOptions::at_time_scale(scale)
+        },
+    )
+}
+
+fn load_as(
+    rows: &[&str],
+    options: TraceOptions,
+) -> Result<nodewright_testkit::Scenario, ScenarioError> {
     let csv = std::iter::once(HEADER)
         .chain(rows.iter().copied())
         .collect::<Vec<_>>()
         .join("\n");
     let base = alibaba_openb_base().expect("the base loads");
-    alibaba_openb(&csv, "pods.csv", scale, base).map(|(s, _)| s)
+    alibaba_openb(&csv, "pods.csv", options, base).map(|(s, _)| s)
 }
 
 #[test]
@@ -116,9 +131,138 @@ fn bad_rows_are_refused_with_their_line() {
     let err = load(&["a,1000,8192,1,1000,,LS,Running,50,10,50"], 1.0).expect_err("refused");
     assert!(err.to_string().contains("before creation_time"), "{err}");
     let base = alibaba_openb_base().expect("loads");
-    let err = alibaba_openb("name,cpu\nx,1", "pods.csv", 1.0, base).expect_err("refused");
+    let err = alibaba_openb("name,cpu\nx,1", "pods.csv", TraceOptions::default(), base)
+        .expect_err("refused");
     assert!(err.to_string().contains("no column \"cpu_milli\""), "{err}");
     let base = alibaba_openb_base().expect("loads");
-    let err = alibaba_openb(HEADER, "pods.csv", 0.5, base).expect_err("refused");
+    let err = alibaba_openb(HEADER, "pods.csv", TraceOptions::at_time_scale(0.5), base)
+        .expect_err("refused");
     assert!(err.to_string().contains("--time-scale 0.5"), "{err}");
+    for (options, flag) in [
+        (
+            TraceOptions {
+                sample_per_mille: 0,
+                ..TraceOptions::default()
+            },
+            "--sample 0",
+        ),
+        (
+            TraceOptions {
+                copies: 0,
+                ..TraceOptions::default()
+            },
+            "--copies 0",
+        ),
+    ] {
+        let base = alibaba_openb_base().expect("loads");
+        let err = alibaba_openb(HEADER, "pods.csv", options, base).expect_err("refused");
+        assert!(err.to_string().contains(flag), "{err}");
+    }
+}
+
+fn jobs_of(
+    scenario: &nodewright_testkit::Scenario,
+) -> Vec<(u64, nodewright_adapters::manifest::Job)> {
+    scenario
+        .timeline
+        .iter()
+        .filter_map(|t| match &t.action {
+            Action::Apply(m) => match &m[0] {
+                nodewright_adapters::manifest::Manifest::Job(j) => Some((t.at_ms, j.clone())),
+                _ => None,
+            },
+            _ => None,
+        })
+        .collect()
+}
+
+const ROWS: &[&str] = &[
+    "p1,4000,8192,1,460,,LS,Running,100,700,130",
+    "p2,2000,1024,0,0,,BE,Running,50,60,50",
+    "never,1000,1024,0,0,,BE,Pending,10,20,",
+    "p3,8000,16384,2,1000,V100M16|T4,LS,Running,10,30,12",
+];
+
+#[test]
+fn as_jobs_each_row_is_a_one_pod_job_that_runs_its_run_time() {
+    let scenario = load_as(ROWS, TraceOptions::at_time_scale(10.0)).expect("loads");
+    let jobs = jobs_of(&scenario);
+    let summary: Vec<(u64, &str, u64)> = jobs
+        .iter()
+        .map(|(at, j)| (*at, j.name.as_str(), j.run_ms))
+        .collect();
+    // Created at creation_time; run from scheduled_time to deletion_time; times ÷ 10.
+    assert_eq!(
+        summary,
+        vec![
+            (1_000, "p3", 1_800),
+            (5_000, "p2", 1_000),
+            (10_000, "p1", 57_000)
+        ]
+    );
+    for (_, job) in &jobs {
+        assert_eq!((job.completions, job.parallelism), (1, 1));
+        let owner = job.template.pod.owner.as_ref().expect("owned");
+        assert_eq!(
+            (owner.kind.as_str(), owner.name.as_str()),
+            ("Job", job.name.as_str())
+        );
+    }
+    assert!(
+        scenario
+            .timeline
+            .iter()
+            .all(|t| !matches!(t.action, Action::Delete { .. })),
+        "a Job ends by running to its end, not by a deletion"
+    );
+    // The last row would end at 67 s; an hour of trace time (360 s ÷ 10) more for the waits.
+    assert_eq!(scenario.duration_ms, 67_000 + 360_000);
+}
+
+#[test]
+fn variants_sample_copy_and_shift_the_rows_by_their_seed() {
+    let rows: Vec<String> = (0..200)
+        .map(|i| {
+            format!(
+                "r{i},1000,1024,0,0,,BE,Running,{},{},{}",
+                i * 10,
+                i * 10 + 500,
+                i * 10
+            )
+        })
+        .collect();
+    let rows: Vec<&str> = rows.iter().map(String::as_str).collect();
+    let variant = TraceOptions {
+        sample_per_mille: 500,
+        copies: 2,
+        shift_max_s: 300,
+        seed: 7,
+        ..TraceOptions::default()
+    };
+    let a = jobs_of(&load_as(&rows, variant).expect("loads"));
+    let b = jobs_of(&load_as(&rows, variant).expect("loads"));
+    assert_eq!(a, b, "the same seed makes the same variant");
+    let c = jobs_of(&load_as(&rows, TraceOptions { seed: 8, ..variant }).expect("loads"));
+    assert_ne!(a, c, "another seed another");
+    // About half the rows, two pods each.
+    assert!((150..=250).contains(&a.len()), "{}", a.len());
+    assert_eq!(a.len() % 2, 0);
+    for (at, job) in &a {
+        let row: u64 = job
+            .name
+            .trim_start_matches('r')
+            .split("-copy")
+            .next()
+            .and_then(|n| n.parse().ok())
+            .expect("named after its row");
+        let created = row * 10_000;
+        assert!(
+            (created..=created + 300_000).contains(at),
+            "{} starts at {at}",
+            job.name
+        );
+        assert_eq!(job.run_ms, 500_000, "the run time is kept");
+    }
+    let copies = a.iter().filter(|(_, j)| j.name.ends_with("-copy1")).count();
+    assert_eq!(copies * 2, a.len());
 }

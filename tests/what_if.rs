@@ -289,3 +289,45 @@ fn the_cli_prints_the_diff_writes_json_and_exits_2_on_a_bad_policy() {
     );
     assert!(!refused_report.exists(), "nothing ran");
 }
+
+/// Two Jobs of the openb trace's format on one machine: when the first ends (at 3 h), the
+/// second (7 vCPU and 14 GiB, about half the machine, for 10 h) alone could go to a machine
+/// that costs 44 % less: less than the share it holds, so over the 3 hours it has run the
+/// saving does not pay for the work it would lose.
+const TWO_JOBS: &str = "name,cpu_milli,memory_mib,num_gpu,gpu_milli,gpu_spec,qos,pod_phase,creation_time,deletion_time,scheduled_time
+short,6000,1024,0,0,,BE,Succeeded,0,10800,0
+long,7000,14336,0,0,,BE,Succeeded,0,36000,0";
+
+#[test]
+fn jobs_of_the_recording_are_made_again_as_jobs_and_the_karpenter_rule_restarts_one() {
+    use nodewright_testkit::scenario::trace::{TraceOptions, alibaba_openb, alibaba_openb_base};
+    let base = alibaba_openb_base().expect("the base loads");
+    let (scenario, _) =
+        alibaba_openb(TWO_JOBS, "jobs.csv", TraceOptions::default(), base).expect("loads");
+    let store = MemoryStore::new(LogHeader::new(scenario.config.clone(), &scenario.name));
+    let (report, store) = sim::run(&scenario, store).expect("runs");
+    assert_eq!(report.disruptions.evictions, 0, "{}", report.summary());
+    let records: Vec<LogRecord> = store.read_range(0, store.len()).expect("readable");
+    let recording = Recording::of(store.header().clone(), records);
+
+    let karpenter = Policy::parse("settings:\n  countLostWork: false\n", "karpenter-rule.yaml")
+        .expect("parses");
+    let outcome = what_if(&recording, &karpenter).expect("runs");
+    // The baseline (the recorded policy, re-simulated): the Jobs run as recorded.
+    assert_eq!(outcome.baseline.evictions, 0, "{}", outcome.render());
+    assert_eq!(outcome.baseline.machines_launched, report.nodes.launched);
+    assert!(
+        (outcome.baseline.total_usd - report.cost.total_usd).abs() < 0.01 * report.cost.total_usd,
+        "baseline {} recorded {}",
+        outcome.baseline.total_usd,
+        report.cost.total_usd
+    );
+    // Karpenter's rule moves the long Job's pod to a smaller machine: it starts over, and its
+    // 3 hours of work are paid again.
+    assert_eq!(outcome.what_if.evictions, 1, "{}", outcome.render());
+    assert!(
+        outcome.what_if.scheduled > outcome.baseline.scheduled,
+        "the Job made its pod again: {}",
+        outcome.render()
+    );
+}

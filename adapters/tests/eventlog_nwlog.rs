@@ -123,7 +123,7 @@ fn round_trip_through_a_file() {
 
     let reader = NwlogReader::<TestHeader, TestRecord>::open(&path).unwrap();
     assert_eq!(reader.header(), &header());
-    assert_eq!(reader.format_version(), 2);
+    assert_eq!(reader.format_version(), 3);
     assert_eq!(reader.path(), Some(path.as_path()));
     let read: Vec<TestRecord> = reader.collect::<Result<_, _>>().unwrap();
     assert_eq!(read, written);
@@ -290,10 +290,17 @@ fn every_flipped_byte_is_reported_at_the_right_place() {
                 continue;
             }
             if position < 10 {
-                assert!(
-                    matches!(result, Err(LogError::UnsupportedVersion { .. })),
-                    "{place}: {result:?}"
-                );
+                let version = u16::from_le_bytes([damaged[8], damaged[9]]);
+                if nodewright_adapters::eventlog::READABLE_VERSIONS.contains(&version) {
+                    // Another version this build reads, framed alike: nothing can tell it from
+                    // a real one, and a header whose layout it shares reads the same.
+                    assert!(result.is_ok(), "{place}: {result:?}");
+                } else {
+                    assert!(
+                        matches!(result, Err(LogError::UnsupportedVersion { .. })),
+                        "{place}: {result:?}"
+                    );
+                }
                 continue;
             }
             if position < PREAMBLE_LEN {
@@ -407,7 +414,7 @@ fn an_unknown_version_says_which_versions_this_build_reads() {
             version, supported, ..
         } => {
             assert_eq!(*version, 99);
-            assert_eq!(*supported, &[1u16, 2][..]);
+            assert_eq!(*supported, &[1u16, 2, 3][..]);
         }
         other => panic!("expected UnsupportedVersion, got {other:?}"),
     }

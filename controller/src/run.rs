@@ -102,6 +102,7 @@ fn new_config(settings: &Settings) -> Config {
         batch_idle_ms: settings.batch_idle.as_millis() as u64,
         batch_max_ms: settings.batch_max.as_millis() as u64,
         sibling_hold_ms: settings.sibling_hold.as_millis() as u64,
+        count_lost_work: settings.count_lost_work,
         ..Config::default()
     }
 }

@@ -31,6 +31,9 @@ pub struct Settings {
     /// `SIBLING_HOLD_DURATION`: how long the machines of one decision placing spreading pods
     /// are held for each other (zero: not held). Goes into a new store's configuration.
     pub sibling_hold: Duration,
+    /// `COUNT_LOST_WORK`: whether consolidation counts the work an eviction throws away (a
+    /// Job's pod starts over). Goes into a new store's configuration.
+    pub count_lost_work: bool,
     /// `FEATURE_GATES` as given (`SpotToSpotConsolidation=true,...`).
     pub feature_gates: Vec<(String, bool)>,
     /// `NODEWRIGHT_STORE`: the redb file of the event log (on a persistent volume).

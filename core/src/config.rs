@@ -40,6 +40,13 @@ pub struct Config {
     ///
     /// [`SIBLING_HOLD_TAINT`]: crate::model::labels::SIBLING_HOLD_TAINT
     pub sibling_hold_ms: u64,
+    /// The payback rule also counts the work an eviction throws away (`countLostWork`): a
+    /// Job's pod starts over, so evicting one loses what it has run so far — its share of its
+    /// machine (its fullest resource) at the machine's price, for its age — and the saving of
+    /// moving only Jobs' pods is counted no longer than the oldest has run (it may end as soon).
+    /// Off: every evicted pod costs only `eviction_cost_micro_usd` (the restart), over the
+    /// whole horizon (Karpenter's rule with the payback rule on top).
+    pub count_lost_work: bool,
 }
 
 /// `Respect`: preferences are tried as requirements first, then relaxed one by one.
@@ -76,6 +83,7 @@ impl Default for Config {
             consolidation_payback_horizon_ms: 24 * 3_600_000,
             eviction_cost_micro_usd: 50_000,
             sibling_hold_ms: 2 * 60_000,
+            count_lost_work: true,
         }
     }
 }

@@ -179,6 +179,11 @@ fn cost_split(out: &mut String, report: &Report) {
             "the chosen offerings over the cheapest that fit each launch",
         ),
         (
+            "work done again",
+            c.redone_usd,
+            "Jobs' pods evicted before their end: the Job runs each again, and the bound counts only the run that ended",
+        ),
+        (
             "other",
             c.other_usd,
             "the pods' own capacity at the cheapest offering, above the bound's fractional price",
@@ -201,7 +206,7 @@ fn cost_split(out: &mut String, report: &Report) {
     out.push_str("</table>\n");
     let _ = writeln!(
         out,
-        "<p>Pods later evicted ran on ${:.4} of capacity (work lost if they restart; the bound counts it as useful, so it is not above it).</p>",
+        "<p>Pods later evicted ran on ${:.4} of capacity (work lost when they restart; beyond the Jobs' share above, the bound counts it as useful: a Deployment's pod served while it ran).</p>",
         c.evicted_usd
     );
 }

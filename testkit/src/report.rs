@@ -168,8 +168,12 @@ pub struct CostSplit {
     pub fragmentation_usd: f64,
     /// What the chosen offerings cost over the cheapest offering that fit each launch.
     pub premium_usd: f64,
-    /// Capacity paid for pods later evicted, while they ran (work lost when they restart).
-    /// Not a part of the sum: the bound counts an evicted pod's run as useful.
+    /// Capacity paid for Jobs' pods later evicted, while they ran: the Job makes each again
+    /// and its work is done again; the bound counts only the run that ended.
+    pub redone_usd: f64,
+    /// Capacity paid for every pod later evicted, while it ran (work lost when it restarts).
+    /// Not a part of the sum beyond `redone_usd`: the bound counts the run of another evicted
+    /// pod (a Deployment's, which served while it ran) as useful.
     pub evicted_usd: f64,
     pub other_usd: f64,
 }
@@ -343,13 +347,14 @@ impl Report {
             let c = &self.cost.above_bound;
             let _ = writeln!(
                 s,
-                "cost above the lower bound ${:.4}: ${:.4} = booting ${:.4} + idle ${:.4} + fragmentation ${:.4} + offering premium ${:.4} + other ${:.4}; pods later evicted ran on ${:.4}",
+                "cost above the lower bound ${:.4}: ${:.4} = booting ${:.4} + idle ${:.4} + fragmentation ${:.4} + offering premium ${:.4} + work done again ${:.4} + other ${:.4}; pods later evicted ran on ${:.4}",
                 self.cost.lower_bound_usd,
                 c.above_bound_usd,
                 c.booting_usd,
                 c.idle_usd,
                 c.fragmentation_usd,
                 c.premium_usd,
+                c.redone_usd,
                 c.other_usd,
                 c.evicted_usd
             );

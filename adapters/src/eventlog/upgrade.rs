@@ -1,8 +1,13 @@
 //! The header layouts of older format versions, and how each reads as today's.
 //!
 //! Version 1 (`.nwlog` and store): the core's configuration before the sibling hold. A log it
-//! wrote was decided without holding machines, so it reads with `sibling_hold_ms: 0` and
-//! replays as recorded.
+//! wrote was decided without holding machines, so it reads with `sibling_hold_ms: 0`.
+//!
+//! Version 2: the configuration before the payback rule counted the work an eviction loses.
+//! A log it wrote was decided counting only the restart, so it reads with
+//! `count_lost_work: false`.
+//!
+//! Either replays as recorded.
 
 use nodewright_core::Config;
 use nodewright_core::config::{MinValuesPolicy, PreferencePolicy};
@@ -11,11 +16,11 @@ use serde::Deserialize;
 use super::frame;
 use super::record::LogHeader;
 
-/// [`LogHeader`] as format version 1 laid it out.
+/// [`LogHeader`] as format version 1 or 2 laid it out, with that version's [`Config`].
 #[derive(Deserialize)]
-struct LogHeaderV1 {
+struct OldLogHeader<C> {
     producer: String,
-    config: ConfigV1,
+    config: C,
     source: String,
 }
 
@@ -38,9 +43,29 @@ struct ConfigV1 {
     eviction_cost_micro_usd: u64,
 }
 
-impl From<ConfigV1> for Config {
+/// [`Config`] as format version 2 laid it out: version 1's and the sibling hold.
+#[derive(Deserialize)]
+struct ConfigV2 {
+    cluster_name: String,
+    seed: u64,
+    batch_idle_ms: u64,
+    batch_max_ms: u64,
+    launch_timeout_ms: u64,
+    registration_timeout_ms: u64,
+    disruption_poll_ms: u64,
+    max_instance_types: usize,
+    reserved_enis: u32,
+    vm_memory_overhead_per_mille: u32,
+    preference_policy: PreferencePolicy,
+    min_values_policy: MinValuesPolicy,
+    consolidation_payback_horizon_ms: u64,
+    eviction_cost_micro_usd: u64,
+    sibling_hold_ms: u64,
+}
+
+impl From<ConfigV1> for ConfigV2 {
     fn from(v1: ConfigV1) -> Self {
-        Config {
+        ConfigV2 {
             cluster_name: v1.cluster_name,
             seed: v1.seed,
             batch_idle_ms: v1.batch_idle_ms,
@@ -60,17 +85,50 @@ impl From<ConfigV1> for Config {
     }
 }
 
+impl From<ConfigV2> for Config {
+    fn from(v2: ConfigV2) -> Self {
+        Config {
+            cluster_name: v2.cluster_name,
+            seed: v2.seed,
+            batch_idle_ms: v2.batch_idle_ms,
+            batch_max_ms: v2.batch_max_ms,
+            launch_timeout_ms: v2.launch_timeout_ms,
+            registration_timeout_ms: v2.registration_timeout_ms,
+            disruption_poll_ms: v2.disruption_poll_ms,
+            max_instance_types: v2.max_instance_types,
+            reserved_enis: v2.reserved_enis,
+            vm_memory_overhead_per_mille: v2.vm_memory_overhead_per_mille,
+            preference_policy: v2.preference_policy,
+            min_values_policy: v2.min_values_policy,
+            consolidation_payback_horizon_ms: v2.consolidation_payback_horizon_ms,
+            eviction_cost_micro_usd: v2.eviction_cost_micro_usd,
+            sibling_hold_ms: v2.sibling_hold_ms,
+            count_lost_work: false,
+        }
+    }
+}
+
+impl<C: Into<Config>> From<OldLogHeader<C>> for LogHeader {
+    fn from(old: OldLogHeader<C>) -> Self {
+        LogHeader {
+            producer: old.producer,
+            config: old.config.into(),
+            source: old.source,
+        }
+    }
+}
+
+impl From<ConfigV1> for Config {
+    fn from(v1: ConfigV1) -> Self {
+        ConfigV2::from(v1).into()
+    }
+}
+
 /// A [`LogHeader`] written in format `version`.
 pub(super) fn log_header(version: u16, payload: &[u8]) -> Result<LogHeader, String> {
     match version {
-        1 => {
-            let v1: LogHeaderV1 = frame::decode_payload(payload)?;
-            Ok(LogHeader {
-                producer: v1.producer,
-                config: v1.config.into(),
-                source: v1.source,
-            })
-        }
+        1 => frame::decode_payload::<OldLogHeader<ConfigV1>>(payload).map(LogHeader::from),
+        2 => frame::decode_payload::<OldLogHeader<ConfigV2>>(payload).map(LogHeader::from),
         _ => frame::decode_payload(payload),
     }
 }
@@ -140,8 +198,67 @@ mod tests {
     fn upgraded() -> Config {
         Config {
             sibling_hold_ms: 0,
+            count_lost_work: false,
             ..custom()
         }
+    }
+
+    /// A version-2 header as nodewright 0.2.0 wrote it: version 1's and the sibling hold.
+    #[derive(Serialize)]
+    struct WrittenV2<'a> {
+        producer: &'a str,
+        #[allow(clippy::type_complexity)]
+        config: (
+            &'a str,
+            [u64; 6],
+            usize,
+            [u32; 2],
+            PreferencePolicy,
+            MinValuesPolicy,
+            [u64; 3],
+        ),
+        source: &'a str,
+    }
+
+    fn v2_of(c: &Config) -> WrittenV2<'_> {
+        let v1 = v1_of(c);
+        WrittenV2 {
+            producer: "nodewright 0.2.0",
+            config: (
+                v1.config.0,
+                v1.config.1,
+                v1.config.2,
+                v1.config.3,
+                v1.config.4,
+                v1.config.5,
+                [
+                    c.consolidation_payback_horizon_ms,
+                    c.eviction_cost_micro_usd,
+                    c.sibling_hold_ms,
+                ],
+            ),
+            source: v1.source,
+        }
+    }
+
+    #[test]
+    fn a_version_2_header_reads_counting_no_lost_work_and_every_other_setting_kept() {
+        let held = Config {
+            sibling_hold_ms: 90_000,
+            ..custom()
+        };
+        let bytes = postcard::to_stdvec(&v2_of(&held)).unwrap();
+        let header = log_header(2, &bytes).unwrap();
+        assert_eq!(header.producer, "nodewright 0.2.0");
+        assert_eq!(
+            header.config,
+            Config {
+                count_lost_work: false,
+                ..held
+            }
+        );
+        // Read as today's layout, the same bytes are refused rather than misread.
+        assert!(log_header(3, &bytes).is_err());
     }
 
     #[test]
@@ -152,14 +269,15 @@ mod tests {
         assert_eq!(header.source, "seed-tutorial");
         assert_eq!(header.config, upgraded());
         // Read as today's layout, the same bytes are refused rather than misread.
-        assert!(log_header(2, &bytes).is_err());
+        assert!(log_header(3, &bytes).is_err());
     }
 
     #[test]
-    fn a_version_2_header_round_trips() {
+    fn a_version_3_header_round_trips() {
         let header = LogHeader::new(custom(), "test");
+        assert!(header.config.count_lost_work);
         let bytes = postcard::to_stdvec(&header).unwrap();
-        assert_eq!(log_header(2, &bytes).unwrap(), header);
+        assert_eq!(log_header(3, &bytes).unwrap(), header);
     }
 
     #[test]

@@ -5,13 +5,15 @@
 //! The decision is a simulation: the node's pods are rescheduled with the provisioning solver
 //! onto the other nodes, machines on their way, and at most one new machine. It is taken only
 //! if every pod fits, the result is cheaper, and
-//! `saving per hour × payback horizon > evicted pods × cost per evicted pod`
-//! (both settings zero: any saving, Karpenter's rule). It is re-checked after the validation
+//! `saving per hour × payback horizon > evicted pods × cost per evicted pod + work lost`
+//! (the work lost counted when `Config::count_lost_work`, see [`super::eviction_cost`]; both
+//! other settings zero: any saving, Karpenter's rule). It is re-checked after the validation
 //! period before it acts.
 
 use std::collections::BTreeSet;
 
 use super::budget::allowed_disruptions;
+use super::eviction_cost::EvictionCost;
 use crate::catalog::{CapacityType, Price};
 use crate::config::Config;
 use crate::model::duration::format_duration_ms;
@@ -164,6 +166,7 @@ fn simulate_in(
     let mut any_spot = false;
     let mut any_on_demand = false;
     let mut described = Vec::new();
+    let mut eviction_cost = EvictionCost::default();
     for nodeclaim in nodeclaims {
         let claim = state
             .nodeclaims
@@ -178,7 +181,13 @@ fn simulate_in(
             "{node} ({} at {})",
             instance.instance_type, instance.price
         ));
-        pods.extend(state.movable_pods(Some(&node)));
+        let movable = state.movable_pods(Some(&node));
+        if let Some(on) = state.nodes.get(&node) {
+            for pod in &movable {
+                eviction_cost.add(config, pod, &on.node.allocatable, instance.price, now_ms);
+            }
+        }
+        pods.extend(movable);
         nodes.push(node);
     }
     let refs: Vec<&Pod> = pods.iter().collect();
@@ -252,15 +261,24 @@ fn simulate_in(
     };
     let saving = Price(price.0 - new_price.0);
     // The payback rule: the saving over the horizon must exceed the cost of the evictions.
-    let horizon_h = config.consolidation_payback_horizon_ms as f64 / 3_600_000.0;
+    let horizon_ms = eviction_cost.horizon_ms(config, config.consolidation_payback_horizon_ms);
+    let horizon_h = horizon_ms as f64 / 3_600_000.0;
     let earned = saving.usd_per_hour() * horizon_h;
-    let cost = pods.len() as f64 * config.eviction_cost_micro_usd as f64 / 1e6;
+    let cost = eviction_cost.usd();
+    // Work lost is said only where a Job's pod is evicted: other consolidations read as they
+    // always did, and logs recorded without it replay unchanged.
+    let lost_work = if eviction_cost.counts_lost_work {
+        format!(" + work lost ${:.4}", eviction_cost.lost_work_usd)
+    } else {
+        String::new()
+    };
+    // Both settings zero: no payback rule at all (Karpenter's), lost work or not.
     let zero_rule =
         config.consolidation_payback_horizon_ms == 0 && config.eviction_cost_micro_usd == 0;
     if !zero_rule && earned <= cost {
         return Err(format!(
-            "saving {saving} over {} is ${earned:.4}, not more than {} evictions × ${:.4} = ${cost:.4}",
-            format_duration_ms(config.consolidation_payback_horizon_ms),
+            "saving {saving} over {} is ${earned:.4}, not more than {} evictions × ${:.4}{lost_work} = ${cost:.4}",
+            format_duration_ms(horizon_ms),
             pods.len(),
             config.eviction_cost_micro_usd as f64 / 1e6
         ));
@@ -293,15 +311,20 @@ fn simulate_in(
         (Some(_), _) => format!("replace with one machine from {new_price}"),
     };
     let detail = format!(
-        "{} {} underutilized: {action}; saves {saving} (${earned:.4} over {}) for {} evictions (cost ${cost:.4}){}; {}",
+        "{} {} underutilized: {action}; saves {saving} (${earned:.4} over {}) for {} evictions (cost ${cost:.4}{}){}; {}",
         if nodeclaims.len() == 1 {
             "node"
         } else {
             "nodes"
         },
         described.join(", "),
-        format_duration_ms(config.consolidation_payback_horizon_ms),
+        format_duration_ms(horizon_ms),
         pods.len(),
+        if eviction_cost.counts_lost_work {
+            format!(", of it work lost ${:.4}", eviction_cost.lost_work_usd)
+        } else {
+            String::new()
+        },
         if zero_rule {
             ", payback rule off"
         } else {

@@ -6,5 +6,6 @@ pub mod budget;
 pub mod consolidation;
 pub mod drift;
 pub mod emptiness;
+pub mod eviction_cost;
 pub mod expiration;
 pub mod schedule;

@@ -122,6 +122,29 @@ impl Resources {
         diff
     }
 
+    /// The largest share of `allocatable` these requests take, over CPU, memory and the
+    /// extended resources (GPUs) the node has, in 0..=1: a machine is as full as its fullest
+    /// resource.
+    pub fn dominant_share_of(&self, allocatable: &Resources) -> f64 {
+        let ratio = |used: i64, alloc: i64| {
+            if alloc > 0 {
+                (used as f64 / alloc as f64).clamp(0.0, 1.0)
+            } else {
+                0.0
+            }
+        };
+        // In the extended resources' name order (a BTreeMap): the same sum on every machine.
+        allocatable
+            .extended
+            .iter()
+            .map(|(name, alloc)| ratio(self.extended.get(name).copied().unwrap_or(0), *alloc))
+            .fold(
+                ratio(self.cpu_milli, allocatable.cpu_milli)
+                    .max(ratio(self.memory_bytes, allocatable.memory_bytes)),
+                f64::max,
+            )
+    }
+
     /// Every amount of `self` is at most the same amount of `capacity`.
     pub fn fits_in(&self, capacity: &Resources) -> bool {
         self.first_excess(capacity).is_none()

@@ -43,6 +43,10 @@ pub struct SettingsFile {
     /// (`0s`: not at all, as Karpenter).
     #[serde(rename = "siblingHoldDuration")]
     pub sibling_hold_duration: Option<String>,
+    /// nodewright's: whether consolidation counts the work an eviction throws away (a Job's
+    /// pod starts over; `false`: only the restart, as Karpenter).
+    #[serde(rename = "countLostWork")]
+    pub count_lost_work: Option<bool>,
 }
 
 /// `40s`, or `{min: 30s, max: 60s}` (uniform, from the scenario's seed).

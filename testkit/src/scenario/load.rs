@@ -826,6 +826,9 @@ pub fn apply_settings(
     if let Some(d) = &settings.sibling_hold_duration {
         config.sibling_hold_ms = duration("settings.siblingHoldDuration", d)?;
     }
+    if let Some(count) = settings.count_lost_work {
+        config.count_lost_work = count;
+    }
     if config.batch_idle_ms > config.batch_max_ms {
         return Err(invalid(
             "settings.batchIdleDuration",

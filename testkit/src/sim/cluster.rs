@@ -722,8 +722,7 @@ impl SimCluster {
         for key in owners {
             self.reconcile_deployment(&key, now_ms, rng, out, changes);
         }
-        let jobs: Vec<(String, String)> = self.jobs.jobs.keys().cloned().collect();
-        for key in jobs {
+        for key in self.jobs.unfinished() {
             self.reconcile_job(&key, now_ms, rng, out, changes);
         }
     }

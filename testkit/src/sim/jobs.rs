@@ -55,6 +55,9 @@ pub struct Jobs {
     pub jobs: BTreeMap<ObjectKey, JobRun>,
     /// The Job of each active pod.
     job_of: BTreeMap<PodKey, ObjectKey>,
+    /// The Jobs not complete yet: the only ones that may want another pod (a long run keeps
+    /// thousands of complete ones).
+    unfinished: BTreeSet<ObjectKey>,
     pub cronjobs: BTreeMap<ObjectKey, CronJobRun>,
     /// Completions the world has yet to schedule: (time, pod).
     pub completions_to_schedule: Vec<(u64, PodKey)>,
@@ -68,6 +71,23 @@ impl Jobs {
         {
             self.completions_to_schedule
                 .push((now_ms.saturating_add(run.job.run_ms), pod.clone()));
+        }
+    }
+
+    /// The Jobs not complete yet, in name order.
+    pub fn unfinished(&self) -> Vec<ObjectKey> {
+        self.unfinished.iter().cloned().collect()
+    }
+
+    /// Keeps [`Jobs::unfinished`] in step with the Job at `key`.
+    fn note_progress(&mut self, key: &ObjectKey) {
+        match self.jobs.get(key) {
+            Some(run) if !run.complete() => {
+                self.unfinished.insert(key.clone());
+            }
+            _ => {
+                self.unfinished.remove(key);
+            }
         }
     }
 
@@ -106,6 +126,7 @@ impl SimCluster {
                 );
             }
         }
+        self.jobs.note_progress(&key);
         self.reconcile_job(&key, now_ms, rng, out, changes);
     }
 
@@ -172,6 +193,7 @@ impl SimCluster {
         if let Some(run) = self.jobs.jobs.get_mut(&key) {
             run.succeeded += 1;
         }
+        self.jobs.note_progress(&key);
         self.delete_pod(pod, false, now_ms, out, changes);
         self.reconcile_job(&key, now_ms, rng, out, changes);
     }
@@ -187,6 +209,7 @@ impl SimCluster {
         let Some(run) = self.jobs.jobs.remove(key) else {
             return false;
         };
+        self.jobs.note_progress(key);
         for pod in run.active {
             self.jobs.job_of.remove(&pod);
             self.terminate_pod(&pod, false, now_ms, out, changes);

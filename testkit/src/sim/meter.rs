@@ -4,13 +4,24 @@
 //! `consolidateAfter`, or for pods that went elsewhere), or carrying pods. Of a machine carrying
 //! pods, the share its pods' dominant resource (CPU or memory) leaves free is fragmentation,
 //! and of the rest, what its offering costs over the cheapest offering that fit its launch is
-//! the premium. At the end, the capacity pods later evicted used while they ran is set apart,
-//! and what is left of the gap is the pods' own capacity at the cheapest offering above the
-//! bound's fractional price per resource.
+//! the premium. At the end, the capacity Jobs' pods used before they were evicted (work done
+//! again, which the bound does not count) is set apart, and what is left of the gap is the
+//! pods' own capacity at the cheapest offering above the bound's fractional price per
+//! resource.
 
 use nodewright_core::model::resources::Resources;
 
 use crate::report::CostSplit;
+
+/// The capacity pods later evicted used while they ran, in USD.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct EvictedCapacity {
+    /// Every evicted pod's.
+    pub all_usd: f64,
+    /// The Jobs' pods' among them: their work is done again by the pod the Job makes next, and
+    /// the bound counts only that one.
+    pub redone_usd: f64,
+}
 
 /// What a running machine is doing during a step.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -24,27 +35,6 @@ pub enum Phase {
     },
 }
 
-/// The largest share of `allocatable` that `requests` take, over CPU, memory and the
-/// extended resources (GPUs) the node has: a machine is as full as its fullest resource.
-pub fn dominant_share(requests: &Resources, allocatable: &Resources) -> f64 {
-    let ratio = |used: i64, alloc: i64| {
-        if alloc > 0 {
-            (used as f64 / alloc as f64).clamp(0.0, 1.0)
-        } else {
-            0.0
-        }
-    };
-    allocatable
-        .extended
-        .iter()
-        .map(|(name, alloc)| ratio(requests.extended.get(name).copied().unwrap_or(0), *alloc))
-        .fold(
-            ratio(requests.cpu_milli, allocatable.cpu_milli)
-                .max(ratio(requests.memory_bytes, allocatable.memory_bytes)),
-            f64::max,
-        )
-}
-
 impl Phase {
     /// The phase of an up machine: idle without workload pods, else its dominant share.
     pub fn of_node(workload_pods: u32, used: &Resources, allocatable: &Resources) -> Phase {
@@ -52,7 +42,7 @@ impl Phase {
             return Phase::Idle;
         }
         Phase::Busy {
-            share: dominant_share(used, allocatable),
+            share: used.dominant_share_of(allocatable),
         }
     }
 }
@@ -88,15 +78,22 @@ impl CostMeter {
         }
     }
 
-    /// The split of `total_usd − lower_bound_usd`; `evicted_usd` is the capacity pods later
-    /// evicted used while they ran, shown beside the parts (it is not one of them: the bound
-    /// counts an evicted pod's run as useful, so its cost is not above the bound; what an
-    /// eviction adds above it is the replacement's booting and the idle and free room of the
-    /// move, in those parts).
-    pub fn split(&self, total_usd: f64, lower_bound_usd: f64, evicted_usd: f64) -> CostSplit {
+    /// The split of `total_usd − lower_bound_usd`. Of the capacity pods later evicted used,
+    /// the Jobs' pods' share (`redone_usd`) is a part: the bound does not count work done
+    /// again. The whole (`evicted_usd`) is shown beside the parts: the bound counts the run of
+    /// another evicted pod (a Deployment's: it served while it ran) as useful, so what its
+    /// eviction adds above the bound is the replacement's booting and the idle and free room of
+    /// the move, in those parts.
+    pub fn split(
+        &self,
+        total_usd: f64,
+        lower_bound_usd: f64,
+        evicted: EvictedCapacity,
+    ) -> CostSplit {
         let used = usd(self.used);
-        let evicted = evicted_usd.clamp(0.0, used);
         let premium = used - usd(self.used_at_cheapest);
+        let redone = evicted.redone_usd.clamp(0.0, used - premium);
+        let evicted = evicted.all_usd.clamp(redone, used);
         let above = total_usd - lower_bound_usd;
         let (booting, idle, fragmentation) =
             (usd(self.booting), usd(self.idle), usd(self.free_room));
@@ -107,8 +104,9 @@ impl CostMeter {
             idle_usd: round(idle),
             fragmentation_usd: round(fragmentation),
             premium_usd: round(premium),
+            redone_usd: round(redone),
             evicted_usd: round(evicted),
-            other_usd: round(above - booting - idle - fragmentation - premium),
+            other_usd: round(above - booting - idle - fragmentation - premium - redone),
         }
     }
 }
@@ -127,27 +125,48 @@ mod tests {
         meter.add(1_000_000, 500_000, Phase::Booting, HOUR_MS);
         meter.add(1_000_000, 500_000, Phase::Idle, HOUR_MS);
         meter.add(1_000_000, 500_000, Phase::Busy { share: 0.75 }, HOUR_MS);
-        let split = meter.split(3.0, 0.25, 0.0);
+        let split = meter.split(3.0, 0.25, EvictedCapacity::default());
         assert_eq!(split.above_bound_usd, 2.75);
         assert_eq!(split.booting_usd, 1.0);
         assert_eq!(split.idle_usd, 1.0);
         assert_eq!(split.fragmentation_usd, 0.25);
         assert_eq!(split.premium_usd, 0.375);
         assert_eq!(split.evicted_usd, 0.0);
+        assert_eq!(split.redone_usd, 0.0);
         // The pods' capacity at the cheapest price ($0.375) above the bound ($0.25).
         assert_eq!(split.other_usd, 0.125);
+    }
+
+    fn evicted(all_usd: f64, redone_usd: f64) -> EvictedCapacity {
+        EvictedCapacity {
+            all_usd,
+            redone_usd,
+        }
     }
 
     #[test]
     fn capacity_used_by_pods_later_evicted_is_shown_beside_the_parts() {
         let mut meter = CostMeter::default();
         meter.add(1_000_000, 1_000_000, Phase::Busy { share: 1.0 }, HOUR_MS);
-        let split = meter.split(1.0, 0.5, 0.5);
+        let split = meter.split(1.0, 0.5, evicted(0.5, 0.0));
         assert_eq!(split.evicted_usd, 0.5);
         assert_eq!(split.premium_usd, 0.0);
         assert_eq!(split.other_usd, 0.5);
         // Never more than what carried pods.
-        assert_eq!(meter.split(1.0, 0.5, 7.0).evicted_usd, 1.0);
+        assert_eq!(meter.split(1.0, 0.5, evicted(7.0, 0.0)).evicted_usd, 1.0);
+    }
+
+    #[test]
+    fn work_done_again_is_a_part_of_the_gap() {
+        let mut meter = CostMeter::default();
+        meter.add(1_000_000, 1_000_000, Phase::Busy { share: 1.0 }, HOUR_MS);
+        // $1 paid; a Job's pod ran on $0.40 of it and was evicted, the bound is $0.50.
+        let split = meter.split(1.0, 0.5, evicted(0.6, 0.4));
+        assert_eq!(split.redone_usd, 0.4);
+        assert_eq!(split.evicted_usd, 0.6);
+        assert_eq!(split.other_usd, 0.1);
+        // Never more than the pods' capacity at the cheapest offering.
+        assert_eq!(meter.split(1.0, 0.5, evicted(9.0, 9.0)).redone_usd, 1.0);
     }
 
     #[test]

@@ -118,6 +118,8 @@ struct PodRecord {
     evictions: u64,
     /// A workload pod's shape in `World::pod_shapes` (none for a DaemonSet pod).
     shape: Option<usize>,
+    /// Owned by a Job: evicted before its end, it is made again and its work done again.
+    job: bool,
 }
 
 /// The world: simulated EC2, simulated cluster, and what the report needs.
@@ -1017,10 +1019,11 @@ impl World {
         for change in std::mem::take(&mut self.changes) {
             match change {
                 PodChange::Created { pod, at_ms } => {
-                    let shape = self
-                        .cluster
-                        .pods
-                        .get(&pod)
+                    let spec = self.cluster.pods.get(&pod);
+                    let job = spec
+                        .and_then(|p| p.owner.as_ref())
+                        .is_some_and(|o| o.kind == "Job");
+                    let shape = spec
                         .filter(|spec| !spec.is_daemonset_pod())
                         .map(|spec| self.pod_shapes.intern(spec));
                     self.pods.insert(
@@ -1028,6 +1031,7 @@ impl World {
                         PodRecord {
                             created_at_ms: at_ms,
                             shape,
+                            job,
                             ..PodRecord::default()
                         },
                     );

@@ -204,6 +204,11 @@ impl Policy {
         Ok(same_pools && same_classes && config == recording.header.config)
     }
 
+    /// Whether it holds settings and nothing else.
+    pub fn changes_only_settings(&self) -> bool {
+        self.nodepools.is_empty() && self.nodeclasses.is_empty()
+    }
+
     pub fn nodepool(&self, name: &str) -> Option<&NodePool> {
         self.nodepools.get(name)
     }

@@ -5,9 +5,14 @@
 //! - the catalog, the EC2NodeClasses, NodePools, DaemonSets and PodDisruptionBudgets as they were
 //!   applied, when they were applied (a NodePool or EC2NodeClass of the policy replaces the
 //!   recorded one throughout);
-//! - the workload: each owner's pods (a ReplicaSet, a StatefulSet, a Job) become one Deployment
+//! - the workload: each owner's pods (a ReplicaSet, a StatefulSet) become one Deployment
 //!   whose replica count follows the recording — up when the owner made a pod that was not the
 //!   replacement of an evicted one, down when a pod was deleted that nodewright did not evict;
+//!   a Job's pods become that Job again, made when its first pod was: as many completions as
+//!   its pods ran to their end (one more if one was still running at the end), as many at once
+//!   as ran at once, each running as long as the longest that ended (from its binding to its
+//!   deletion; with none ended, as long as the last one ran until the end) — so a pod the
+//!   what-if evicts is made again and runs it all again, as in the recorded world;
 //!   pods without an owner are created and deleted as recorded (unless nodewright evicted them);
 //! - the nodes nodewright did not launch, as pre-existing capacity;
 //! - how long a machine took from its launch (CreateFleet's answer) to its node registering: the
@@ -23,7 +28,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
-use nodewright_adapters::manifest::{Deployment, Manifest, PodTemplate, ReplicatedKind};
+use nodewright_adapters::manifest::{Deployment, Job, Manifest, PodTemplate, ReplicatedKind};
 use nodewright_core::catalog::{CapacityType, Catalog};
 use nodewright_core::interruption::Interruption;
 use nodewright_core::model::labels;
@@ -213,6 +218,7 @@ pub fn scenario_of(recording: &Recording, policy: &Policy) -> Result<Scenario, W
             EventKind::PodDeleted { pod } => {
                 workload.deleted(pod, at, evicted.contains(pod), &mut timeline)
             }
+            EventKind::PodBound { pod, .. } => workload.bound(pod, at),
             _ => {}
         }
         if let Some(pods) = evictions_at.get(&index) {
@@ -223,6 +229,9 @@ pub fn scenario_of(recording: &Recording, policy: &Policy) -> Result<Scenario, W
     }
     manifests.extend(workload.initial_deployments());
     timeline.extend(workload.late_deployments());
+    let (initial_jobs, late_jobs) = workload.jobs(recording.end_ms());
+    manifests.extend(initial_jobs);
+    timeline.extend(late_jobs);
     timeline.sort_by_key(|t| t.at_ms);
 
     let reservations = catalog.reservations.clone();
@@ -281,6 +290,8 @@ struct Workload {
     owners: BTreeMap<(String, String), Owner>,
     /// When each evicted pod was asked to go.
     evicted_at: BTreeMap<PodKey, u64>,
+    /// When each Job's pod that has not gone yet was bound.
+    bound_at: BTreeMap<PodKey, u64>,
 }
 
 struct Owner {
@@ -295,11 +306,26 @@ struct Owner {
     awaiting_replacement: u32,
     /// The longest an evicted pod took to go: its grace period, as observed.
     grace_ms: u64,
+    /// A Job: made again as a Job, not as a Deployment.
+    job: bool,
+    /// A Job's pods that ran to their end: how long each ran.
+    runs_ms: Vec<u64>,
+    /// The most pods it had at once.
+    peak: u32,
+    /// When its last pod was bound.
+    last_bound_ms: Option<u64>,
 }
 
 impl Workload {
     fn applied(&mut self, pod: &Pod, at: u64, timeline: &mut Vec<TimelineAction>) {
-        if self.pods.contains_key(&pod.key) || pod.is_daemonset_pod() {
+        if pod.is_daemonset_pod() {
+            return;
+        }
+        if self.pods.contains_key(&pod.key) {
+            // An update; one that carries the node is a binding.
+            if pod.node_name.is_some() && !self.bound_at.contains_key(&pod.key) {
+                self.bound(&pod.key, at);
+            }
             return;
         }
         let owner = pod
@@ -316,10 +342,18 @@ impl Workload {
             });
             return;
         };
+        // Created bound (the scheduler found room at once).
+        if pod.node_name.is_some() {
+            self.bound_at.insert(pod.key.clone(), at);
+        }
+        let job = pod.owner.as_ref().is_some_and(|o| o.kind == "Job");
         let entry = self.owners.entry(key).or_insert_with(|| {
             let mut template = pod.clone();
             template.node_name = None;
-            template.owner = None;
+            if !job {
+                // The Deployment's controller owns what it makes.
+                template.owner = None;
+            }
             Owner {
                 template,
                 first_ms: at,
@@ -328,13 +362,21 @@ impl Workload {
                 scales: Vec::new(),
                 awaiting_replacement: 0,
                 grace_ms: 0,
+                job,
+                runs_ms: Vec::new(),
+                peak: 0,
+                last_bound_ms: None,
             }
         });
+        if pod.node_name.is_some() {
+            entry.last_bound_ms = Some(at);
+        }
         if entry.awaiting_replacement > 0 {
             entry.awaiting_replacement -= 1;
             return;
         }
         entry.replicas += 1;
+        entry.peak = entry.peak.max(entry.replicas);
         if at == entry.first_ms {
             entry.initial = entry.replicas;
         } else {
@@ -363,12 +405,17 @@ impl Workload {
             }),
             None => {}
             Some(key) if !evicted => {
+                let bound = self.bound_at.remove(pod);
                 if let Some(o) = self.owners.get_mut(key) {
                     o.replicas = o.replicas.saturating_sub(1);
                     o.scales.push((at, o.replicas, true));
+                    if let Some(bound) = bound.filter(|_| o.job) {
+                        o.runs_ms.push(at.saturating_sub(bound));
+                    }
                 }
             }
             Some(key) => {
+                self.bound_at.remove(pod);
                 let key = key.clone();
                 if let (Some(since), Some(o)) =
                     (self.evicted_at.remove(pod), self.owners.get_mut(&key))
@@ -377,6 +424,50 @@ impl Workload {
                 }
             }
         }
+    }
+
+    fn bound(&mut self, pod: &PodKey, at: u64) {
+        if let Some(Some(key)) = self.pods.get(pod)
+            && let Some(o) = self.owners.get_mut(key)
+            && o.job
+        {
+            o.last_bound_ms = Some(at);
+            self.bound_at.insert(pod.clone(), at);
+        }
+    }
+
+    /// The Jobs, as applied from the start and as applied later.
+    fn jobs(&self, end_ms: u64) -> (Vec<Manifest>, Vec<TimelineAction>) {
+        let mut initial = Vec::new();
+        let mut late = Vec::new();
+        for (key, o) in self.owners.iter().filter(|(_, o)| o.job) {
+            let running_at_end = o.replicas > 0;
+            let run_ms = match o.runs_ms.iter().max() {
+                Some(longest) => *longest,
+                None => end_ms.saturating_sub(o.last_bound_ms.unwrap_or(o.first_ms)),
+            };
+            let job = Manifest::Job(Job {
+                namespace: key.0.clone(),
+                name: key.1.clone(),
+                completions: (o.runs_ms.len() as u32 + u32::from(running_at_end)).max(1),
+                parallelism: o.peak.max(1),
+                run_ms,
+                template: PodTemplate {
+                    pod: o.template.clone(),
+                    termination_grace_period_seconds: (o.grace_ms / 1000) as i64,
+                    volume_claims: Vec::new(),
+                },
+            });
+            if o.first_ms == 0 {
+                initial.push(job);
+            } else {
+                late.push(TimelineAction {
+                    at_ms: o.first_ms,
+                    action: Action::Apply(vec![job]),
+                });
+            }
+        }
+        (initial, late)
     }
 
     fn evicted(&mut self, pod: &PodKey, at: u64) {
@@ -412,7 +503,7 @@ impl Workload {
     fn initial_deployments(&self) -> Vec<Manifest> {
         self.owners
             .iter()
-            .filter(|(_, o)| o.first_ms == 0)
+            .filter(|(_, o)| o.first_ms == 0 && !o.job)
             .map(|(key, o)| Self::deployment(key, o, o.initial))
             .collect()
     }
@@ -420,7 +511,7 @@ impl Workload {
     /// The owners that came later, and every change of replicas.
     fn late_deployments(&self) -> Vec<TimelineAction> {
         let mut out = Vec::new();
-        for (key, o) in &self.owners {
+        for (key, o) in self.owners.iter().filter(|(_, o)| !o.job) {
             if o.first_ms > 0 {
                 out.push(TimelineAction {
                     at_ms: o.first_ms,

@@ -2,6 +2,7 @@
 //! the lower bound, the series for plots, the expectations.
 
 use super::*;
+use crate::sim::meter::EvictedCapacity;
 
 fn secs(ms: u64) -> f64 {
     ms as f64 / 1000.0
@@ -22,23 +23,35 @@ fn lower_bound(scenario: &Scenario, world: &World, core: &nodewright_core::Core)
             + scenario.cloud.registration_latency.min_ms,
     };
     let end = world.now_ms;
-    let spans = world.pods.values().filter_map(|record| {
-        let pod = world.pod_shapes.get(record.shape?);
-        let bound_at = record.bound_at_ms?;
-        Some(crate::lower_bound::PodSpan {
-            pod,
-            // Not before this run placed it either: a pod that waited (limits, a capacity
-            // shortage) costs this run nothing meanwhile, and stays on its node once placed.
-            from_ms: (record.created_at_ms + input.min_latency_ms).max(bound_at),
-            until_ms: record.deleted_at_ms.unwrap_or(end).min(end),
-        })
-    });
+    // A Job's pod evicted before its end did work that is done again: the Job's pod that runs
+    // to the end carries the work, once.
+    let spans = world
+        .pods
+        .values()
+        .filter(|r| !redone(r))
+        .filter_map(|record| {
+            let pod = world.pod_shapes.get(record.shape?);
+            let bound_at = record.bound_at_ms?;
+            Some(crate::lower_bound::PodSpan {
+                pod,
+                // Not before this run placed it either: a pod that waited (limits, a capacity
+                // shortage) costs this run nothing meanwhile, and stays on its node once placed.
+                from_ms: (record.created_at_ms + input.min_latency_ms).max(bound_at),
+                until_ms: record.deleted_at_ms.unwrap_or(end).min(end),
+            })
+        });
     crate::lower_bound::lower_bound_usd(&input, spans)
 }
 
-/// What the capacity pods later evicted used cost while they ran: each such pod's dominant
-/// share of its machine (CPU or memory requested over allocatable), at the machine's price.
-fn evicted_usd(world: &World, end: u64) -> f64 {
+/// A Job's pod evicted before its end: the Job makes it again, and the work is done again.
+fn redone(record: &PodRecord) -> bool {
+    record.job && record.evictions > 0
+}
+
+/// What the capacity pods later evicted used cost while they ran (each such pod's dominant
+/// share of its machine, CPU, memory or GPUs requested over allocatable, at the machine's
+/// price): all of them, and the Jobs' pods among them, whose work is done again.
+fn evicted_usd(world: &World, end: u64) -> EvictedCapacity {
     let machines: BTreeMap<&str, (u64, &nodewright_core::model::resources::Resources)> = world
         .machines
         .values()
@@ -50,7 +63,7 @@ fn evicted_usd(world: &World, end: u64) -> f64 {
             ))
         })
         .collect();
-    let mut micro_usd_ms = 0.0;
+    let mut evicted = EvictedCapacity::default();
     for r in world.pods.values().filter(|r| r.evictions > 0) {
         let (Some(shape), Some(bound), Some(node)) = (r.shape, r.bound_at_ms, r.node.as_deref())
         else {
@@ -59,16 +72,23 @@ fn evicted_usd(world: &World, end: u64) -> f64 {
         let Some((price, alloc)) = machines.get(node) else {
             continue;
         };
-        let dominant =
-            crate::sim::meter::dominant_share(&world.pod_shapes.get(shape).requests, alloc);
+        let dominant = world
+            .pod_shapes
+            .get(shape)
+            .requests
+            .dominant_share_of(alloc);
         let ran = r
             .deleted_at_ms
             .unwrap_or(end)
             .min(end)
             .saturating_sub(bound);
-        micro_usd_ms += *price as f64 * ran as f64 * dominant;
+        let usd = *price as f64 * ran as f64 * dominant / 1e6 / 3.6e6;
+        evicted.all_usd += usd;
+        if redone(r) {
+            evicted.redone_usd += usd;
+        }
     }
-    micro_usd_ms / 1e6 / 3.6e6
+    evicted
 }
 
 /// The run's report; `counts` are the driver's events and commands.

@@ -1,0 +1,188 @@
+//! What evicting pods costs, for consolidation's payback rule. Every evicted pod costs a
+//! restart (`Config::eviction_cost_micro_usd`). With `Config::count_lost_work`, a Job's pod —
+//! which starts over when evicted — also costs the work it throws away: its share of its
+//! machine (its fullest resource: CPU, memory or GPUs) at the machine's price, for as long as
+//! it has existed; and since it ends, the saving of moving only such pods is counted no longer
+//! than the oldest has run. A Deployment's, ReplicaSet's or StatefulSet's pod is replaced and
+//! serves on; a pod no controller owns is counted as Karpenter counts it (its restart).
+
+use crate::catalog::Price;
+use crate::config::Config;
+use crate::model::pod::Pod;
+use crate::model::resources::Resources;
+
+/// Whether evicting `pod` throws away the work it has done: a Job's pod starts over.
+pub fn loses_work(pod: &Pod) -> bool {
+    pod.owner.as_ref().is_some_and(|owner| owner.kind == "Job")
+}
+
+/// The cost of the evictions of one consolidation, summed pod by pod.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct EvictionCost {
+    pub evictions: usize,
+    /// The restarts: evictions × the cost per evicted pod.
+    pub restarts_usd: f64,
+    /// The work thrown away (zero unless `Config::count_lost_work`).
+    pub lost_work_usd: f64,
+    /// Whether some pod keeps its work when evicted (a replicated one, which serves on).
+    pub any_keeps_work: bool,
+    /// Whether some pod's lost work was counted (a Job's, with `Config::count_lost_work`).
+    pub counts_lost_work: bool,
+    /// The age of the oldest pod.
+    pub oldest_ms: u64,
+}
+
+impl EvictionCost {
+    /// Counts evicting `pod` from a machine with `allocatable` at `price`, at `now_ms`.
+    pub fn add(
+        &mut self,
+        config: &Config,
+        pod: &Pod,
+        allocatable: &Resources,
+        price: Price,
+        now_ms: u64,
+    ) {
+        self.evictions += 1;
+        self.restarts_usd += config.eviction_cost_micro_usd as f64 / 1e6;
+        self.any_keeps_work |= !loses_work(pod);
+        self.oldest_ms = self.oldest_ms.max(now_ms.saturating_sub(pod.created_at_ms));
+        if config.count_lost_work && loses_work(pod) {
+            self.counts_lost_work = true;
+            let age_h = now_ms.saturating_sub(pod.created_at_ms) as f64 / 3_600_000.0;
+            let share = pod.requests.dominant_share_of(allocatable);
+            self.lost_work_usd += share * price.usd_per_hour() * age_h;
+        }
+    }
+
+    /// How long a saving from moving these pods may be counted on, at most `horizon_ms`: a
+    /// machine carrying only Jobs' pods is free when the last one ends, and a pod that has run
+    /// for a time is as likely as not to run that long again (the Lindy estimate, for run
+    /// times with a long tail) — so no longer than the oldest has run.
+    pub fn horizon_ms(&self, config: &Config, horizon_ms: u64) -> u64 {
+        if config.count_lost_work && !self.any_keeps_work && self.evictions > 0 {
+            horizon_ms.min(self.oldest_ms)
+        } else {
+            horizon_ms
+        }
+    }
+
+    pub fn usd(&self) -> f64 {
+        self.restarts_usd + self.lost_work_usd
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::pod::OwnerRef;
+
+    const HOUR_MS: u64 = 3_600_000;
+
+    fn owned_by(kind: &str) -> Pod {
+        let mut pod = Pod::new("default", "p", 2_000, 4 << 30);
+        pod.owner = Some(OwnerRef {
+            kind: kind.to_string(),
+            name: "w".to_string(),
+        });
+        pod.created_at_ms = HOUR_MS;
+        pod
+    }
+
+    fn machine() -> (Resources, Price) {
+        // Half its CPU and a quarter of its memory for the pod; $2/h.
+        (Resources::new(4_000, 16 << 30, 110), Price(2_000_000))
+    }
+
+    #[test]
+    fn a_jobs_pod_costs_its_share_of_the_machine_for_its_age() {
+        let (alloc, price) = machine();
+        let mut cost = EvictionCost::default();
+        // Three hours old: half of a $2/h machine for 3 h is $3, and the restart.
+        cost.add(
+            &Config::default(),
+            &owned_by("Job"),
+            &alloc,
+            price,
+            4 * HOUR_MS,
+        );
+        assert_eq!(cost.evictions, 1);
+        assert!((cost.lost_work_usd - 3.0).abs() < 1e-9, "{cost:?}");
+        assert!((cost.usd() - 3.05).abs() < 1e-9, "{cost:?}");
+    }
+
+    #[test]
+    fn a_replicated_pod_costs_its_restart_only() {
+        let (alloc, price) = machine();
+        let mut cost = EvictionCost::default();
+        for kind in ["ReplicaSet", "StatefulSet"] {
+            cost.add(
+                &Config::default(),
+                &owned_by(kind),
+                &alloc,
+                price,
+                4 * HOUR_MS,
+            );
+        }
+        assert_eq!(cost.lost_work_usd, 0.0);
+        assert!((cost.usd() - 0.1).abs() < 1e-9, "{cost:?}");
+    }
+
+    #[test]
+    fn only_a_jobs_pod_loses_its_work() {
+        let mut pod = owned_by("Job");
+        assert!(loses_work(&pod));
+        assert!(!loses_work(&owned_by("ReplicaSet")));
+        pod.owner = None;
+        assert!(!loses_work(&pod));
+    }
+
+    #[test]
+    fn the_saving_of_moving_pods_that_end_counts_no_longer_than_the_oldest_has_run() {
+        let (alloc, price) = machine();
+        let day = 24 * HOUR_MS;
+        let mut jobs = EvictionCost::default();
+        // Created at 1 h; at 4 h the older is 3 h old.
+        jobs.add(
+            &Config::default(),
+            &owned_by("Job"),
+            &alloc,
+            price,
+            4 * HOUR_MS,
+        );
+        let mut younger = owned_by("Job");
+        younger.created_at_ms = 3 * HOUR_MS;
+        jobs.add(&Config::default(), &younger, &alloc, price, 4 * HOUR_MS);
+        assert_eq!(jobs.horizon_ms(&Config::default(), day), 3 * HOUR_MS);
+        // Never beyond the configured horizon.
+        assert_eq!(jobs.horizon_ms(&Config::default(), HOUR_MS), HOUR_MS);
+        // A replicated pod among them serves on: the configured horizon.
+        let mut mixed = jobs;
+        mixed.add(
+            &Config::default(),
+            &owned_by("ReplicaSet"),
+            &alloc,
+            price,
+            4 * HOUR_MS,
+        );
+        assert_eq!(mixed.horizon_ms(&Config::default(), day), day);
+        // Not counting lost work, Karpenter's rule: the configured horizon.
+        let karpenter = Config {
+            count_lost_work: false,
+            ..Config::default()
+        };
+        assert_eq!(jobs.horizon_ms(&karpenter, day), day);
+    }
+
+    #[test]
+    fn with_lost_work_not_counted_every_pod_costs_its_restart() {
+        let (alloc, price) = machine();
+        let config = Config {
+            count_lost_work: false,
+            ..Config::default()
+        };
+        let mut cost = EvictionCost::default();
+        cost.add(&config, &owned_by("Job"), &alloc, price, 4 * HOUR_MS);
+        assert_eq!(cost.lost_work_usd, 0.0);
+        assert!((cost.usd() - 0.05).abs() < 1e-9, "{cost:?}");
+    }
+}
