@@ -1077,7 +1077,16 @@ fn inspect(log: &Path) -> Result<u8> {
         summary.commands, summary.command_bytes
     );
     for (kind, n) in &summary.commands_by_kind {
-        println!("  {kind:<22} {n}");
+        let bytes = summary
+            .command_bytes_by_kind
+            .get(kind)
+            .copied()
+            .unwrap_or(0);
+        println!(
+            "  {kind:<22} {n:>9} {:>12} bytes {:>8.0} each",
+            bytes,
+            bytes as f64 / (*n).max(1) as f64
+        );
     }
     if summary.snapshots > 0 {
         println!(

@@ -11,6 +11,9 @@
 use std::path::Path;
 
 use nodewright_adapters::eventlog::{EventStore, LogHeader, LogRecord, MemoryStore};
+use nodewright_core::model::listing;
+use nodewright_core::model::nodeclaim::ListedInstance;
+use nodewright_core::{Event, EventKind};
 use nodewright_testkit::scenario::{Scenario, builtin, load_file};
 use nodewright_testkit::sim::{Crash, RunOptions};
 use nodewright_testkit::{Report, sim};
@@ -19,15 +22,40 @@ fn store(scenario: &Scenario) -> MemoryStore<LogHeader, LogRecord> {
     MemoryStore::new(LogHeader::new(scenario.config.clone(), &scenario.name))
 }
 
-/// The records of a run, snapshots left out (they are a cache: a restart moves them).
+/// The records of a run, snapshots left out (they are a cache: a restart moves them), and
+/// each instance listing whole: a listing is logged as what changed since the one before, and
+/// a restart's re-list is one more before it.
 fn run(scenario: &Scenario, options: RunOptions) -> (Report, Vec<LogRecord>) {
     let (report, store) =
         sim::run_with(scenario, store(scenario), options).expect("the run completes");
+    let mut last: Vec<ListedInstance> = Vec::new();
     let records = store
         .read_range(0, store.len())
         .expect("records")
         .into_iter()
         .filter(|r| !matches!(r, LogRecord::Snapshot(_) | LogRecord::SnapshotPart(_)))
+        .map(|record| match record {
+            LogRecord::Event(Event {
+                at_ms,
+                kind: EventKind::InstancesRelisted { changed, gone },
+            }) => {
+                last = listing::rebuild(&last, &changed, &gone);
+                LogRecord::Event(Event::new(
+                    at_ms,
+                    EventKind::InstancesListed {
+                        instances: last.clone(),
+                    },
+                ))
+            }
+            LogRecord::Event(Event {
+                kind: EventKind::InstancesListed { instances },
+                at_ms,
+            }) => {
+                last.clone_from(&instances);
+                LogRecord::Event(Event::new(at_ms, EventKind::InstancesListed { instances }))
+            }
+            other => other,
+        })
         .collect();
     (report, records)
 }

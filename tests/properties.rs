@@ -19,6 +19,22 @@ proptest! {
         prop_assert_eq!(a, b);
     }
 
+    /// A core handed each event as a log keeps it (an instance listing as its changes since
+    /// the last, `Core::compact`) decides exactly what a core handed the events as they came.
+    #[test]
+    fn listings_logged_as_their_changes_decide_the_same(events in event_sequence(40)) {
+        let mut core = nodewright_core::Core::new(nodewright_core::Config::default());
+        let compacted: Vec<Event> = events
+            .iter()
+            .map(|e| {
+                let logged = core.compact(e.clone());
+                core.handle(&logged);
+                logged
+            })
+            .collect();
+        prop_assert_eq!(commands_per_event(&compacted), commands_per_event(&events));
+    }
+
     /// Every event encodes and decodes to itself.
     #[test]
     fn events_round_trip_through_postcard(events in event_sequence(20)) {
@@ -83,6 +99,20 @@ fn simulated_logs_replay_exactly_across_seeds() {
         assert!(report.passed(), "seed {seed}: {}", report.summary());
         let mut bytes = Vec::new();
         store.write_nwlog(&mut bytes).expect("writes");
+        // Every instance listing is logged as its changes (the first: all of it new).
+        let listings: Vec<&'static str> = NwlogReader::<LogHeader, LogRecord, _>::new(&bytes[..])
+            .expect("opens")
+            .filter_map(|r| match r.expect("reads") {
+                LogRecord::Event(e) => Some(e.kind.name()),
+                _ => None,
+            })
+            .filter(|kind| kind.starts_with("Instances"))
+            .collect();
+        assert!(listings.len() > 2, "seed {seed}: {listings:?}");
+        assert!(
+            listings.iter().all(|k| *k == "InstancesRelisted"),
+            "seed {seed}: {listings:?}"
+        );
         let reader = NwlogReader::<LogHeader, LogRecord, _>::new(&bytes[..]).expect("opens");
         let outcome = nodewright_replay::verify(reader).expect("reads");
         assert!(

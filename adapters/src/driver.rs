@@ -402,6 +402,7 @@ impl<S: EventStore<LogHeader, LogRecord>> Driver<S> {
     /// Appends an event without handling it: what a process that stops right after the append
     /// leaves behind (for crash tests).
     pub fn append_only(&mut self, event: Event) -> Result<(), DriverError> {
+        let event = self.core.compact(event);
         if is_catalog(&event) {
             self.catalog_record = Some(self.store.len());
         }
@@ -420,6 +421,8 @@ impl<S: EventStore<LogHeader, LogRecord>> Driver<S> {
         if self.poisoned {
             return Err(DriverError::NeedsRecovery);
         }
+        // An instance listing is logged as what changed since the core's last one.
+        let event = self.core.compact(event);
         let index = self.store.len();
         self.store
             .append(std::slice::from_ref(&LogRecord::Event(event.clone())))?;

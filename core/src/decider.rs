@@ -10,7 +10,8 @@ use crate::disruption::{consolidation, emptiness, expiration};
 use crate::event::{Event, EventKind};
 use crate::lifecycle;
 use crate::model::labels;
-use crate::model::nodeclaim::{LaunchReason, NodeClaimSpec, TerminationReason};
+use crate::model::listing;
+use crate::model::nodeclaim::{LaunchReason, ListedInstance, NodeClaimSpec, TerminationReason};
 use crate::model::nodeclass::NodeOs;
 use crate::model::pod::{Pod, PodKey};
 use crate::model::requirements::RequirementSpec;
@@ -79,6 +80,9 @@ pub struct Core {
     uncordoning: BTreeMap<String, String>,
     /// Machines started held until their siblings register (`Config::sibling_hold_ms`).
     sibling_holds: SiblingHolds,
+    /// The cloud's last listing of this cluster's instances, which an
+    /// [`EventKind::InstancesRelisted`] changes.
+    listing: Vec<ListedInstance>,
     /// What the event being handled changed, for the drains to know whether to look again.
     #[serde(skip)]
     touched: Touched,
@@ -138,7 +142,11 @@ impl Core {
     /// 3: the zones of each node class's subnets (`NodeClassResolved`).
     /// 4: each node class's storage (`NodeClass::storage`).
     /// 5: the sibling holds.
-    pub const STATE_LAYOUT: u32 = 6;
+    /// 6: each node class's operating system and launch settings (Windows, nested
+    ///    virtualization).
+    /// 7: the configuration's `count_lost_work`, and the last instance listing
+    ///    (`EventKind::InstancesRelisted` changes it).
+    pub const STATE_LAYOUT: u32 = 7;
 
     pub fn new(config: Config) -> Self {
         let names = NameGenerator::new(config.seed);
@@ -169,6 +177,7 @@ impl Core {
             cordoned: BTreeMap::new(),
             uncordoning: BTreeMap::new(),
             sibling_holds: SiblingHolds::default(),
+            listing: Vec::new(),
             draining: BTreeMap::new(),
             touched: Touched::Nothing,
             claim_deadline_ms: None,
@@ -313,6 +322,27 @@ impl Core {
             .min()
     }
 
+    /// The event as a log keeps it for this core: an instance listing as what changed since
+    /// the core's last one, when the changes rebuild it exactly; any other event as it is.
+    /// Handling either form decides the same.
+    pub fn compact(&self, event: Event) -> Event {
+        let Event {
+            at_ms,
+            kind: EventKind::InstancesListed { instances },
+        } = event
+        else {
+            return event;
+        };
+        let kind = match listing::changes(&self.listing, &instances) {
+            Some(found) => EventKind::InstancesRelisted {
+                changed: found.changed,
+                gone: found.gone,
+            },
+            None => EventKind::InstancesListed { instances },
+        };
+        Event { at_ms, kind }
+    }
+
     /// Handles one event and returns the commands it calls for.
     pub fn handle(&mut self, event: &Event) -> Vec<Command> {
         // Time never goes backwards inside the core, even if an adapter's clock does.
@@ -342,7 +372,12 @@ impl Core {
         }
         // A listing of the cloud's instances changes nothing by itself (what it finds is
         // acted on below and counts then).
-        if !matches!(kind, EventKind::Tick | EventKind::InstancesListed { .. }) {
+        if !matches!(
+            kind,
+            EventKind::Tick
+                | EventKind::InstancesListed { .. }
+                | EventKind::InstancesRelisted { .. }
+        ) {
             self.epoch += 1;
         }
         match kind {
@@ -651,35 +686,12 @@ impl Core {
                 interruption,
             } => self.interrupt(message_id, instance_id, interruption, commands),
             EventKind::InstancesListed { instances } => {
-                let garbage = lifecycle::garbage(&self.state, instances, now);
-                if garbage.orphans.is_empty() && garbage.vanished.is_empty() {
-                    return false;
-                }
-                self.epoch += 1;
-                for (instance_id, nodeclaim, detail) in garbage.orphans {
-                    commands.push(Command::TerminateOrphanInstance {
-                        instance_id,
-                        nodeclaim,
-                        detail,
-                    });
-                }
-                for (name, detail) in garbage.vanished {
-                    let Some(claim) = self.state.nodeclaims.get_mut(&name) else {
-                        continue;
-                    };
-                    // Its termination was asked for already and is on its way.
-                    if claim.terminating.is_some() && !self.draining.contains_key(&name) {
-                        continue;
-                    }
-                    let reason = claim
-                        .terminating
-                        .get_or_insert((TerminationReason::InstanceGone, now))
-                        .0;
-                    // Nothing is left to drain: the machine and its pods are gone.
-                    self.draining.remove(&name);
-                    self.replacements.remove(&name);
-                    self.finish_termination(&name, reason, detail, commands);
-                }
+                self.listing.clone_from(instances);
+                return self.collect_garbage(commands);
+            }
+            EventKind::InstancesRelisted { changed, gone } => {
+                self.listing = listing::rebuild(&self.listing, changed, gone);
+                return self.collect_garbage(commands);
             }
             EventKind::EvictionRefused { pod, .. } => {
                 // Asked again after the retry interval.
@@ -725,6 +737,42 @@ impl Core {
                 | EventKind::DaemonSetDeleted { .. }
         ) {
             self.refresh_pool_shapes();
+        }
+        true
+    }
+
+    /// Acts on the instance listing just taken in: terminates instances no NodeClaim owns and
+    /// finishes NodeClaims whose instance is gone. False when it found nothing.
+    fn collect_garbage(&mut self, commands: &mut Vec<Command>) -> bool {
+        let now = self.now_ms;
+        let garbage = lifecycle::garbage(&self.state, &self.listing, now);
+        if garbage.orphans.is_empty() && garbage.vanished.is_empty() {
+            return false;
+        }
+        self.epoch += 1;
+        for (instance_id, nodeclaim, detail) in garbage.orphans {
+            commands.push(Command::TerminateOrphanInstance {
+                instance_id,
+                nodeclaim,
+                detail,
+            });
+        }
+        for (name, detail) in garbage.vanished {
+            let Some(claim) = self.state.nodeclaims.get_mut(&name) else {
+                continue;
+            };
+            // Its termination was asked for already and is on its way.
+            if claim.terminating.is_some() && !self.draining.contains_key(&name) {
+                continue;
+            }
+            let reason = claim
+                .terminating
+                .get_or_insert((TerminationReason::InstanceGone, now))
+                .0;
+            // Nothing is left to drain: the machine and its pods are gone.
+            self.draining.remove(&name);
+            self.replacements.remove(&name);
+            self.finish_termination(&name, reason, detail, commands);
         }
         true
     }

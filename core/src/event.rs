@@ -112,6 +112,15 @@ pub enum EventKind {
     NodeClaimDeleted {
         nodeclaim: String,
     },
+    /// The cloud's listing of this cluster's instances again, as what changed since the
+    /// listing before it (`model::listing`): the instances new or different, with their places
+    /// in the new listing, and the ids no longer listed. The driver logs a listing so when the changes
+    /// rebuild it exactly, which is nearly always: most listings are the one before.
+    /// Appended last: the variants' order is the log's format.
+    InstancesRelisted {
+        changed: Vec<crate::model::listing::ListedAt>,
+        gone: Vec<String>,
+    },
 }
 
 impl EventKind {
@@ -141,6 +150,7 @@ impl EventKind {
             EventKind::InstancesListed { .. } => "InstancesListed",
             EventKind::NodeClassResolved(_) => "NodeClassResolved",
             EventKind::NodeClaimDeleted { .. } => "NodeClaimDeleted",
+            EventKind::InstancesRelisted { .. } => "InstancesRelisted",
         }
     }
 }

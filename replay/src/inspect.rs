@@ -23,6 +23,8 @@ pub struct LogSummary {
     pub event_bytes_by_kind: BTreeMap<&'static str, u64>,
     /// Bytes of the frames that hold commands.
     pub command_bytes: u64,
+    /// Bytes of each command kind's encoding (postcard, without the frames around it).
+    pub command_bytes_by_kind: BTreeMap<&'static str, u64>,
 }
 
 impl LogSummary {
@@ -72,6 +74,7 @@ pub fn inspect_file(path: &Path) -> Result<LogSummary, LogError> {
         bytes: 0,
         event_bytes_by_kind: BTreeMap::new(),
         command_bytes: 0,
+        command_bytes_by_kind: BTreeMap::new(),
     };
     // A frame's size is known when the next one starts.
     let mut previous: Option<(u64, Held)> = None;
@@ -102,6 +105,9 @@ pub fn inspect_file(path: &Path) -> Result<LogSummary, LogError> {
                 for c in cs {
                     summary.commands += 1;
                     *summary.commands_by_kind.entry(c.name()).or_default() += 1;
+                    // It was decoded from these bytes, so it encodes again.
+                    let bytes = postcard::experimental::serialized_size(&c).unwrap_or(0);
+                    *summary.command_bytes_by_kind.entry(c.name()).or_default() += bytes as u64;
                 }
             }
             LogRecord::Snapshot(snapshot) => {

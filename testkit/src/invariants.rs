@@ -236,7 +236,9 @@ pub fn check_view(gap: &[EventKind], now_ms: u64) -> Vec<Violation> {
         .filter(|k| {
             !matches!(
                 k,
-                EventKind::InstancesListed { .. } | EventKind::CatalogUpdated(_)
+                EventKind::InstancesListed { .. }
+                    | EventKind::InstancesRelisted { .. }
+                    | EventKind::CatalogUpdated(_)
             )
         })
         .map(describe_gap)

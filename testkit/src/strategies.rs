@@ -4,8 +4,9 @@ use std::sync::Arc;
 
 use nodewright_core::catalog::{CapacityType, Catalog, Price};
 use nodewright_core::model::labels;
+use nodewright_core::model::listing::ListedAt;
 use nodewright_core::model::node::Node;
-use nodewright_core::model::nodeclaim::{Instance, OfferingKey};
+use nodewright_core::model::nodeclaim::{Instance, ListedInstance, OfferingKey};
 use nodewright_core::model::nodeclass::NodeClass;
 use nodewright_core::model::nodepool::NodePool;
 use nodewright_core::model::pod::{Pod, PodKey};
@@ -156,7 +157,29 @@ pub fn event_kind() -> impl Strategy<Value = EventKind> {
         1 => prop::sample::select(CLAIM_NAMES).prop_map(|c| EventKind::NodeClaimTerminated { nodeclaim: c.into() }),
         3 => Just(EventKind::Tick),
         1 => Just(EventKind::CatalogUpdated(catalog)),
+        1 => prop::collection::vec(listed_instance(), 0..4).prop_map(|instances| EventKind::InstancesListed { instances }),
+        1 => (prop::collection::vec((0u32..4, listed_instance()), 0..3), prop::collection::vec(prop::sample::select(CLAIM_NAMES), 0..2)).prop_map(|(changed, gone)| EventKind::InstancesRelisted {
+            changed: changed.into_iter().map(|(position, instance)| ListedAt { position, instance }).collect(),
+            gone: gone.into_iter().map(|c| format!("i-{c}")).collect(),
+        }),
     ]
+}
+
+/// An instance of the cluster as the cloud lists it: one of a launched NodeClaim's, or an
+/// orphan with no NodeClaim tag.
+fn listed_instance() -> impl Strategy<Value = ListedInstance> {
+    (
+        prop::sample::select(CLAIM_NAMES),
+        any::<bool>(),
+        any::<bool>(),
+        0u64..600_000,
+    )
+        .prop_map(|(c, tagged, running, launched_at_ms)| ListedInstance {
+            instance_id: format!("i-{c}"),
+            nodeclaim: tagged.then(|| c.to_string()),
+            launched_at_ms,
+            running,
+        })
 }
 
 /// A sequence of events with non-decreasing times, starting with a catalog and a node class.

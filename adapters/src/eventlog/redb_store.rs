@@ -38,10 +38,10 @@ use super::{EventStore, Header};
 const CACHE_BYTES: usize = 4 << 20;
 
 /// The store format version this build writes.
-pub const STORE_FORMAT_VERSION: u16 = 3;
+pub const STORE_FORMAT_VERSION: u16 = 4;
 
 /// The store format versions this build opens.
-pub const READABLE_STORE_VERSIONS: &[u16] = &[1, 2, 3];
+pub const READABLE_STORE_VERSIONS: &[u16] = &[1, 2, 3, 4];
 
 const RECORDS: TableDefinition<u64, &[u8]> = TableDefinition::new("records");
 const META: TableDefinition<&str, &[u8]> = TableDefinition::new("meta");

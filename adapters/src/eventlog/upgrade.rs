@@ -7,7 +7,10 @@
 //! A log it wrote was decided counting only the restart, so it reads with
 //! `count_lost_work: false`.
 //!
-//! Either replays as recorded.
+//! Version 3: today's header. A log it wrote has every instance listing whole; version 4 adds
+//! the listing as its changes (`EventKind::InstancesRelisted`), a record version 3 cannot read.
+//!
+//! Each replays as recorded.
 
 use nodewright_core::Config;
 use nodewright_core::config::{MinValuesPolicy, PreferencePolicy};

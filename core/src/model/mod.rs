@@ -6,6 +6,7 @@ pub mod do_not_disrupt;
 pub mod duration;
 pub mod interruption;
 pub mod labels;
+pub mod listing;
 pub mod node;
 pub mod nodeclaim;
 pub mod nodeclass;

@@ -1,0 +1,207 @@
+//! An instance listing as what changed since the listing before it.
+//!
+//! The controller lists the cluster's instances every two minutes, and most listings are the
+//! one before: logged whole they were most of a long log's bytes. A listing is logged as its
+//! changes when those rebuild it exactly — same instances, same order — and whole otherwise, so
+//! the core decides on the very listing the cloud gave.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use serde::{Deserialize, Serialize};
+
+use crate::model::nodeclaim::ListedInstance;
+
+/// An instance new or different since the last listing, and where the new listing has it.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct ListedAt {
+    pub position: u32,
+    pub instance: ListedInstance,
+}
+
+/// What a listing changed: the instances new or different since the last one, and the ids of
+/// those no longer listed.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ListingChanges {
+    pub changed: Vec<ListedAt>,
+    pub gone: Vec<String>,
+}
+
+/// `before` without `gone` and without the instances `changed` lists again, in their order,
+/// with each of `changed` put at its position (in the order of positions; past the end, at
+/// the end).
+pub fn rebuild(
+    before: &[ListedInstance],
+    changed: &[ListedAt],
+    gone: &[String],
+) -> Vec<ListedInstance> {
+    let left_out: BTreeSet<&str> = gone
+        .iter()
+        .map(String::as_str)
+        .chain(changed.iter().map(|c| c.instance.instance_id.as_str()))
+        .collect();
+    let mut kept = before
+        .iter()
+        .filter(|i| !left_out.contains(i.instance_id.as_str()))
+        .peekable();
+    let mut placed: Vec<&ListedAt> = changed.iter().collect();
+    placed.sort_by_key(|c| c.position);
+    let mut placed = placed.into_iter().peekable();
+    let mut after: Vec<ListedInstance> = Vec::with_capacity(before.len() + changed.len());
+    loop {
+        let here = after.len() as u64;
+        let next = match (placed.peek(), kept.peek()) {
+            (Some(c), Some(_)) if u64::from(c.position) > here => kept.next(),
+            (Some(_), _) => placed.next().map(|c| &c.instance),
+            (None, Some(_)) => kept.next(),
+            (None, None) => break,
+        };
+        if let Some(instance) = next {
+            after.push(instance.clone());
+        }
+    }
+    after
+}
+
+/// The changes from `before` to `after`, when [`rebuild`] makes `after` of them exactly;
+/// `None` when it would not (the instances listed before reordered, an id listed twice): then
+/// the listing is kept whole.
+pub fn changes(before: &[ListedInstance], after: &[ListedInstance]) -> Option<ListingChanges> {
+    let old: BTreeMap<&str, &ListedInstance> =
+        before.iter().map(|i| (i.instance_id.as_str(), i)).collect();
+    let new: BTreeSet<&str> = after.iter().map(|i| i.instance_id.as_str()).collect();
+    let found = ListingChanges {
+        changed: after
+            .iter()
+            .enumerate()
+            .filter(|(_, i)| old.get(i.instance_id.as_str()) != Some(i))
+            .map(|(position, i)| ListedAt {
+                position: u32::try_from(position).unwrap_or(u32::MAX),
+                instance: i.clone(),
+            })
+            .collect(),
+        gone: before
+            .iter()
+            .filter(|i| !new.contains(i.instance_id.as_str()))
+            .map(|i| i.instance_id.clone())
+            .collect(),
+    };
+    (rebuild(before, &found.changed, &found.gone) == after).then_some(found)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn listed(id: &str, running: bool) -> ListedInstance {
+        ListedInstance {
+            instance_id: id.to_string(),
+            nodeclaim: Some(format!("claim-{id}")),
+            launched_at_ms: 1_000,
+            running,
+        }
+    }
+
+    #[test]
+    fn the_same_listing_changes_nothing() {
+        let a = vec![listed("i-1", true), listed("i-2", true)];
+        let found = changes(&a, &a).expect("rebuilds");
+        assert!(found.changed.is_empty() && found.gone.is_empty());
+        assert_eq!(rebuild(&a, &found.changed, &found.gone), a);
+    }
+
+    #[test]
+    fn new_stopped_and_gone_instances_are_the_changes() {
+        let before = vec![
+            listed("i-1", true),
+            listed("i-2", true),
+            listed("i-3", true),
+        ];
+        let after = vec![
+            listed("i-1", true),
+            listed("i-3", false),
+            listed("i-4", true),
+        ];
+        let found = changes(&before, &after).expect("rebuilds");
+        let changed: Vec<(u32, ListedInstance)> = found
+            .changed
+            .iter()
+            .map(|c| (c.position, c.instance.clone()))
+            .collect();
+        assert_eq!(
+            changed,
+            vec![(1, listed("i-3", false)), (2, listed("i-4", true))]
+        );
+        assert_eq!(found.gone, vec!["i-2".to_string()]);
+        assert_eq!(rebuild(&before, &found.changed, &found.gone), after);
+    }
+
+    #[test]
+    fn a_reordered_listing_is_kept_whole() {
+        let before = vec![listed("i-1", true), listed("i-2", true)];
+        let after = vec![listed("i-2", true), listed("i-1", true)];
+        assert_eq!(changes(&before, &after), None);
+        let twice = vec![listed("i-1", true), listed("i-1", false)];
+        assert_eq!(changes(&before, &twice), None);
+    }
+
+    fn any_listing() -> impl proptest::strategy::Strategy<Value = Vec<ListedInstance>> {
+        use proptest::prelude::*;
+        prop::collection::vec(
+            (0u8..6, any::<bool>(), 0u64..3).prop_map(|(id, running, at)| ListedInstance {
+                instance_id: format!("i-{id}"),
+                nodeclaim: (id % 2 == 0).then(|| format!("claim-{id}")),
+                launched_at_ms: at,
+                running,
+            }),
+            0..6,
+        )
+    }
+
+    proptest::proptest! {
+        /// The changes found rebuild the listing exactly, and are found whenever each listing
+        /// names an instance once and the instances unchanged keep their order.
+        #[test]
+        fn changes_rebuild_the_listing(before in any_listing(), after in any_listing()) {
+            let distinct = |l: &[ListedInstance]| {
+                l.iter().map(|i| &i.instance_id).collect::<std::collections::BTreeSet<_>>().len() == l.len()
+            };
+            match changes(&before, &after) {
+                Some(found) => proptest::prop_assert_eq!(rebuild(&before, &found.changed, &found.gone), after),
+                None => {
+                    // The instances listed both times, unchanged, in each listing's order.
+                    let same = |l: &[ListedInstance], other: &[ListedInstance]| -> Vec<ListedInstance> {
+                        l.iter().filter(|i| other.contains(i)).cloned().collect()
+                    };
+                    let kept = same(&after, &before);
+                    let order = same(&before, &after);
+                    proptest::prop_assert!(
+                        !distinct(&before) || !distinct(&after) || kept != order,
+                        "a listing that could be rebuilt was kept whole"
+                    );
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn the_first_listing_is_all_changes() {
+        let after = vec![listed("i-2", true), listed("i-1", true)];
+        let found = changes(&[], &after).expect("rebuilds");
+        assert_eq!(found.changed.len(), 2);
+        assert_eq!(rebuild(&[], &found.changed, &found.gone), after);
+    }
+
+    #[test]
+    fn a_new_instance_takes_its_place_in_the_listing() {
+        let before = vec![listed("i-2", true), listed("i-5", true)];
+        let after = vec![
+            listed("i-1", true),
+            listed("i-2", true),
+            listed("i-3", true),
+            listed("i-5", true),
+        ];
+        let found = changes(&before, &after).expect("rebuilds");
+        assert_eq!(found.changed.len(), 2);
+        assert_eq!(rebuild(&before, &found.changed, &found.gone), after);
+    }
+}
