@@ -4,12 +4,17 @@
 //!
 //! ```text
 //! offset  size  field
-//! 0       4     payload length, u32 little-endian, at most MAX_FRAME_PAYLOAD
-//! 4       4     CRC-32 (IEEE 802.3, reflected polynomial 0xEDB88320) of the payload, u32 LE
+//! 0       4     payload length, u32 little-endian, at most MAX_FRAME_PAYLOAD; from format 4
+//!               on, its top bit (PACKED) says the payload is stored compressed
+//! 4       4     CRC-32 (IEEE 802.3, reflected polynomial 0xEDB88320) of the stored payload
 //! 8       len   payload
 //! ```
 //!
-//! The checksum covers the payload only. A damaged length field is still caught: a longer or
+//! A packed payload is the uncompressed length (u32 LE) and an LZ4 block of the payload
+//! ([`encode_packed_value_frame`] packs a payload of [`PACK_MIN_PAYLOAD`] bytes or more when that
+//! makes it shorter). The checksum covers the payload as stored, so damage is found before
+//! anything is decompressed; a packed frame's is XORed with [`PACKED_CHECKSUM_MASK`], so a
+//! flipped flag fails the checksum too. A damaged length field is still caught: a longer or
 //! shorter payload fails the checksum, a length over the maximum is refused before anything is
 //! allocated, and a length pointing past the end of the file reads as a torn tail.
 
@@ -23,6 +28,21 @@ pub const FRAME_HEAD_LEN: usize = 8;
 /// The largest payload a frame may carry: 16 MiB. A larger declared length is reported as
 /// corruption, never allocated.
 pub const MAX_FRAME_PAYLOAD: u32 = 16 * 1024 * 1024;
+
+/// The top bit of a frame's length field: the payload is stored packed (format 4 on). A
+/// payload is never that long, so no frame of an older format has it set.
+pub const PACKED: u32 = 1 << 31;
+
+/// XORed into a packed frame's checksum: the flag bit is outside the bytes the CRC covers, and
+/// a frame read with the flag flipped must fail its checksum, not unpack garbage.
+pub const PACKED_CHECKSUM_MASK: u32 = 0x4b43_4150; // "PACK"
+
+/// Payloads shorter than this are stored as they are: packing gains nothing on them.
+pub const PACK_MIN_PAYLOAD: usize = 128;
+
+/// LZ4 writes a byte for at most 255 bytes of output, so a packed payload cannot declare more
+/// than this many bytes per byte of its block: a larger size is damage, refused unallocated.
+const LZ4_MAX_RATIO: u64 = 255;
 
 /// The room a frame's payload gets before its bytes are read (larger ones grow as they come).
 const PREALLOCATED_PAYLOAD: u32 = 64 * 1024;
@@ -66,6 +86,25 @@ pub enum EncodeFault {
         /// The encoded length.
         length: usize,
     },
+}
+
+/// A frame as read: its payload as stored, and whether that is packed ([`unpack`] gives the
+/// payload itself).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StoredFrame {
+    pub bytes: Vec<u8>,
+    pub packed: bool,
+}
+
+impl StoredFrame {
+    /// The payload: the stored bytes, unpacked when they are packed.
+    pub fn payload(self) -> Result<Vec<u8>, String> {
+        if self.packed {
+            unpack(&self.bytes)
+        } else {
+            Ok(self.bytes)
+        }
+    }
 }
 
 /// Why [`read_frame`] stopped.
@@ -116,6 +155,59 @@ pub fn encode_value_frame<T: Serialize + ?Sized>(
     Ok(())
 }
 
+/// [`encode_value_frame`], with the payload packed when it is [`PACK_MIN_PAYLOAD`] bytes or
+/// more and packing makes it shorter (format 4 on). On failure `out` is left as it was.
+pub fn encode_packed_value_frame<T: Serialize + ?Sized>(
+    value: &T,
+    out: &mut Vec<u8>,
+) -> Result<(), EncodeFault> {
+    let start = out.len();
+    encode_value_frame(value, out)?;
+    let payload = out.get(start + FRAME_HEAD_LEN..).unwrap_or_default();
+    if payload.len() < PACK_MIN_PAYLOAD {
+        return Ok(());
+    }
+    let packed = lz4_flex::block::compress_prepend_size(payload);
+    if packed.len() >= payload.len() {
+        return Ok(());
+    }
+    // Shorter than a payload that fit, so its length fits below the flag.
+    let length = payload_length(packed.len())? | PACKED;
+    out.truncate(start);
+    out.extend_from_slice(&length.to_le_bytes());
+    out.extend_from_slice(&(checksum(&packed) ^ PACKED_CHECKSUM_MASK).to_le_bytes());
+    out.extend_from_slice(&packed);
+    Ok(())
+}
+
+/// The payload a packed one holds. `Err` says why it cannot be unpacked (a size over the
+/// maximum or beyond what its block can hold, a damaged block): the checksum matched, so the
+/// writer was not this format's.
+pub fn unpack(stored: &[u8]) -> Result<Vec<u8>, String> {
+    let [s0, s1, s2, s3, block @ ..] = stored else {
+        return Err(format!(
+            "its packed payload is {} bytes, shorter than its 4-byte size",
+            stored.len()
+        ));
+    };
+    let size = u32::from_le_bytes([*s0, *s1, *s2, *s3]);
+    if size > MAX_FRAME_PAYLOAD || u64::from(size) > LZ4_MAX_RATIO * (block.len() as u64 + 1) {
+        return Err(format!(
+            "its packed payload declares {size} bytes, more than a frame holds or its {} \
+             bytes of LZ4 can make",
+            block.len()
+        ));
+    }
+    let mut payload = vec![0u8; size as usize];
+    match lz4_flex::block::decompress_into(block, &mut payload) {
+        Ok(n) if n == payload.len() => Ok(payload),
+        Ok(n) => Err(format!(
+            "its packed payload declares {size} bytes and unpacks to {n}"
+        )),
+        Err(error) => Err(format!("its packed payload does not unpack: {error}")),
+    }
+}
+
 /// Lets postcard append to a borrowed vector, so a failed encoding can be cut off again.
 struct Appender<'a>(&'a mut Vec<u8>);
 
@@ -125,12 +217,12 @@ impl Extend<u8> for Appender<'_> {
     }
 }
 
-/// Reads one frame from `src`, returning its payload, or `None` when `src` is at its end
-/// exactly on a frame boundary.
+/// Reads one frame from `src`, returning its payload as stored, or `None` when `src` is at its
+/// end exactly on a frame boundary.
 ///
 /// Allocation is bounded by the bytes actually present: a damaged length within the maximum
 /// does not reserve memory ahead of reading.
-pub fn read_frame<S: Read + ?Sized>(src: &mut S) -> Result<Option<Vec<u8>>, ReadFault> {
+pub fn read_frame<S: Read + ?Sized>(src: &mut S) -> Result<Option<StoredFrame>, ReadFault> {
     let mut head = [0u8; FRAME_HEAD_LEN];
     let got = read_up_to(src, &mut head).map_err(ReadFault::Io)?;
     if got == 0 {
@@ -143,10 +235,12 @@ pub fn read_frame<S: Read + ?Sized>(src: &mut S) -> Result<Option<Vec<u8>>, Read
         }));
     }
     let [l0, l1, l2, l3, c0, c1, c2, c3] = head;
-    let length = u32::from_le_bytes([l0, l1, l2, l3]);
+    let field = u32::from_le_bytes([l0, l1, l2, l3]);
     let stored = u32::from_le_bytes([c0, c1, c2, c3]);
+    let packed = field & PACKED != 0;
+    let length = field & !PACKED;
     if length > MAX_FRAME_PAYLOAD {
-        return Err(ReadFault::Frame(FrameFault::TooLarge { length }));
+        return Err(ReadFault::Frame(FrameFault::TooLarge { length: field }));
     }
     // Room for the whole payload up front (one allocation, one copy), up to a bound: a length
     // that corruption made large is not allocated before the bytes are there.
@@ -161,11 +255,15 @@ pub fn read_frame<S: Read + ?Sized>(src: &mut S) -> Result<Option<Vec<u8>>, Read
             available: (FRAME_HEAD_LEN + read) as u64,
         }));
     }
-    let computed = checksum(&payload);
+    let mask = if packed { PACKED_CHECKSUM_MASK } else { 0 };
+    let computed = checksum(&payload) ^ mask;
     if computed != stored {
         return Err(ReadFault::Frame(FrameFault::Checksum { stored, computed }));
     }
-    Ok(Some(payload))
+    Ok(Some(StoredFrame {
+        bytes: payload,
+        packed,
+    }))
 }
 
 /// Encodes `value` as a stored value: CRC-32 of the payload (u32 LE), then the postcard payload.
@@ -300,9 +398,97 @@ mod tests {
         encode_frame(b"one", &mut bytes).unwrap();
         encode_frame(b"", &mut bytes).unwrap();
         let mut src = &bytes[..];
-        assert_eq!(read_frame(&mut src).unwrap().unwrap(), b"one");
-        assert_eq!(read_frame(&mut src).unwrap().unwrap(), b"");
+        let plain = |bytes: &[u8]| StoredFrame {
+            bytes: bytes.to_vec(),
+            packed: false,
+        };
+        assert_eq!(read_frame(&mut src).unwrap().unwrap(), plain(b"one"));
+        assert_eq!(read_frame(&mut src).unwrap().unwrap(), plain(b""));
         assert!(read_frame(&mut src).unwrap().is_none());
+    }
+
+    #[test]
+    fn large_payloads_are_packed_and_read_back() {
+        // A launch's options: the same zones and families again and again.
+        let value: Vec<(String, String)> = (0..200)
+            .map(|i| {
+                (
+                    format!("m5.{}xlarge", i % 7),
+                    format!("us-east-1{}", ["a", "b", "c"][i % 3]),
+                )
+            })
+            .collect();
+        let mut bytes = Vec::new();
+        encode_packed_value_frame(&value, &mut bytes).unwrap();
+        let encoded = postcard::to_stdvec(&value).unwrap();
+        let field = u32::from_le_bytes(bytes[..4].try_into().unwrap());
+        assert_ne!(field & PACKED, 0, "packed");
+        assert!(
+            bytes.len() * 3 < encoded.len(),
+            "{} of {}",
+            bytes.len(),
+            encoded.len()
+        );
+        let frame = read_frame(&mut &bytes[..]).unwrap().unwrap();
+        assert!(frame.packed);
+        let back: Vec<(String, String)> = decode_payload(&frame.payload().unwrap()).unwrap();
+        assert_eq!(back, value);
+        // The flag is outside the checksummed bytes, yet a flipped flag fails the checksum:
+        // a packed frame read as plain, and a plain one read as packed.
+        let mut unflagged = bytes.clone();
+        unflagged[3] ^= 0x80;
+        assert!(matches!(
+            read_frame(&mut &unflagged[..]),
+            Err(ReadFault::Frame(FrameFault::Checksum { .. }))
+        ));
+        let mut plain = Vec::new();
+        encode_value_frame(&value, &mut plain).unwrap();
+        plain[3] ^= 0x80;
+        assert!(matches!(
+            read_frame(&mut &plain[..]),
+            Err(ReadFault::Frame(FrameFault::Checksum { .. }))
+        ));
+        // A short payload, or one packing does not shorten, is stored as it is.
+        for small in [vec![7u8; 10], (0..=255u8).collect::<Vec<u8>>()] {
+            let mut bytes = Vec::new();
+            encode_packed_value_frame(&small, &mut bytes).unwrap();
+            let mut plain = Vec::new();
+            encode_value_frame(&small, &mut plain).unwrap();
+            assert_eq!(bytes, plain);
+        }
+    }
+
+    #[test]
+    fn a_packed_payload_that_does_not_unpack_is_refused_with_the_reason() {
+        assert!(
+            unpack(&[1, 0])
+                .unwrap_err()
+                .contains("shorter than its 4-byte size")
+        );
+        // A size over the maximum, or beyond what the block could make, is never allocated.
+        let mut huge = (MAX_FRAME_PAYLOAD + 1).to_le_bytes().to_vec();
+        huge.extend_from_slice(&[0; 64]);
+        assert!(
+            unpack(&huge)
+                .unwrap_err()
+                .contains("more than a frame holds")
+        );
+        let mut inflated = 1_000_000u32.to_le_bytes().to_vec();
+        inflated.extend_from_slice(&[0x10, 0x61]);
+        assert!(
+            unpack(&inflated)
+                .unwrap_err()
+                .contains("more than a frame holds")
+        );
+        // A damaged block, and a block that makes fewer bytes than it declares.
+        let good = lz4_flex::block::compress_prepend_size(&[b'x'; 300]);
+        let mut short = good.clone();
+        short[..4].copy_from_slice(&301u32.to_le_bytes());
+        assert!(unpack(&short).is_err());
+        let mut cut = good.clone();
+        cut.truncate(good.len() - 2);
+        assert!(unpack(&cut).is_err());
+        assert_eq!(unpack(&good).unwrap(), vec![b'x'; 300]);
     }
 
     #[test]

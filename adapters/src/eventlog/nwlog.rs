@@ -159,7 +159,7 @@ impl<H: Serialize, R: Serialize, W: DurableWrite> NwlogWriter<H, R, W> {
         let mut buffer = std::mem::take(&mut self.buffer);
         buffer.clear();
         for (index_in_batch, record) in records.iter().enumerate() {
-            if let Err(fault) = frame::encode_value_frame(record, &mut buffer) {
+            if let Err(fault) = frame::encode_packed_value_frame(record, &mut buffer) {
                 self.buffer = buffer;
                 return Err(encode_error(fault, "record", index_in_batch));
             }
@@ -320,8 +320,8 @@ impl<H: Header, R: DeserializeOwned, S: Read> NwlogReader<H, R, S> {
     fn start(mut src: S, path: Option<PathBuf>) -> Result<Self, LogError> {
         let version = read_preamble(&mut src, &path)?;
         let offset = PREAMBLE_LEN as u64;
-        let payload = match frame::read_frame(&mut src) {
-            Ok(Some(payload)) => payload,
+        let stored = match frame::read_frame(&mut src) {
+            Ok(Some(stored)) => stored,
             Ok(None) => {
                 return Err(LogError::TornTail {
                     path,
@@ -334,8 +334,12 @@ impl<H: Header, R: DeserializeOwned, S: Read> NwlogReader<H, R, S> {
             }
             Err(fault) => return Err(read_error(fault, path, 0, offset)),
         };
+        let stored_len = stored.bytes.len();
         // The header as its version laid it out.
-        let header = match H::decode(version, &payload) {
+        let header = match stored
+            .payload()
+            .and_then(|payload| H::decode(version, &payload))
+        {
             Ok(header) => header,
             Err(reason) => {
                 return Err(LogError::Undecodable {
@@ -353,7 +357,7 @@ impl<H: Header, R: DeserializeOwned, S: Read> NwlogReader<H, R, S> {
             header,
             version,
             next_frame: 1,
-            next_offset: offset + (FRAME_HEAD_LEN + payload.len()) as u64,
+            next_offset: offset + (FRAME_HEAD_LEN + stored_len) as u64,
             finished: false,
             records: PhantomData,
         })
@@ -402,8 +406,8 @@ impl<H: Header, R: DeserializeOwned, S: Read> NwlogReader<H, R, S> {
         }
         let frame_index = self.next_frame;
         let byte_offset = self.next_offset;
-        let payload = match frame::read_frame(&mut self.src) {
-            Ok(Some(payload)) => payload,
+        let stored = match frame::read_frame(&mut self.src) {
+            Ok(Some(stored)) => stored,
             Ok(None) => {
                 self.finished = true;
                 return None;
@@ -418,11 +422,15 @@ impl<H: Header, R: DeserializeOwned, S: Read> NwlogReader<H, R, S> {
                 )));
             }
         };
-        // Only version 1 exists; a later version adds its own record decoder here.
-        match frame::decode_payload::<R>(&payload) {
+        let stored_len = stored.bytes.len();
+        // Every version lays records out alike; from version 4 on, a large one may be packed.
+        match stored
+            .payload()
+            .and_then(|payload| frame::decode_payload::<R>(&payload))
+        {
             Ok(record) => {
                 self.next_frame += 1;
-                self.next_offset += (FRAME_HEAD_LEN + payload.len()) as u64;
+                self.next_offset += (FRAME_HEAD_LEN + stored_len) as u64;
                 Some(Ok(Entry {
                     record_index: frame_index - 1,
                     frame_index,
