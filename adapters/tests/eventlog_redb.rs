@@ -341,6 +341,33 @@ fn memory_and_redb_stores_behave_alike() {
     assert_eq!((h, r), (header(), records(0, 11)));
 }
 
+#[test]
+fn a_memory_store_keeps_large_records_packed_and_reads_them_back() {
+    // A pod with many labels: a record of kilobytes that packs, between small ones.
+    let large = TestRecord::PodPending {
+        pod: "default/labelled".to_string(),
+        labels: (0..100).map(|i| format!("team=web-{}", i % 5)).collect(),
+        cpu_millis: 250,
+    };
+    let written = vec![
+        records(0, 1)[0].clone(),
+        large.clone(),
+        TestRecord::Timer(7),
+    ];
+    let mut memory = MemoryStore::<TestHeader, TestRecord>::new(header());
+    memory.append(&written).unwrap();
+    assert_eq!(memory.read_range(0, 3).unwrap(), written);
+    assert_eq!(memory.read_range(1, 2).unwrap(), vec![large]);
+    let bytes = memory.write_nwlog(Vec::new()).unwrap();
+    let (_, back) = read_nwlog_bytes::<TestHeader, TestRecord>(&bytes).unwrap();
+    assert_eq!(back, written);
+    assert!(
+        bytes.len() < 1_000,
+        "the large record is packed in the file too: {}",
+        bytes.len()
+    );
+}
+
 fn record_strategy() -> impl Strategy<Value = TestRecord> {
     prop_oneof![
         (

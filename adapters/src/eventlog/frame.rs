@@ -164,13 +164,9 @@ pub fn encode_packed_value_frame<T: Serialize + ?Sized>(
     let start = out.len();
     encode_value_frame(value, out)?;
     let payload = out.get(start + FRAME_HEAD_LEN..).unwrap_or_default();
-    if payload.len() < PACK_MIN_PAYLOAD {
+    let Some(packed) = pack(payload) else {
         return Ok(());
-    }
-    let packed = lz4_flex::block::compress_prepend_size(payload);
-    if packed.len() >= payload.len() {
-        return Ok(());
-    }
+    };
     // Shorter than a payload that fit, so its length fits below the flag.
     let length = payload_length(packed.len())? | PACKED;
     out.truncate(start);
@@ -178,6 +174,16 @@ pub fn encode_packed_value_frame<T: Serialize + ?Sized>(
     out.extend_from_slice(&(checksum(&packed) ^ PACKED_CHECKSUM_MASK).to_le_bytes());
     out.extend_from_slice(&packed);
     Ok(())
+}
+
+/// `payload` packed (its length, u32 LE, then an LZ4 block of it), when it is
+/// [`PACK_MIN_PAYLOAD`] bytes or more and packing makes it shorter.
+pub fn pack(payload: &[u8]) -> Option<Vec<u8>> {
+    if payload.len() < PACK_MIN_PAYLOAD {
+        return None;
+    }
+    let packed = lz4_flex::block::compress_prepend_size(payload);
+    (packed.len() < payload.len()).then_some(packed)
 }
 
 /// The payload a packed one holds. `Err` says why it cannot be unpacked (a size over the

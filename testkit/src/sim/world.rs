@@ -528,6 +528,10 @@ impl World {
                         if let Some(m) = self.machines.get_mut(&nodeclaim) {
                             m.instance_id = Some(instance.instance_id.clone());
                             m.launched_at_ms = Some(now);
+                            // The options were CreateFleet's, and it has answered (a launch
+                            // asked again is answered from the instance). A long run keeps
+                            // every machine it launched: thousands of option lists.
+                            m.spec.options = Vec::new();
                         }
                         self.schedule(
                             now + join_after,
