@@ -88,7 +88,7 @@ pub fn candidates(
             continue;
         };
         let pods = state.workload_pods_on_node(node_name);
-        if let Some((_, ends)) = state.do_not_disrupt_on_node(node_name, now_ms) {
+        if let Some((_, ends)) = state.do_not_disrupt_among(node_name, &pods, now_ms) {
             // A protection with a duration makes the node a candidate again once it runs out.
             if let Some(at) = ends {
                 next.offer(at);
