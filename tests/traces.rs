@@ -94,15 +94,7 @@ fn a_short_trace_runs_every_pod_it_can() {
         1.0,
     )
     .expect("loads");
-    let store = nodewright_adapters::eventlog::MemoryStore::new(
-        nodewright_adapters::eventlog::LogHeader::new(scenario.config.clone(), &scenario.name),
-    );
-    let (report, _) = nodewright_testkit::sim::run(&scenario, store).expect("runs");
-    assert!(
-        report.invariant_violations.is_empty(),
-        "{}",
-        report.summary()
-    );
+    let report = run_clean(&scenario);
     assert_eq!(report.pods.total, 3);
     assert_eq!(report.pods.scheduled, 3, "{}", report.summary());
     // The GPU pods ran on GPU machines.
@@ -306,6 +298,20 @@ fn long_tailed_rows() -> Vec<String> {
         .collect()
 }
 
+/// The report of a run of `scenario`, which must break no invariant.
+fn run_clean(scenario: &nodewright_testkit::Scenario) -> nodewright_testkit::Report {
+    let store = nodewright_adapters::eventlog::MemoryStore::new(
+        nodewright_adapters::eventlog::LogHeader::new(scenario.config.clone(), &scenario.name),
+    );
+    let (report, _) = nodewright_testkit::sim::run(scenario, store).expect("runs");
+    assert!(
+        report.invariant_violations.is_empty(),
+        "{}",
+        report.summary()
+    );
+    report
+}
+
 /// Cost, evictions and Jobs' rows of the trace under `options`, with lost work counted or not.
 fn run_jobs(rows: &[String], options: TraceOptions, count_lost_work: bool) -> (f64, u64, u64) {
     let rows: Vec<&str> = rows.iter().map(String::as_str).collect();
@@ -316,15 +322,7 @@ fn run_jobs(rows: &[String], options: TraceOptions, count_lost_work: bool) -> (f
         .iter()
         .filter(|t| matches!(&t.action, Action::Apply(m) if matches!(m[0], nodewright_adapters::manifest::Manifest::Job(_))))
         .count() as u64;
-    let store = nodewright_adapters::eventlog::MemoryStore::new(
-        nodewright_adapters::eventlog::LogHeader::new(scenario.config.clone(), &scenario.name),
-    );
-    let (report, _) = nodewright_testkit::sim::run(&scenario, store).expect("runs");
-    assert!(
-        report.invariant_violations.is_empty(),
-        "{}",
-        report.summary()
-    );
+    let report = run_clean(&scenario);
     (report.cost.total_usd, report.disruptions.evictions, jobs)
 }
 
