@@ -589,8 +589,9 @@ mod tests {
     }
 
     /// The worked example of `docs/event-log.md`, byte for byte: if this changes, the format
-    /// changed, and old logs would no longer read. Versions 1 to 4 frame alike (only
-    /// nodewright's header layout differs), so the same bytes under version 1 still read.
+    /// changed, and old logs would no longer read. Versions 1 to 4 frame these alike (small
+    /// payloads are never packed; only nodewright's header layout differs), so the same bytes
+    /// under versions 1 to 3 still read.
     #[test]
     fn format_version_4_golden_bytes() {
         let mut writer = NwlogWriter::<u8, String, Vec<u8>>::new(Vec::new(), &7).unwrap();

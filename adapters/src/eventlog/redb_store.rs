@@ -181,7 +181,55 @@ where
             .set_cache_size(CACHE_BYTES)
             .open(&path)
             .map_err(store_error(&path, "open the store"))?;
-        Self::over(Arc::new(db), path, true)
+        let store = Self::over(Arc::new(db), path, true)?;
+        store.upgrade_meta()?;
+        Ok(store)
+    }
+
+    /// Marks a store of an older format version as this build's, with its header in this
+    /// version's layout (as it read, older settings made explicit), before anything is
+    /// appended: the records this build appends (an instance listing as its changes, say)
+    /// may not read in the older version, so an older build must refuse the store by its
+    /// version rather than fail on a record.
+    fn upgrade_meta(&self) -> Result<(), LogError> {
+        let path = &self.path;
+        let txn = self
+            .db
+            .begin_write()
+            .map_err(store_error(path, "begin a write transaction"))?;
+        {
+            let mut meta = txn
+                .open_table(META)
+                .map_err(store_error(path, "open the meta table"))?;
+            let version = meta
+                .get(META_FORMAT_VERSION)
+                .map_err(store_error(path, "read the format version"))?
+                .map(|v| v.value().to_vec());
+            if version.as_deref() == Some(STORE_FORMAT_VERSION.to_le_bytes().as_slice()) {
+                return Ok(());
+            }
+            let header_value =
+                frame::encode_checked_value(&self.header).map_err(|fault| match fault {
+                    EncodeFault::Postcard(source) => LogError::Encode {
+                        what: "header",
+                        source,
+                    },
+                    EncodeFault::TooLarge { length } => LogError::RecordTooLarge {
+                        index_in_batch: 0,
+                        length,
+                        max: MAX_FRAME_PAYLOAD,
+                    },
+                })?;
+            meta.insert(META_HEADER, header_value.as_slice())
+                .map_err(store_error(path, "write the header"))?;
+            meta.insert(
+                META_FORMAT_VERSION,
+                STORE_FORMAT_VERSION.to_le_bytes().as_slice(),
+            )
+            .map_err(store_error(path, "write the format version"))?;
+        }
+        txn.commit()
+            .map_err(store_error(path, "commit the store's new format version"))
     }
 
     /// A reader of this store, in this process (another process cannot open the file while

@@ -320,5 +320,24 @@ mod tests {
         assert_ne!(STORE_FORMAT_VERSION, 1);
         let store = RedbStore::<LogHeader, LogRecord>::open(&path).unwrap();
         assert_eq!(store.header().config, upgraded());
+        drop(store);
+        // Opened by this build, it is this build's: its version and its header say so, and
+        // it reads the same again.
+        {
+            use redb::ReadableDatabase;
+            let db = redb::Database::open(&path).unwrap();
+            let txn = db.begin_read().unwrap();
+            let meta: redb::TableDefinition<&str, &[u8]> = redb::TableDefinition::new("meta");
+            let table = txn.open_table(meta).unwrap();
+            let version = table
+                .get("format_version")
+                .unwrap()
+                .unwrap()
+                .value()
+                .to_vec();
+            assert_eq!(version, STORE_FORMAT_VERSION.to_le_bytes());
+        }
+        let store = RedbStore::<LogHeader, LogRecord>::open(&path).unwrap();
+        assert_eq!(store.header().config, upgraded());
     }
 }
