@@ -37,6 +37,21 @@ use super::{EventStore, Header};
 /// wrote and never reads again).
 const CACHE_BYTES: usize = 4 << 20;
 
+/// A header as the store keeps it (checksum and postcard payload).
+fn encode_header<H: serde::Serialize>(header: &H) -> Result<Vec<u8>, LogError> {
+    frame::encode_checked_value(header).map_err(|fault| match fault {
+        EncodeFault::Postcard(source) => LogError::Encode {
+            what: "header",
+            source,
+        },
+        EncodeFault::TooLarge { length } => LogError::RecordTooLarge {
+            index_in_batch: 0,
+            length,
+            max: MAX_FRAME_PAYLOAD,
+        },
+    })
+}
+
 /// The store format version this build writes.
 pub const STORE_FORMAT_VERSION: u16 = 4;
 
@@ -83,17 +98,7 @@ where
     /// so a store is never overwritten by accident.
     pub fn create(path: impl AsRef<Path>, header: &H) -> Result<Self, LogError> {
         let path = path.as_ref().to_path_buf();
-        let header_value = frame::encode_checked_value(header).map_err(|fault| match fault {
-            EncodeFault::Postcard(source) => LogError::Encode {
-                what: "header",
-                source,
-            },
-            EncodeFault::TooLarge { length } => LogError::RecordTooLarge {
-                index_in_batch: 0,
-                length,
-                max: MAX_FRAME_PAYLOAD,
-            },
-        })?;
+        let header_value = encode_header(header)?;
         // Keep the header as it reads back, which also proves it survives the round trip.
         let header_back = frame::check_value(&header_value)
             .and_then(|payload| H::decode(STORE_FORMAT_VERSION, payload))
@@ -208,18 +213,7 @@ where
             if version.as_deref() == Some(STORE_FORMAT_VERSION.to_le_bytes().as_slice()) {
                 return Ok(());
             }
-            let header_value =
-                frame::encode_checked_value(&self.header).map_err(|fault| match fault {
-                    EncodeFault::Postcard(source) => LogError::Encode {
-                        what: "header",
-                        source,
-                    },
-                    EncodeFault::TooLarge { length } => LogError::RecordTooLarge {
-                        index_in_batch: 0,
-                        length,
-                        max: MAX_FRAME_PAYLOAD,
-                    },
-                })?;
+            let header_value = encode_header(&self.header)?;
             meta.insert(META_HEADER, header_value.as_slice())
                 .map_err(store_error(path, "write the header"))?;
             meta.insert(
