@@ -429,7 +429,10 @@ mod by_key_map {
 
     use super::Requirement;
 
-    pub fn serialize<S: Serializer>(by_key: &[Requirement], s: S) -> Result<S::Ok, S::Error> {
+    pub(super) fn serialize<S: Serializer>(
+        by_key: &[Requirement],
+        s: S,
+    ) -> Result<S::Ok, S::Error> {
         let mut map = s.serialize_map(Some(by_key.len()))?;
         for r in by_key {
             map.serialize_entry(&r.key, r)?;
@@ -437,7 +440,9 @@ mod by_key_map {
         map.end()
     }
 
-    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<Requirement>, D::Error> {
+    pub(super) fn deserialize<'de, D: Deserializer<'de>>(
+        d: D,
+    ) -> Result<Vec<Requirement>, D::Error> {
         let map = BTreeMap::<String, Requirement>::deserialize(d)?;
         Ok(map
             .into_iter()
