@@ -535,12 +535,7 @@ impl<E> Measured<E> {
                 .get(NODEPOOL_LABEL)
                 .cloned()
                 .unwrap_or_default();
-            let mut requests = Resources::default();
-            for key in &node.pods {
-                if let Some(pod) = state.pods.get(key) {
-                    requests.add(&pod.requests);
-                }
-            }
+            let requests = state.requests_on_node(name);
             for (resource_type, value) in resource_values(&node.node.allocatable) {
                 let labels = NodeResource {
                     node_name: name.clone(),

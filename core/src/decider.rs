@@ -146,7 +146,9 @@ impl Core {
     ///    virtualization).
     /// 7: the configuration's `count_lost_work`, and the last instance listing
     ///    (`EventKind::InstancesRelisted` changes it).
-    pub const STATE_LAYOUT: u32 = 7;
+    /// 8: pods in a table of dense ids ([`crate::state::PodTable`]), each node listing its
+    ///    pods with their ids.
+    pub const STATE_LAYOUT: u32 = 8;
 
     pub fn new(config: Config) -> Self {
         let names = NameGenerator::new(config.seed);
@@ -442,6 +444,9 @@ impl Core {
                     let key = p.key.clone();
                     if let Some(old) = &old {
                         self.touch_node(old);
+                        if old != node {
+                            self.detach_pod(&key, old);
+                        }
                     }
                     self.touch_node(node);
                     self.attach_pod(&key, node);
@@ -458,10 +463,7 @@ impl Core {
                 }
                 if let Some(node) = removed.and_then(|p| p.node_name) {
                     self.touch_node(&node);
-                    if let Some(state) = self.state.nodes.get_mut(&node) {
-                        state.pods.remove(pod);
-                        state.last_pod_event_ms = now;
-                    }
+                    self.detach_pod(pod, &node);
                 }
                 self.nominations.remove(pod);
                 self.unschedulable.remove(pod);
@@ -480,6 +482,7 @@ impl Core {
                     .provider_id
                     .as_deref()
                     .and_then(|id| self.state.nodeclaim_for_provider_id(id));
+                let first_seen = !self.state.nodes.contains_key(&node.name);
                 let entry = self
                     .state
                     .nodes
@@ -487,7 +490,7 @@ impl Core {
                     .or_insert_with(|| NodeState {
                         node: node.as_ref().clone(),
                         nodeclaim: claim_name.clone(),
-                        pods: BTreeSet::new(),
+                        pods: BTreeMap::new(),
                         last_pod_event_ms: now,
                     });
                 let became_ready = node.ready && !entry.node.ready;
@@ -515,16 +518,19 @@ impl Core {
                         ),
                     });
                 }
-                // Pods bound before the node was seen.
-                let bound: Vec<PodKey> = self
-                    .state
-                    .pods
-                    .values()
-                    .filter(|p| p.node_name.as_deref() == Some(node.name.as_str()))
-                    .map(|p| p.key.clone())
-                    .collect();
-                for key in bound {
-                    self.attach_pod(&key, &node.name);
+                // Pods bound before the node was seen (once it is known, a pod bound to it is
+                // listed on it as it binds).
+                if first_seen {
+                    let bound: Vec<PodKey> = self
+                        .state
+                        .pods
+                        .values()
+                        .filter(|p| p.node_name.as_deref() == Some(node.name.as_str()))
+                        .map(|p| p.key.clone())
+                        .collect();
+                    for key in bound {
+                        self.attach_pod(&key, &node.name);
+                    }
                 }
                 if let Some(claim) = claim_name
                     .as_ref()
@@ -849,12 +855,10 @@ impl Core {
         }
         if let Some(old) = &previous_node
             && pod.node_name.as_ref() != Some(old)
-            && let Some(state) = self.state.nodes.get_mut(old)
         {
-            state.pods.remove(&pod.key);
-            state.last_pod_event_ms = now;
+            self.detach_pod(&pod.key, old);
         }
-        if let Some(old) = self.state.pods.insert(pod.key.clone(), pod.clone())
+        if let (_, Some(old)) = self.state.pods.insert(pod.clone())
             && counts_as_pending(&old)
         {
             self.pending_pods -= 1;
@@ -903,10 +907,24 @@ impl Core {
         }
     }
 
+    /// Lists a pod of the table on its node (if the node is known yet).
     fn attach_pod(&mut self, pod: &PodKey, node: &str) {
+        let Some(id) = self.state.pods.id(pod) else {
+            debug_assert!(false, "only a pod of the table is attached to a node");
+            return;
+        };
         if let Some(state) = self.state.nodes.get_mut(node)
-            && state.pods.insert(pod.clone())
+            && state.pods.insert(pod.clone(), id).is_none()
         {
+            state.last_pod_event_ms = self.now_ms;
+        }
+    }
+
+    /// Takes a pod off a node's list: a pod that left the node, or left the table (so that
+    /// no node keeps the id of a pod gone).
+    fn detach_pod(&mut self, pod: &PodKey, node: &str) {
+        if let Some(state) = self.state.nodes.get_mut(node) {
+            state.pods.remove(pod);
             state.last_pod_event_ms = self.now_ms;
         }
     }

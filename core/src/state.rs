@@ -23,6 +23,10 @@ pub const UNAVAILABLE_OFFERING_TTL_MS: u64 = 3 * 60_000;
 
 pub use crate::catalog::PreparedCatalog;
 
+mod pod_table;
+
+pub use pod_table::{PodId, PodTable};
+
 /// Where a NodeClaim is in its life.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct NodeClaimState {
@@ -62,7 +66,8 @@ impl NodeClaimState {
 pub struct NodeState {
     pub node: Node,
     pub nodeclaim: Option<String>,
-    pub pods: BTreeSet<PodKey>,
+    /// The pods bound to it, in key order, with their ids in [`ClusterState::pods`].
+    pub pods: BTreeMap<PodKey, PodId>,
     /// The last time a pod was bound to or removed from the node (or it became ready).
     pub last_pod_event_ms: u64,
 }
@@ -76,7 +81,7 @@ pub struct ClusterState {
     pub catalog: Option<Arc<PreparedCatalog>>,
     pub nodepools: BTreeMap<String, NodePool>,
     pub nodeclasses: BTreeMap<String, NodeClass>,
-    pub pods: BTreeMap<PodKey, Pod>,
+    pub pods: PodTable,
     pub nodes: BTreeMap<String, NodeState>,
     pub nodeclaims: BTreeMap<String, NodeClaimState>,
     /// Offerings that recently failed for lack of capacity, with the time they may be tried again.
@@ -227,10 +232,8 @@ impl ClusterState {
     pub fn requests_on_node(&self, node: &str) -> Resources {
         let mut used = Resources::default();
         if let Some(state) = self.nodes.get(node) {
-            for key in &state.pods {
-                if let Some(pod) = self.pods.get(key) {
-                    used.add(&pod.requests);
-                }
+            for &id in state.pods.values() {
+                used.add(&self.pods.pod(id).requests);
             }
         }
         used
@@ -312,8 +315,8 @@ impl ClusterState {
             .map(|state| {
                 state
                     .pods
-                    .iter()
-                    .filter_map(|k| self.pods.get(k))
+                    .values()
+                    .map(|&id| self.pods.pod(id))
                     .filter(|p| keep(p))
                     .collect()
             })
@@ -489,7 +492,7 @@ mod tests {
             if i % 5 != 0 {
                 pod.node_name = Some("n".into());
             }
-            state.pods.insert(pod.key.clone(), pod);
+            state.pods.insert(pod);
         }
         let budgets = vec![
             pdb("default", "web", &[("app", "web")], None, 1),

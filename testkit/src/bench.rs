@@ -471,10 +471,11 @@ pub fn consolidation_state(nodes: usize, pods: usize, pdbs: usize) -> (Config, C
         if pdbs > 0 {
             pod.labels.insert("app".into(), format!("svc-{}", p % pdbs));
         }
+        let key = pod.key.clone();
+        let (id, _) = state.pods.insert(pod);
         if let Some(n) = state.nodes.get_mut(&node) {
-            n.pods.insert(pod.key.clone());
+            n.pods.insert(key, id);
         }
-        state.pods.insert(pod.key.clone(), pod);
     }
     for i in 0..pdbs {
         use nodewright_core::model::affinity::LabelSelector;

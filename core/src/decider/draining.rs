@@ -183,7 +183,7 @@ impl Core {
                     .filter(|(_, e)| matches!(e, Eviction::Asked { .. }))
                     .map(|(k, _)| k)
             })
-            .filter(|k| self.state.pods.contains_key(*k))
+            .filter(|k| self.state.pods.contains_key(k))
             .cloned()
             .collect()
     }

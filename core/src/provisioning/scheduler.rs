@@ -393,7 +393,7 @@ fn existing_targets<'a>(state: &'a ClusterState, contexts: &[PoolContext]) -> Ve
         // One look at each of its pods: what they request, which host ports they hold.
         let mut used = Resources::default();
         let mut host_ports = Vec::new();
-        for pod in node_state.pods.iter().filter_map(|k| state.pods.get(k)) {
+        for pod in node_state.pods.values().map(|&id| state.pods.pod(id)) {
             used.add(&pod.requests);
             host_ports.extend(pod.host_ports.iter().cloned());
         }
