@@ -16,10 +16,8 @@ use crate::model::nodeclass::NodeOs;
 use crate::model::pod::{Pod, PodKey};
 use crate::model::requirements::RequirementSpec;
 use crate::model::resources::Resources;
-use crate::names::NameGenerator;
-use crate::provisioning::Batcher;
 use crate::provisioning::scheduler::{self, PlannedClaim};
-use crate::provisioning::sibling_hold::{self, SiblingHolds};
+use crate::provisioning::sibling_hold;
 use crate::provisioning::static_pool;
 use crate::state::{
     ClusterState, NodeClaimState, NodeState, PreparedCatalog, UNAVAILABLE_OFFERING_TTL_MS,
@@ -28,8 +26,10 @@ use crate::wake::Wake;
 
 mod draining;
 mod interrupting;
+mod rooms;
 
 use draining::{Drain, Eviction, Touched};
+use rooms::{Caches, Disruptor, Provisioner, Terminator, Warnings};
 
 /// The deterministic decision core. Feed it every event in order; it answers with commands.
 ///
@@ -39,58 +39,23 @@ use draining::{Drain, Eviction, Touched};
 pub struct Core {
     config: Config,
     state: ClusterState,
-    batcher: Batcher,
-    names: NameGenerator,
     now_ms: u64,
-    /// When the last disruption pass ran, the epoch it saw, and when it asked to look again
-    /// though nothing changes meanwhile.
-    last_disruption_pass: Option<PassMark>,
-    /// The earliest time a disruption or lifecycle rule may act again.
-    next_rule_ms: Option<u64>,
-    /// The last nomination told to each pending pod (so it is told once, not every batch).
-    nominations: BTreeMap<PodKey, String>,
-    /// The last unschedulable reason told to each pending pod.
-    unschedulable: BTreeMap<PodKey, String>,
-    /// Pods already warned about missing requests.
-    warned_missing_requests: BTreeSet<PodKey>,
-    /// Objects already warned about an annotation value, with that value.
-    warned_annotations: BTreeMap<String, String>,
     /// Bumped by every event that changes the cluster (ticks do not).
     epoch: u64,
-    /// Pods waiting for a node (DaemonSet pods aside): [`ClusterState::pending_pods`] counted,
-    /// kept up to date by the pod events so that no event has to count them.
-    pending_pods: usize,
-    /// A consolidation waiting out its validation period, and when it was decided.
-    pending_consolidation: Option<(consolidation::Decision, u64)>,
-    /// The epoch and time of the last search for a consolidation.
-    last_consolidation_search: Option<(u64, u64)>,
-    /// When another node becomes old enough to consolidate.
-    consolidation_next_ms: Option<u64>,
-    /// Machines being replaced: once every replacement is initialized, the old one goes.
-    replacements: BTreeMap<String, Replacement>,
-    /// The epoch and time of the last search for drifted machines.
-    last_drift_search: Option<(u64, u64)>,
-    /// When a do-not-disrupt duration that holds a drifted machine back runs out.
-    drift_wake_ms: Option<u64>,
-    /// Machines being drained, by NodeClaim.
-    draining: BTreeMap<String, Drain>,
-    /// Nodes nodewright tainted `karpenter.sh/disrupted`, with their NodeClaims.
-    cordoned: BTreeMap<String, String>,
-    /// Nodes asked to lose that taint, until a node without it is seen.
-    uncordoning: BTreeMap<String, String>,
-    /// Machines started held until their siblings register (`Config::sibling_hold_ms`).
-    sibling_holds: SiblingHolds,
     /// The cloud's last listing of this cluster's instances, which an
     /// [`EventKind::InstancesRelisted`] changes.
     listing: Vec<ListedInstance>,
-    /// What the event being handled changed, for the drains to know whether to look again.
+    /// Pending pods to machines ([`rooms`] has each room's state).
+    provisioner: Provisioner,
+    /// Machines to take away.
+    disruptor: Disruptor,
+    /// Machines on their way out.
+    terminator: Terminator,
+    /// What users were told once.
+    warnings: Warnings,
+    /// Derived, rebuilt after a restore: never in a snapshot.
     #[serde(skip)]
-    touched: Touched,
-    /// The earliest launch, registration or expiry deadline of a NodeClaim, once computed
-    /// (`None`: unknown, computed at the next event). Only events about machines and new
-    /// launches move it, so pod events and ticks before it skip the scan.
-    #[serde(skip)]
-    claim_deadline_ms: Option<Option<u64>>,
+    caches: Caches,
 }
 
 /// Whether [`ClusterState::pending_pods`] yields the pod.
@@ -147,42 +112,26 @@ impl Core {
     /// 7: the configuration's `count_lost_work`, and the last instance listing
     ///    (`EventKind::InstancesRelisted` changes it).
     /// 8: pods in a table of dense ids ([`crate::state::PodTable`]), each node listing its
-    ///    pods with their ids.
+    ///    pods with their ids; the decider's state in rooms (provisioner, disruptor,
+    ///    terminator, warnings).
     pub const STATE_LAYOUT: u32 = 8;
 
     pub fn new(config: Config) -> Self {
-        let names = NameGenerator::new(config.seed);
         let state = ClusterState {
             capacity_settings: config.capacity_settings(),
             ..ClusterState::default()
         };
         Core {
+            provisioner: Provisioner::new(config.seed),
             config,
             state,
-            batcher: Batcher::default(),
-            names,
             now_ms: 0,
-            last_disruption_pass: None,
-            next_rule_ms: None,
-            nominations: BTreeMap::new(),
-            unschedulable: BTreeMap::new(),
-            warned_missing_requests: BTreeSet::new(),
-            warned_annotations: BTreeMap::new(),
             epoch: 0,
-            pending_pods: 0,
-            pending_consolidation: None,
-            last_consolidation_search: None,
-            consolidation_next_ms: None,
-            replacements: BTreeMap::new(),
-            last_drift_search: None,
-            drift_wake_ms: None,
-            cordoned: BTreeMap::new(),
-            uncordoning: BTreeMap::new(),
-            sibling_holds: SiblingHolds::default(),
             listing: Vec::new(),
-            draining: BTreeMap::new(),
-            touched: Touched::Nothing,
-            claim_deadline_ms: None,
+            disruptor: Disruptor::default(),
+            terminator: Terminator::default(),
+            warnings: Warnings::default(),
+            caches: Caches::default(),
         }
     }
 
@@ -214,7 +163,8 @@ impl Core {
     pub fn replacing(
         &self,
     ) -> impl Iterator<Item = (&str, &BTreeSet<String>, TerminationReason, &str)> {
-        self.replacements
+        self.disruptor
+            .replacements
             .iter()
             .map(|(old, r)| (old.as_str(), &r.new, r.reason, r.detail.as_str()))
     }
@@ -230,21 +180,21 @@ impl Core {
     /// (launches carry their client token), so asking again never doubles an effect.
     pub fn outstanding(&self) -> Vec<Command> {
         let mut out = Vec::new();
-        for (node, nodeclaim) in &self.cordoned {
+        for (node, nodeclaim) in &self.terminator.cordoned {
             out.push(Command::CordonNode {
                 node: node.clone(),
                 nodeclaim: nodeclaim.clone(),
                 reason: "asked again after a restart".to_string(),
             });
         }
-        for (node, nodeclaim) in &self.uncordoning {
+        for (node, nodeclaim) in &self.terminator.uncordoning {
             out.push(Command::UncordonNode {
                 node: node.clone(),
                 nodeclaim: nodeclaim.clone(),
                 reason: "asked again after a restart".to_string(),
             });
         }
-        for nodeclaim in self.sibling_holds.releasing() {
+        for nodeclaim in self.provisioner.sibling_holds.releasing() {
             if let Some(node) = self
                 .state
                 .nodeclaims
@@ -268,7 +218,7 @@ impl Core {
                             .to_string(),
                     },
                 }),
-                Some((reason, _)) if !self.draining.contains_key(&claim.spec.name) => {
+                Some((reason, _)) if !self.terminator.draining.contains_key(&claim.spec.name) => {
                     out.push(Command::TerminateNodeClaim {
                         nodeclaim: claim.spec.name.clone(),
                         node: claim.node_name.clone(),
@@ -281,7 +231,7 @@ impl Core {
                 _ => {}
             }
         }
-        for drain in self.draining.values() {
+        for drain in self.terminator.draining.values() {
             for (pod, eviction) in &drain.evicting {
                 if let Eviction::Asked { forced } = eviction
                     && self.state.pods.contains_key(pod)
@@ -295,14 +245,14 @@ impl Core {
                 }
             }
         }
-        for (pod, target) in &self.nominations {
+        for (pod, target) in &self.provisioner.nominations {
             out.push(Command::NominatePod {
                 pod: pod.clone(),
                 target: target.clone(),
                 reason: "told again after a restart".to_string(),
             });
         }
-        for (pod, reason) in &self.unschedulable {
+        for (pod, reason) in &self.provisioner.unschedulable {
             out.push(Command::ReportUnschedulable {
                 pod: pod.clone(),
                 reason: reason.clone(),
@@ -315,9 +265,10 @@ impl Core {
     /// event handled.
     pub fn next_timer_ms(&self) -> Option<u64> {
         let batch = self
+            .provisioner
             .batcher
             .closes_at_ms(self.config.batch_idle_ms, self.config.batch_max_ms);
-        [batch, self.next_rule_ms]
+        [batch, self.disruptor.next_rule_ms]
             .into_iter()
             .flatten()
             .map(|t| t.max(self.now_ms + 1))
@@ -350,7 +301,7 @@ impl Core {
         // Time never goes backwards inside the core, even if an adapter's clock does.
         self.now_ms = self.now_ms.max(event.at_ms);
         let mut commands = Vec::new();
-        self.touched = match &event.kind {
+        self.caches.touched = match &event.kind {
             EventKind::Tick
             | EventKind::PodApplied(_)
             | EventKind::PodBound { .. }
@@ -362,7 +313,7 @@ impl Core {
         if self.apply(&event.kind, &mut commands) {
             self.run_due_work(&mut commands);
         }
-        self.touched = Touched::Nothing;
+        self.caches.touched = Touched::Nothing;
         commands
     }
 
@@ -414,7 +365,7 @@ impl Core {
                     .map(|(n, _)| n.clone())
                     .collect();
                 for nodeclaim in owned {
-                    self.replacements.remove(&nodeclaim);
+                    self.disruptor.replacements.remove(&nodeclaim);
                     self.terminate(
                         &nodeclaim,
                         TerminationReason::NodePoolDeleted,
@@ -438,7 +389,7 @@ impl Core {
             EventKind::PodBound { pod, node } => {
                 if let Some(p) = self.state.pods.get_mut(pod) {
                     if counts_as_pending(p) {
-                        self.pending_pods -= 1;
+                        self.provisioner.pending_pods -= 1;
                     }
                     let old = p.node_name.replace(node.clone());
                     let key = p.key.clone();
@@ -451,25 +402,25 @@ impl Core {
                     self.touch_node(node);
                     self.attach_pod(&key, node);
                 }
-                self.nominations.remove(pod);
-                self.unschedulable.remove(pod);
+                self.provisioner.nominations.remove(pod);
+                self.provisioner.unschedulable.remove(pod);
                 // The scheduler may have used capacity meant for pods still pending: look again.
                 self.trigger_if_pending();
             }
             EventKind::PodDeleted { pod } => {
                 let removed = self.state.pods.remove(pod);
                 if removed.as_ref().is_some_and(counts_as_pending) {
-                    self.pending_pods -= 1;
+                    self.provisioner.pending_pods -= 1;
                 }
                 if let Some(node) = removed.and_then(|p| p.node_name) {
                     self.touch_node(&node);
                     self.detach_pod(pod, &node);
                 }
-                self.nominations.remove(pod);
-                self.unschedulable.remove(pod);
-                self.warned_missing_requests.remove(pod);
-                if !self.warned_annotations.is_empty() {
-                    self.warned_annotations.remove(&format!("pod {pod}"));
+                self.provisioner.nominations.remove(pod);
+                self.provisioner.unschedulable.remove(pod);
+                self.warnings.missing_requests.remove(pod);
+                if !self.warnings.annotations.is_empty() {
+                    self.warnings.annotations.remove(&format!("pod {pod}"));
                 }
             }
             EventKind::NodeApplied(node) => {
@@ -504,7 +455,7 @@ impl Core {
                 self.untaint_if_stale(node, commands);
                 if let Some(claim) = claim_name.as_deref()
                     && self.state.nodeclaims.contains_key(claim)
-                    && self.sibling_holds.observe(
+                    && self.provisioner.sibling_holds.observe(
                         claim,
                         node.has_taint(labels::SIBLING_HOLD_TAINT),
                     )
@@ -547,8 +498,7 @@ impl Core {
                 }
                 // Replacements are up: the machine they replace goes.
                 if node.ready {
-                    let done: Vec<String> = self
-                        .replacements
+                    let done: Vec<String> = self.disruptor.replacements
                         .iter()
                         .filter(|(_, r)| {
                             r.new.iter().all(|n| {
@@ -561,7 +511,7 @@ impl Core {
                         .map(|(old, _)| old.clone())
                         .collect();
                     for old in done {
-                        if let Some(r) = self.replacements.remove(&old) {
+                        if let Some(r) = self.disruptor.replacements.remove(&old) {
                             let names: Vec<&str> = r.new.iter().map(String::as_str).collect();
                             self.terminate(
                                 &old,
@@ -577,8 +527,8 @@ impl Core {
                 }
             }
             EventKind::NodeDeleted { name } => {
-                self.warned_annotations.remove(&format!("node {name}"));
-                self.uncordoning.remove(name);
+                self.warnings.annotations.remove(&format!("node {name}"));
+                self.terminator.uncordoning.remove(name);
                 if let Some(state) = self.state.nodes.remove(name)
                     && let Some(claim_name) = state.nodeclaim
                     && let Some(claim) = self.state.nodeclaims.get_mut(&claim_name)
@@ -640,16 +590,15 @@ impl Core {
                 self.trigger_if_pending();
             }
             EventKind::NodeClaimTerminated { nodeclaim } => {
-                self.sibling_holds.forget(nodeclaim);
+                self.provisioner.sibling_holds.forget(nodeclaim);
                 // A replacement that failed: the machine it was for stays (and is looked at
                 // again later); a replaced machine that is gone needs nothing more.
-                let given_up: Vec<String> = self
-                    .replacements
+                let given_up: Vec<String> = self.disruptor.replacements
                     .iter()
                     .filter(|(old, r)| *old != nodeclaim && r.new.contains(nodeclaim))
                     .map(|(old, _)| old.clone())
                     .collect();
-                self.replacements
+                self.disruptor.replacements
                     .retain(|old, r| old != nodeclaim && !r.new.contains(nodeclaim));
                 for old in given_up {
                     // The machine stays: it takes pods again.
@@ -661,8 +610,8 @@ impl Core {
                         commands,
                     );
                 }
-                self.draining.remove(nodeclaim);
-                self.cordoned.retain(|_, c| c != nodeclaim);
+                self.terminator.draining.remove(nodeclaim);
+                self.terminator.cordoned.retain(|_, c| c != nodeclaim);
                 if let Some(claim) = self.state.nodeclaims.remove(nodeclaim)
                     && let Some(node) = claim.node_name
                     && let Some(state) = self.state.nodes.get_mut(&node)
@@ -701,7 +650,7 @@ impl Core {
             }
             EventKind::EvictionRefused { pod, .. } => {
                 // Asked again after the retry interval.
-                for drain in self.draining.values_mut() {
+                for drain in self.terminator.draining.values_mut() {
                     if let Some(e) = drain.evicting.get_mut(pod) {
                         *e = Eviction::Refused(now);
                     }
@@ -723,7 +672,7 @@ impl Core {
             EventKind::NodeClaimDeleted { nodeclaim } => {
                 // Karpenter's termination finalizer: drained (PodDisruptionBudgets apply, up
                 // to the pool's terminationGracePeriod), then terminated.
-                self.replacements.remove(nodeclaim);
+                self.disruptor.replacements.remove(nodeclaim);
                 self.terminate(
                     nodeclaim,
                     TerminationReason::Deleted,
@@ -768,7 +717,7 @@ impl Core {
                 continue;
             };
             // Its termination was asked for already and is on its way.
-            if claim.terminating.is_some() && !self.draining.contains_key(&name) {
+            if claim.terminating.is_some() && !self.terminator.draining.contains_key(&name) {
                 continue;
             }
             let reason = claim
@@ -776,8 +725,8 @@ impl Core {
                 .get_or_insert((TerminationReason::InstanceGone, now))
                 .0;
             // Nothing is left to drain: the machine and its pods are gone.
-            self.draining.remove(&name);
-            self.replacements.remove(&name);
+            self.terminator.draining.remove(&name);
+            self.disruptor.replacements.remove(&name);
             self.finish_termination(&name, reason, detail, commands);
         }
         true
@@ -861,12 +810,12 @@ impl Core {
         if let (_, Some(old)) = self.state.pods.insert(pod.clone())
             && counts_as_pending(&old)
         {
-            self.pending_pods -= 1;
+            self.provisioner.pending_pods -= 1;
         }
         if counts_as_pending(pod) {
-            self.pending_pods += 1;
+            self.provisioner.pending_pods += 1;
         }
-        if pod.missing_requests && self.warned_missing_requests.insert(pod.key.clone()) {
+        if pod.missing_requests && self.warnings.missing_requests.insert(pod.key.clone()) {
             commands.push(Command::WarnMissingRequests {
                 pod: pod.key.clone(),
             });
@@ -875,10 +824,10 @@ impl Core {
         match &pod.node_name {
             Some(node) => {
                 self.attach_pod(&pod.key, node);
-                self.nominations.remove(&pod.key);
-                self.unschedulable.remove(&pod.key);
+                self.provisioner.nominations.remove(&pod.key);
+                self.provisioner.unschedulable.remove(&pod.key);
             }
-            None if !pod.is_daemonset_pod() => self.batcher.trigger(now),
+            None if !pod.is_daemonset_pod() => self.provisioner.batcher.trigger(now),
             None => {}
         }
     }
@@ -891,8 +840,8 @@ impl Core {
         commands: &mut Vec<Command>,
     ) {
         let Some(reason) = crate::model::do_not_disrupt::invalid_value(annotations) else {
-            if !self.warned_annotations.is_empty() {
-                self.warned_annotations.remove(&object());
+            if !self.warnings.annotations.is_empty() {
+                self.warnings.annotations.remove(&object());
             }
             return;
         };
@@ -901,8 +850,8 @@ impl Core {
             .get(crate::model::labels::DO_NOT_DISRUPT)
             .cloned()
             .unwrap_or_default();
-        if self.warned_annotations.get(&object) != Some(&value) {
-            self.warned_annotations.insert(object.clone(), value);
+        if self.warnings.annotations.get(&object) != Some(&value) {
+            self.warnings.annotations.insert(object.clone(), value);
             commands.push(Command::WarnInvalidAnnotation { object, reason });
         }
     }
@@ -931,16 +880,16 @@ impl Core {
 
     fn has_pending_pods(&self) -> bool {
         debug_assert_eq!(
-            self.pending_pods,
+            self.provisioner.pending_pods,
             self.state.pending_pods().count(),
             "the pending pod count follows the pod events"
         );
-        self.pending_pods > 0
+        self.provisioner.pending_pods > 0
     }
 
     fn trigger_if_pending(&mut self) {
         if self.has_pending_pods() {
-            self.batcher.trigger(self.now_ms);
+            self.provisioner.batcher.trigger(self.now_ms);
         }
     }
 
@@ -953,16 +902,19 @@ impl Core {
         if self.state.unavailable.len() != before {
             self.trigger_if_pending();
         }
-        if self
-            .batcher
-            .take_if_due(now, self.config.batch_idle_ms, self.config.batch_max_ms)
-        {
+        if self.provisioner.batcher.take_if_due(
+            now,
+            self.config.batch_idle_ms,
+            self.config.batch_max_ms,
+        ) {
             self.provision(commands);
         }
         let mut next = Wake::default();
-        let (releases, hold_wake) =
-            self.sibling_holds
-                .due(&self.state.nodeclaims, now, self.config.sibling_hold_ms);
+        let (releases, hold_wake) = self.provisioner.sibling_holds.due(
+            &self.state.nodeclaims,
+            now,
+            self.config.sibling_hold_ms,
+        );
         for r in releases {
             commands.push(Command::ReleaseNode {
                 node: r.node,
@@ -972,8 +924,9 @@ impl Core {
         }
         next.offer_some(hold_wake);
 
-        let claims_may_act = matches!(self.touched, Touched::Everything)
+        let claims_may_act = matches!(self.caches.touched, Touched::Everything)
             || self
+                .caches
                 .claim_deadline_ms
                 .is_none_or(|at| at.is_some_and(|t| t <= now));
         if claims_may_act {
@@ -990,9 +943,9 @@ impl Core {
             deadline.offer_some(next_deadline);
             deadline.offer_some(next_expiry);
             deadline.offer_some(static_wake);
-            self.claim_deadline_ms = Some(deadline.ms());
+            self.caches.claim_deadline_ms = Some(deadline.ms());
         }
-        next.offer_some(self.claim_deadline_ms.flatten());
+        next.offer_some(self.caches.claim_deadline_ms.flatten());
 
         next.offer_some(self.disruption_pass(commands));
         next.offer_some(self.drain_all(commands));
@@ -1007,7 +960,7 @@ impl Core {
                     .min(),
             );
         }
-        self.next_rule_ms = next.ms();
+        self.disruptor.next_rule_ms = next.ms();
         // Terminations free pods to schedule again; make sure a batch follows.
         if commands
             .iter()
@@ -1021,7 +974,7 @@ impl Core {
     fn disruption_pass(&mut self, commands: &mut Vec<Command>) -> Option<u64> {
         let now = self.now_ms;
         let poll = self.config.disruption_poll_ms.max(1);
-        if let Some(mark) = self.last_disruption_pass {
+        if let Some(mark) = self.disruptor.last_pass {
             match mark.next_ms(self.epoch, poll) {
                 Some(at) if at <= now => {}
                 next => return next,
@@ -1040,7 +993,7 @@ impl Core {
                 Some(now + poll)
             },
         };
-        self.last_disruption_pass = Some(mark);
+        self.disruptor.last_pass = Some(mark);
         mark.next_ms(self.epoch, poll)
     }
 
@@ -1051,7 +1004,7 @@ impl Core {
         let poll = self.config.disruption_poll_ms.max(1);
         // Many pods are nominated to the same few machines: each name is copied once.
         let mut nominated: BTreeSet<String> = BTreeSet::new();
-        for target in self.nominations.values() {
+        for target in self.provisioner.nominations.values() {
             if !nominated.contains(target) {
                 nominated.insert(target.clone());
             }
@@ -1079,16 +1032,16 @@ impl Core {
             }
             next.offer_some(pool_next);
         }
-        if !acted && self.pending_consolidation.is_none() {
+        if !acted && self.disruptor.pending_consolidation.is_none() {
             acted = self.drift(commands);
         }
-        if let Some(at) = self.drift_wake_ms {
+        if let Some(at) = self.disruptor.drift_wake_ms {
             // Already due but not looked at (another method acted): the next pass will, when
             // drift may run then (no replacement in flight; those wake the core themselves).
             let at = if at > now {
                 Some(at)
             } else {
-                self.replacements.is_empty().then_some(now + poll)
+                self.disruptor.replacements.is_empty().then_some(now + poll)
             };
             next.offer_some(at);
         }
@@ -1108,10 +1061,10 @@ impl Core {
         nominated: &BTreeSet<String>,
     ) -> (Option<u64>, bool) {
         let now = self.now_ms;
-        if let Some((decision, decided_at)) = self.pending_consolidation.take() {
+        if let Some((decision, decided_at)) = self.disruptor.pending_consolidation.take() {
             let due = decided_at + consolidation::VALIDATION_MS;
             if now < due {
-                self.pending_consolidation = Some((decision, decided_at));
+                self.disruptor.pending_consolidation = Some((decision, decided_at));
                 return (Some(due), false);
             }
             // Validation: the same decision must still hold.
@@ -1124,16 +1077,19 @@ impl Core {
             }
             return (None, false);
         }
-        if !self.replacements.is_empty() {
+        if !self.disruptor.replacements.is_empty() {
             // One replacement at a time.
             return (None, false);
         }
         let poll = self.config.disruption_poll_ms.max(1);
-        let searched = self.last_consolidation_search;
+        let searched = self.disruptor.last_consolidation_search;
         let changed = searched.is_none_or(|(epoch, _)| epoch != self.epoch);
-        let newly_eligible = self.consolidation_next_ms.is_some_and(|t| t <= now);
+        let newly_eligible = self
+            .disruptor
+            .consolidation_next_ms
+            .is_some_and(|t| t <= now);
         if !changed && !newly_eligible {
-            return (self.consolidation_next_ms, false);
+            return (self.disruptor.consolidation_next_ms, false);
         }
         if let Some((_, at)) = searched
             && now < at + poll
@@ -1141,11 +1097,11 @@ impl Core {
             return (Some(at + poll), false);
         }
         let (decision, next) = consolidation::search(&self.state, &self.config, nominated, now);
-        self.last_consolidation_search = Some((self.epoch, now));
-        self.consolidation_next_ms = next;
+        self.disruptor.last_consolidation_search = Some((self.epoch, now));
+        self.disruptor.consolidation_next_ms = next;
         match decision {
             Some(d) => {
-                self.pending_consolidation = Some((d, now));
+                self.disruptor.pending_consolidation = Some((d, now));
                 (Some(now + consolidation::VALIDATION_MS), false)
             }
             None => (next, false),
@@ -1201,9 +1157,9 @@ impl Core {
                     commands,
                 );
                 // The other machines go with the first, once the same replacement is up.
-                if let Some(r) = self.replacements.get(first).cloned() {
+                if let Some(r) = self.disruptor.replacements.get(first).cloned() {
                     for other in decision.nodeclaims.iter().skip(1) {
-                        self.replacements.insert(other.clone(), r.clone());
+                        self.disruptor.replacements.insert(other.clone(), r.clone());
                     }
                 } else {
                     // No replacement could be launched: the others stay, and take pods again.
@@ -1231,7 +1187,7 @@ impl Core {
             reason.summary = format!("{why}; {}", reason.summary);
             launched.push(spec.name.clone());
             // A new machine has deadlines of its own.
-            self.claim_deadline_ms = None;
+            self.caches.claim_deadline_ms = None;
             self.state.nodeclaims.insert(
                 spec.name.clone(),
                 NodeClaimState::new(spec.clone(), self.now_ms),
@@ -1276,7 +1232,7 @@ impl Core {
         if new.is_empty() {
             self.terminate(old, reason, detail, commands);
         } else {
-            self.replacements.insert(
+            self.disruptor.replacements.insert(
                 old.to_string(),
                 Replacement {
                     new,
@@ -1290,24 +1246,24 @@ impl Core {
     /// Drift: the first drifted machine the `Drifted` budget allows is replaced (or removed if
     /// its pods fit elsewhere). Returns whether it acted.
     fn drift(&mut self, commands: &mut Vec<Command>) -> bool {
-        if !self.replacements.is_empty() {
+        if !self.disruptor.replacements.is_empty() {
             return false;
         }
         let now = self.now_ms;
         // Searched already with nothing changed since: nothing new to find, unless a
         // do-not-disrupt duration ran out meanwhile.
-        let protection_ran_out = self.drift_wake_ms.is_some_and(|t| t <= now);
+        let protection_ran_out = self.disruptor.drift_wake_ms.is_some_and(|t| t <= now);
         if !protection_ran_out
-            && self.last_drift_search.is_some_and(|(epoch, at)| {
+            && self.disruptor.last_drift_search.is_some_and(|(epoch, at)| {
                 epoch == self.epoch && now < at + self.config.disruption_poll_ms
             })
         {
             return false;
         }
-        self.last_drift_search = Some((self.epoch, now));
+        self.disruptor.last_drift_search = Some((self.epoch, now));
         let mut wake = Wake::default();
         let acted = self.drift_search(now, &mut wake, commands);
-        self.drift_wake_ms = wake.ms();
+        self.disruptor.drift_wake_ms = wake.ms();
         acted
     }
 
@@ -1409,7 +1365,7 @@ impl Core {
                 // Cordon, then evict (PodDisruptionBudgets apply); the instance goes when the
                 // node is empty.
                 self.cordon(&node, nodeclaim, format!("{reason}: {detail}"), commands);
-                self.draining.insert(
+                self.terminator.draining.insert(
                     nodeclaim.to_string(),
                     Drain {
                         node,
@@ -1431,10 +1387,11 @@ impl Core {
 
     /// Taints the node `karpenter.sh/disrupted:NoSchedule` (once).
     fn cordon(&mut self, node: &str, nodeclaim: &str, reason: String, commands: &mut Vec<Command>) {
-        if self.cordoned.contains_key(node) {
+        if self.terminator.cordoned.contains_key(node) {
             return;
         }
-        self.cordoned
+        self.terminator
+            .cordoned
             .insert(node.to_string(), nodeclaim.to_string());
         commands.push(Command::CordonNode {
             node: node.to_string(),
@@ -1446,10 +1403,11 @@ impl Core {
     /// Takes the `karpenter.sh/disrupted` taint off a machine nodewright tainted and is not
     /// draining: the disruption that set it was given up.
     fn uncordon(&mut self, nodeclaim: &str, reason: String, commands: &mut Vec<Command>) {
-        if self.draining.contains_key(nodeclaim) {
+        if self.terminator.draining.contains_key(nodeclaim) {
             return;
         }
         let Some(node) = self
+            .terminator
             .cordoned
             .iter()
             .find(|(_, c)| c.as_str() == nodeclaim)
@@ -1457,8 +1415,10 @@ impl Core {
         else {
             return;
         };
-        self.cordoned.remove(&node);
-        self.uncordoning.insert(node.clone(), nodeclaim.to_string());
+        self.terminator.cordoned.remove(&node);
+        self.terminator
+            .uncordoning
+            .insert(node.clone(), nodeclaim.to_string());
         commands.push(Command::UncordonNode {
             node,
             nodeclaim: nodeclaim.to_string(),
@@ -1472,10 +1432,12 @@ impl Core {
     fn untaint_if_stale(&mut self, node: &crate::model::node::Node, commands: &mut Vec<Command>) {
         let tainted = node.has_taint(labels::DISRUPTED_TAINT);
         if !tainted {
-            self.uncordoning.remove(&node.name);
+            self.terminator.uncordoning.remove(&node.name);
             return;
         }
-        if self.cordoned.contains_key(&node.name) || self.uncordoning.contains_key(&node.name) {
+        if self.terminator.cordoned.contains_key(&node.name)
+            || self.terminator.uncordoning.contains_key(&node.name)
+        {
             return;
         }
         // Only machines of this core: another controller's node may carry the same taint
@@ -1494,10 +1456,11 @@ impl Core {
             .nodeclaims
             .get(&nodeclaim)
             .is_some_and(|c| c.terminating.is_some());
-        if leaving || self.draining.contains_key(&nodeclaim) {
+        if leaving || self.terminator.draining.contains_key(&nodeclaim) {
             return;
         }
-        self.uncordoning
+        self.terminator
+            .uncordoning
             .insert(node.name.clone(), nodeclaim.clone());
         commands.push(Command::UncordonNode {
             node: node.name.clone(),
@@ -1539,9 +1502,11 @@ impl Core {
         let hold = self.sibling_hold_plan(&result);
         let mut launched_held: Vec<String> = Vec::new();
         for (pod, target) in result.nominations {
-            self.unschedulable.remove(&pod);
-            if self.nominations.get(&pod) != Some(&target) {
-                self.nominations.insert(pod.clone(), target.clone());
+            self.provisioner.unschedulable.remove(&pod);
+            if self.provisioner.nominations.get(&pod) != Some(&target) {
+                self.provisioner
+                    .nominations
+                    .insert(pod.clone(), target.clone());
                 commands.push(Command::NominatePod {
                     reason: format!("pod fits the free capacity of {target}"),
                     pod,
@@ -1554,13 +1519,15 @@ impl Core {
                 // No offering is left to launch with (it can only happen if the catalog
                 // changed under the solve): the pods are told, and retried next batch.
                 for pod in &planned.pods {
-                    self.nominations.remove(pod);
+                    self.provisioner.nominations.remove(pod);
                     let reason = format!(
                         "nodepool {}: no instance type offering is available to launch with",
                         planned.nodepool
                     );
-                    if self.unschedulable.get(pod) != Some(&reason) {
-                        self.unschedulable.insert(pod.clone(), reason.clone());
+                    if self.provisioner.unschedulable.get(pod) != Some(&reason) {
+                        self.provisioner
+                            .unschedulable
+                            .insert(pod.clone(), reason.clone());
                         commands.push(Command::ReportUnschedulable {
                             pod: pod.clone(),
                             reason,
@@ -1580,21 +1547,27 @@ impl Core {
                     ));
                 }
                 for pod in &planned.pods {
-                    self.unschedulable.remove(pod);
-                    self.nominations.insert(pod.clone(), spec.name.clone());
+                    self.provisioner.unschedulable.remove(pod);
+                    self.provisioner
+                        .nominations
+                        .insert(pod.clone(), spec.name.clone());
                 }
                 self.launch(spec, reason, commands);
             }
         }
         if let Some(hold) = hold {
-            self.sibling_holds.hold(&launched_held, &hold.joining);
+            self.provisioner
+                .sibling_holds
+                .hold(&launched_held, &hold.joining);
         }
         for (pod, why) in result.unschedulable {
-            self.nominations.remove(&pod);
+            self.provisioner.nominations.remove(&pod);
             // The command and the log carry the reason as text, for people.
             let reason = why.to_string();
-            if self.unschedulable.get(&pod) != Some(&reason) {
-                self.unschedulable.insert(pod.clone(), reason.clone());
+            if self.provisioner.unschedulable.get(&pod) != Some(&reason) {
+                self.provisioner
+                    .unschedulable
+                    .insert(pod.clone(), reason.clone());
                 commands.push(Command::ReportUnschedulable { pod, reason });
             }
         }
@@ -1603,7 +1576,7 @@ impl Core {
     /// Records a new machine and asks for it.
     fn launch(&mut self, spec: NodeClaimSpec, reason: LaunchReason, commands: &mut Vec<Command>) {
         // A new machine has deadlines of its own.
-        self.claim_deadline_ms = None;
+        self.caches.claim_deadline_ms = None;
         self.state.nodeclaims.insert(
             spec.name.clone(),
             NodeClaimState::new(spec.clone(), self.now_ms),
@@ -1698,7 +1671,7 @@ impl Core {
                         .and_then(|n| n.nodeclaim.clone())
                 }
             })
-            .filter(|claim| self.sibling_holds.is_held(claim))
+            .filter(|claim| self.provisioner.sibling_holds.is_held(claim))
             .collect();
         (launched.len() + joining.len() >= 2).then_some(HoldPlan { launched, joining })
     }
@@ -1713,7 +1686,7 @@ impl Core {
         );
         let cheapest = options.first()?.clone();
         let name = loop {
-            let candidate = format!("{}-{}", pool.name, self.names.suffix());
+            let candidate = format!("{}-{}", pool.name, self.provisioner.names.suffix());
             if !self.state.nodeclaims.contains_key(&candidate) {
                 break candidate;
             }

@@ -93,12 +93,12 @@ impl Core {
         commands: &mut Vec<Command>,
     ) {
         let now = self.now_ms;
-        let Some(drain) = self.draining.get(nodeclaim) else {
+        let Some(drain) = self.terminator.draining.get(nodeclaim) else {
             return;
         };
         let pods = self.state.drainable_pods_on_node(&drain.node);
         if pods.is_empty() {
-            if let Some(drain) = self.draining.remove(nodeclaim) {
+            if let Some(drain) = self.terminator.draining.remove(nodeclaim) {
                 for (key, e) in &drain.evicting {
                     if matches!(e, Eviction::Asked { .. }) {
                         evicting_now.remove(key);
@@ -161,7 +161,7 @@ impl Core {
             .chain(drain.deadline_ms.filter(|_| !forced))
             .filter(|t| *t > now)
             .min();
-        if let Some(d) = self.draining.get_mut(nodeclaim) {
+        if let Some(d) = self.terminator.draining.get_mut(nodeclaim) {
             for key in asked {
                 d.evicting.insert(key, Eviction::Asked { forced });
             }
@@ -175,7 +175,8 @@ impl Core {
     /// PodDisruptionBudgets (a refused one does not: it is still running, and is what may be
     /// asked again).
     pub(super) fn evicting_now(&self) -> BTreeSet<PodKey> {
-        self.draining
+        self.terminator
+            .draining
             .values()
             .flat_map(|d| {
                 d.evicting
@@ -194,10 +195,13 @@ impl Core {
     pub(super) fn drain_all(&mut self, commands: &mut Vec<Command>) -> Option<u64> {
         let now = self.now_ms;
         let names: Vec<String> = self
+            .terminator
             .draining
             .iter()
             .filter(|(_, d)| {
-                d.held_back || d.wake_ms.is_some_and(|t| t <= now) || self.touched.includes(&d.node)
+                d.held_back
+                    || d.wake_ms.is_some_and(|t| t <= now)
+                    || self.caches.touched.includes(&d.node)
             })
             .map(|(name, _)| name.clone())
             .collect();
@@ -207,7 +211,8 @@ impl Core {
                 self.drain_step(&name, &mut evicting_now, commands);
             }
         }
-        self.draining
+        self.terminator
+            .draining
             .values()
             .flat_map(|d| {
                 d.evicting
@@ -225,8 +230,8 @@ impl Core {
 
     /// Notes that the pods of `node` changed (only drains ask, so only while one runs).
     pub(super) fn touch_node(&mut self, node: &str) {
-        if !self.draining.is_empty() {
-            self.touched.node(node);
+        if !self.terminator.draining.is_empty() {
+            self.caches.touched.node(node);
         }
     }
 }

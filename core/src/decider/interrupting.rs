@@ -104,7 +104,7 @@ impl Core {
                 );
                 commands.push(report(Some(nodeclaim.clone()), action));
                 // A replacement already on its way for this machine is now moot.
-                self.replacements.remove(&nodeclaim);
+                self.disruptor.replacements.remove(&nodeclaim);
                 self.terminate(&nodeclaim, TerminationReason::Interrupted, detail, commands);
                 if let Some(deadline) = deadline_ms {
                     self.force_drain_by(&nodeclaim, deadline);
@@ -123,7 +123,7 @@ impl Core {
     /// The machine's drain is forced from `deadline` on (or earlier, if it already was);
     /// whether it is draining.
     fn force_drain_by(&mut self, nodeclaim: &str, deadline: u64) -> bool {
-        let Some(drain) = self.draining.get_mut(nodeclaim) else {
+        let Some(drain) = self.terminator.draining.get_mut(nodeclaim) else {
             return false;
         };
         let mut wake = Wake::default();

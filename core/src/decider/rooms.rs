@@ -1,0 +1,104 @@
+//! The core's state, room by room: each sub-machine of the decider owns its part, and the
+//! caches rebuilt after a restore are kept apart from what a snapshot holds.
+//!
+//! The decider ([`super::Core`]) is the recipe over them: an event updates the cluster
+//! ([`crate::state::ClusterState`]), then the provisioner places pending pods, the disruptor
+//! looks for machines to take away, the terminator drains and terminates, and warnings are
+//! told once each.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use serde::{Deserialize, Serialize};
+
+use super::draining::{Drain, Touched};
+use super::{PassMark, Replacement};
+use crate::disruption::consolidation;
+use crate::model::pod::PodKey;
+use crate::names::NameGenerator;
+use crate::provisioning::Batcher;
+use crate::provisioning::sibling_hold::SiblingHolds;
+
+/// Pending pods to machines: the batch window, the names of new NodeClaims, what each pending
+/// pod was told, and the machines of one solve held for each other.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub(super) struct Provisioner {
+    pub(super) batcher: Batcher,
+    pub(super) names: NameGenerator,
+    /// The last nomination told to each pending pod (so it is told once, not every batch).
+    pub(super) nominations: BTreeMap<PodKey, String>,
+    /// The last unschedulable reason told to each pending pod.
+    pub(super) unschedulable: BTreeMap<PodKey, String>,
+    /// Pods waiting for a node (DaemonSet pods aside): `ClusterState::pending_pods` counted,
+    /// kept up to date by the pod events so that no event has to count them.
+    pub(super) pending_pods: usize,
+    /// Machines started held until their siblings register (`Config::sibling_hold_ms`).
+    pub(super) sibling_holds: SiblingHolds,
+}
+
+impl Provisioner {
+    pub(super) fn new(seed: u64) -> Self {
+        Provisioner {
+            batcher: Batcher::default(),
+            names: NameGenerator::new(seed),
+            nominations: BTreeMap::new(),
+            unschedulable: BTreeMap::new(),
+            pending_pods: 0,
+            sibling_holds: SiblingHolds::default(),
+        }
+    }
+}
+
+/// Machines to take away: the pacing of disruption passes, the consolidation and drift
+/// searches, and the machines being replaced.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub(super) struct Disruptor {
+    /// When the last disruption pass ran, the epoch it saw, and when it asked to look again
+    /// though nothing changes meanwhile.
+    pub(super) last_pass: Option<PassMark>,
+    /// The earliest time a disruption or lifecycle rule may act again.
+    pub(super) next_rule_ms: Option<u64>,
+    /// A consolidation waiting out its validation period, and when it was decided.
+    pub(super) pending_consolidation: Option<(consolidation::Decision, u64)>,
+    /// The epoch and time of the last search for a consolidation.
+    pub(super) last_consolidation_search: Option<(u64, u64)>,
+    /// When another node becomes old enough to consolidate.
+    pub(super) consolidation_next_ms: Option<u64>,
+    /// Machines being replaced: once every replacement is initialized, the old one goes.
+    pub(super) replacements: BTreeMap<String, Replacement>,
+    /// The epoch and time of the last search for drifted machines.
+    pub(super) last_drift_search: Option<(u64, u64)>,
+    /// When a do-not-disrupt duration that holds a drifted machine back runs out.
+    pub(super) drift_wake_ms: Option<u64>,
+}
+
+/// Machines on their way out: drains, and the `karpenter.sh/disrupted` taints set and lifted.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub(super) struct Terminator {
+    /// Machines being drained, by NodeClaim.
+    pub(super) draining: BTreeMap<String, Drain>,
+    /// Nodes nodewright tainted `karpenter.sh/disrupted`, with their NodeClaims.
+    pub(super) cordoned: BTreeMap<String, String>,
+    /// Nodes asked to lose that taint, until a node without it is seen.
+    pub(super) uncordoning: BTreeMap<String, String>,
+}
+
+/// What users were warned about, so each warning is told once.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub(super) struct Warnings {
+    /// Pods already warned about missing requests.
+    pub(super) missing_requests: BTreeSet<PodKey>,
+    /// Objects already warned about an annotation value, with that value.
+    pub(super) annotations: BTreeMap<String, String>,
+}
+
+/// What the core derives and keeps between events to skip work, never in a snapshot: a
+/// restored core starts with it empty and computes it again at its next event.
+#[derive(Debug, Clone, Default)]
+pub(super) struct Caches {
+    /// What the event being handled changed, for the drains to know whether to look again.
+    pub(super) touched: Touched,
+    /// The earliest launch, registration or expiry deadline of a NodeClaim, once computed
+    /// (`None`: unknown, computed at the next event). Only events about machines and new
+    /// launches move it, so pod events and ticks before it skip the scan.
+    pub(super) claim_deadline_ms: Option<Option<u64>>,
+}
