@@ -1,6 +1,7 @@
 //! Provisioning: pending pods → nominations onto existing capacity, or new NodeClaims.
 
 pub mod batcher;
+mod domain_pins;
 pub mod launch;
 pub mod overhead;
 pub mod pool_shape;

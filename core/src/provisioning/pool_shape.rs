@@ -14,6 +14,7 @@ use crate::model::labels;
 use crate::model::nodeclass::NodeClass;
 use crate::model::nodepool::NodePool;
 use crate::model::requirements::{Requirement, Requirements};
+use crate::model::resource_rows::ResourceRows;
 use crate::model::resources::Resources;
 use crate::state::ClusterState;
 
@@ -33,6 +34,10 @@ pub struct PoolShape {
     pub types: Vec<usize>,
     /// The largest room of each resource over `types`.
     pub max_room: Resources,
+    /// `rooms` as rows of integers, for the largest room over a planned machine's types.
+    pub room_rows: ResourceRows,
+    /// Each type's capacity (what counts against limits) as rows of integers.
+    pub capacity_rows: ResourceRows,
     pub min_values: Vec<(String, u32)>,
     /// Each type's requirements under this pool's node class when they are not the catalog's
     /// (a Windows class's), by catalog index: read through [`PoolShape::type_requirements`].
@@ -98,10 +103,9 @@ impl PoolShape {
             .zip(&overhead)
             .map(|(r, o)| r.allocatable.minus(o))
             .collect();
-        let mut max_room = Resources::default();
-        for &t in &types {
-            max_room.max_assign(&rooms[t]);
-        }
+        let room_rows = ResourceRows::new(&rooms);
+        let capacity_rows = ResourceRows::new(resources.iter().map(|r| &r.capacity));
+        let max_room = room_rows.max_of(types.iter().copied());
         let min_values = pool
             .requirements
             .iter()
@@ -113,6 +117,8 @@ impl PoolShape {
             rooms,
             types,
             max_room,
+            room_rows,
+            capacity_rows,
             min_values,
             class_requirements,
             domains: Mutex::default(),

@@ -21,6 +21,7 @@ use crate::model::resources::Resources;
 use crate::model::taints::{Taint, TaintEffect};
 use crate::state::{ClusterState, PreparedCatalog};
 
+use super::domain_pins::DomainIds;
 use super::launch::{self, OfferingFilter};
 use super::profile::PodProfile;
 use super::topology::{DomainSource, PodGroups, Scan, Topology};
@@ -655,6 +656,8 @@ struct Solver<'a> {
     /// Planned machines, fewest pods first.
     order: ClaimOrder,
     topology: Topology,
+    /// The domains the walks over planned machines compare, interned.
+    domain_ids: DomainIds,
 }
 
 impl<'a> Solver<'a> {
@@ -711,9 +714,19 @@ impl<'a> Solver<'a> {
             // 2. Machines planned in this batch, fewest pods first. A failed try changes
             // nothing, so the walk may continue from where it was.
             let scan = self.topology.scan(pod, profile, groups);
+            let rules = self.domain_ids.rules(scan.domains());
             let mut cursor: Option<(usize, usize)> = None;
             while let Some((at, claim)) = self.order.next_after(cursor) {
                 cursor = Some(at);
+                if !rules.is_empty()
+                    && self.domain_ids.rejects(
+                        &rules,
+                        claim,
+                        &self.planned[claim].claim.requirements,
+                    )
+                {
+                    continue;
+                }
                 if self
                     .try_add(claim, pod, profile, groups, Some(&scan), false)
                     .is_ok()
@@ -790,11 +803,7 @@ impl<'a> Solver<'a> {
                 // `types` is every type of the context.
                 ctx.max_room.clone()
             } else {
-                let mut max_room = Resources::default();
-                for &t in &types {
-                    max_room.max_assign(ctx.room(t));
-                }
-                max_room
+                ctx.shape.room_rows.max_of(types.iter().copied())
             };
             let claim = PlannedClaim {
                 nodepool: ctx.pool.name.clone(),
@@ -813,6 +822,8 @@ impl<'a> Solver<'a> {
                 limit_capacity: Resources::default(),
             });
             let index = self.planned.len() - 1;
+            // A machine dropped before may have held this index.
+            self.domain_ids.forget(index);
             let best_effort = self.config.min_values_policy == MinValuesPolicy::BestEffort;
             match self.try_add(index, pod, profile, groups, None, best_effort) {
                 Ok(()) => {
@@ -852,10 +863,9 @@ impl<'a> Solver<'a> {
         if let Some(port) = port_conflict(pod, &planned.host_ports) {
             return Err(AddError::HostPort(port));
         }
+        // The walk of `place` (the only caller with a scan) checked the domains already.
         if let Some(scan) = scan
-            && self
-                .topology
-                .quick_reject(scan, planned.target, &planned.claim.requirements)
+            && self.topology.hosts_reject(scan, planned.target)
         {
             return Err(AddError::TopologyRulesOut);
         }
@@ -963,20 +973,18 @@ impl<'a> Solver<'a> {
             if !planned.claim.pods.is_empty() && types.len() == planned.claim.types.len() {
                 (planned.max_room.clone(), planned.limit_capacity.clone())
             } else {
-                let mut max_room = Resources::default();
-                let mut limit_capacity = Resources::default();
-                let limited = !ctx.pool.limits.is_empty();
-                for &t in &types {
-                    max_room.max_assign(ctx.room(t));
-                    if limited {
-                        limit_capacity.max_assign(&ctx.shape.resources[t].capacity);
-                    }
-                }
+                let max_room = ctx.shape.room_rows.max_of(types.iter().copied());
+                let limit_capacity = if ctx.pool.limits.is_empty() {
+                    Resources::default()
+                } else {
+                    ctx.shape.capacity_rows.max_of(types.iter().copied())
+                };
                 (max_room, limit_capacity)
             };
         let pool_index = planned.pool;
         let old_capacity = planned.limit_capacity.clone();
         let target = planned.target;
+        self.domain_ids.forget(i);
         let planned = &mut self.planned[i];
         let old_len = planned.claim.pods.len();
         planned.claim.requirements = reqs;
@@ -1170,10 +1178,7 @@ impl<'a> ClusterView<'a> {
                         .copied()
                         .filter(|t| !blocked.contains(t))
                         .collect();
-                    let mut max_room = Resources::default();
-                    for &t in &types {
-                        max_room.max_assign(&shape.rooms[t]);
-                    }
+                    let max_room = shape.room_rows.max_of(types.iter().copied());
                     (types, max_room)
                 };
                 Some(PoolContext {
@@ -1363,6 +1368,7 @@ impl<'a> ClusterView<'a> {
             planned: Vec::new(),
             order: ClaimOrder::default(),
             topology,
+            domain_ids: DomainIds::default(),
         };
 
         // The queue: indices into `pods`, with the queue length when each was last pushed back.

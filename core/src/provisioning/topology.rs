@@ -99,6 +99,13 @@ pub struct Scan {
     domains: Vec<(String, DomainRule)>,
 }
 
+impl Scan {
+    /// The rules on the domains of keys other than the hostname.
+    pub fn domains(&self) -> &[(String, DomainRule)] {
+        &self.domains
+    }
+}
+
 /// The groups one pod counts for and is blocked by (see [`Topology::prepare`]).
 #[derive(Debug, Clone, Default)]
 pub struct PodGroups {
@@ -376,13 +383,13 @@ impl Topology {
     }
 
     /// A cheap check before [`Topology::admit`]: true when the target certainly cannot take
-    /// the pod (hostname counts, or a domain the target is already pinned to).
-    pub fn quick_reject(&self, scan: &Scan, target: usize, reqs: &Requirements) -> bool {
+    /// the pod by its hostname counts. (The domain a planned machine is already pinned to is
+    /// checked by the walk over them, on interned ids: `provisioning::domain_pins`.)
+    pub fn hosts_reject(&self, scan: &Scan, target: usize) -> bool {
         if scan.impossible {
             return true;
         }
-        if scan
-            .host_max
+        scan.host_max
             .iter()
             .any(|(gi, max)| self.groups[*gi].target_count(target) > *max)
             || scan
@@ -393,24 +400,6 @@ impl Topology {
                 .host_empty
                 .iter()
                 .any(|gi| self.groups[*gi].target_count(target) > 0)
-        {
-            return true;
-        }
-        scan.domains.iter().any(|(key, rule)| {
-            let Some(r) = reqs.get(key) else {
-                return false;
-            };
-            if r.complement || r.values.len() != 1 {
-                return false;
-            }
-            let Some(pinned) = r.values.iter().next() else {
-                return false;
-            };
-            match rule {
-                DomainRule::OneOf(allowed) => !allowed.contains(pinned),
-                DomainRule::NoneOf(blocked) => blocked.contains(pinned),
-            }
-        })
     }
 
     /// Registers the inverse anti-affinity group of a pod that is already running.
