@@ -17,12 +17,6 @@ pub struct LogHeader {
     pub source: String,
 }
 
-impl super::Header for LogHeader {
-    fn decode(version: u16, payload: &[u8]) -> Result<Self, String> {
-        super::upgrade::log_header(version, payload)
-    }
-}
-
 impl LogHeader {
     pub fn new(config: Config, source: &str) -> Self {
         LogHeader {

@@ -127,12 +127,14 @@ impl From<ConfigV1> for Config {
     }
 }
 
-/// A [`LogHeader`] written in format `version`.
-pub(super) fn log_header(version: u16, payload: &[u8]) -> Result<LogHeader, String> {
-    match version {
-        1 => frame::decode_payload::<OldLogHeader<ConfigV1>>(payload).map(LogHeader::from),
-        2 => frame::decode_payload::<OldLogHeader<ConfigV2>>(payload).map(LogHeader::from),
-        _ => frame::decode_payload(payload),
+/// A [`LogHeader`] is read in the layout of the format `version` it was written in.
+impl super::Header for LogHeader {
+    fn decode(version: u16, payload: &[u8]) -> Result<Self, String> {
+        match version {
+            1 => frame::decode_payload::<OldLogHeader<ConfigV1>>(payload).map(LogHeader::from),
+            2 => frame::decode_payload::<OldLogHeader<ConfigV2>>(payload).map(LogHeader::from),
+            _ => frame::decode_payload(payload),
+        }
     }
 }
 
@@ -251,7 +253,7 @@ mod tests {
             ..custom()
         };
         let bytes = postcard::to_stdvec(&v2_of(&held)).unwrap();
-        let header = log_header(2, &bytes).unwrap();
+        let header = <LogHeader as crate::eventlog::Header>::decode(2, &bytes).unwrap();
         assert_eq!(header.producer, "nodewright 0.2.0");
         assert_eq!(
             header.config,
@@ -261,18 +263,18 @@ mod tests {
             }
         );
         // Read as today's layout, the same bytes are refused rather than misread.
-        assert!(log_header(3, &bytes).is_err());
+        assert!(<LogHeader as crate::eventlog::Header>::decode(3, &bytes).is_err());
     }
 
     #[test]
     fn a_version_1_header_reads_with_the_hold_off_and_every_other_setting_kept() {
         let bytes = postcard::to_stdvec(&v1_of(&custom())).unwrap();
-        let header = log_header(1, &bytes).unwrap();
+        let header = <LogHeader as crate::eventlog::Header>::decode(1, &bytes).unwrap();
         assert_eq!(header.producer, "nodewright 0.1.0");
         assert_eq!(header.source, "seed-tutorial");
         assert_eq!(header.config, upgraded());
         // Read as today's layout, the same bytes are refused rather than misread.
-        assert!(log_header(3, &bytes).is_err());
+        assert!(<LogHeader as crate::eventlog::Header>::decode(3, &bytes).is_err());
     }
 
     #[test]
@@ -280,7 +282,10 @@ mod tests {
         let header = LogHeader::new(custom(), "test");
         assert!(header.config.count_lost_work);
         let bytes = postcard::to_stdvec(&header).unwrap();
-        assert_eq!(log_header(3, &bytes).unwrap(), header);
+        assert_eq!(
+            <LogHeader as crate::eventlog::Header>::decode(3, &bytes).unwrap(),
+            header
+        );
     }
 
     #[test]

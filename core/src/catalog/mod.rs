@@ -10,6 +10,7 @@ use std::fmt;
 
 use serde::{Deserialize, Serialize};
 
+pub use crate::model::reservation::{CapacityReservation, ReservationKind};
 pub use allocatable::{
     CapacitySettings, DEFAULT_VM_MEMORY_OVERHEAD_PER_MILLE, EPHEMERAL_STORAGE, NodeResources,
     capacity, capacity_of_class, capacity_with, ephemeral_storage_bytes, kube_reserved_cpu_milli,
@@ -204,34 +205,6 @@ pub struct Catalog {
     /// see [`crate::model::trailing`].
     #[serde(default, deserialize_with = "crate::model::trailing")]
     pub reservations: Vec<CapacityReservation>,
-}
-
-/// One capacity reservation: `count` instances of one type in one zone, paid for whether they
-/// run or not.
-#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct CapacityReservation {
-    /// `cr-0123...`.
-    pub id: String,
-    pub instance_type: String,
-    pub zone: String,
-    /// The instances it holds for this cluster.
-    pub count: u32,
-    pub kind: ReservationKind,
-    /// The account that owns it.
-    pub owner_id: String,
-    pub tags: BTreeMap<String, String>,
-}
-
-/// Karpenter's `karpenter.k8s.aws/capacity-reservation-type`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
-pub enum ReservationKind {
-    /// An On-Demand Capacity Reservation.
-    #[serde(rename = "default")]
-    Default,
-    /// A Capacity Block for ML: reserved for a time window.
-    #[serde(rename = "capacity-block")]
-    CapacityBlock,
 }
 
 impl ReservationKind {

@@ -15,6 +15,7 @@ pub mod pdb;
 pub mod pod;
 pub mod quantity;
 pub mod requirements;
+pub mod reservation;
 pub mod resource_rows;
 pub mod resources;
 pub mod taints;

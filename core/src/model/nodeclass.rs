@@ -143,7 +143,7 @@ impl NodeClass {
 
     /// Whether its `capacityReservationSelectorTerms` select this reservation: a term by id
     /// names it; a term by tags (and owner) matches every tag it gives.
-    pub fn selects_reservation(&self, r: &crate::catalog::CapacityReservation) -> bool {
+    pub fn selects_reservation(&self, r: &super::reservation::CapacityReservation) -> bool {
         self.capacity_reservation_selector_terms.iter().any(|term| {
             if let Some(id) = &term.id {
                 return *id == r.id;
