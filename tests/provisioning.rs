@@ -816,14 +816,14 @@ fn machines_launch_only_in_zones_where_the_node_class_has_a_subnet() {
 
 #[test]
 fn why_a_pod_fits_nowhere_is_typed_with_one_reason_per_nodepool() {
-    use nodewright_core::provisioning::scheduler::{self, Unplaceable};
+    use nodewright_core::provisioning::scheduler::Unplaceable;
     let mut h = CoreHarness::new();
     h.nodepool(tutorial_pool());
     let mut small = pool("small");
     small.requirements = vec![req(labels::INSTANCE_SIZE, Operator::In, &["large"])];
     h.nodepool(small);
     let huge = Pod::new("default", "huge", 1_000_000, GIB);
-    let result = scheduler::solve(h.core.state(), h.core.config(), 0, &[&huge]);
+    let result = h.core.solve_alone(0, &[&huge]);
     let [(pod, why)] = &result.unschedulable[..] else {
         panic!("{:?}", result.unschedulable)
     };

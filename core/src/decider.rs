@@ -144,9 +144,7 @@ impl Core {
 
     /// Computes again what solves need of the NodePools that changed.
     fn refresh_pool_shapes(&mut self) {
-        let mut shapes = std::mem::take(&mut self.state.pool_shapes);
-        shapes.refresh(&self.state);
-        self.state.pool_shapes = shapes;
+        self.caches.pool_shapes.refresh(&self.state);
     }
 
     pub fn config(&self) -> &Config {
@@ -156,6 +154,24 @@ impl Core {
     /// The cluster as the core sees it (read-only, for reports and checks).
     pub fn state(&self) -> &ClusterState {
         &self.state
+    }
+
+    /// The solver's view of the cluster at `now_ms`, as the core's next solve would build it
+    /// (for `nodewright explain`: which node or machine on its way could take a pod).
+    pub fn cluster_view(&self, now_ms: u64) -> scheduler::ClusterView<'_> {
+        scheduler::ClusterView::new(&self.state, &self.caches.pool_shapes, &self.config, now_ms)
+    }
+
+    /// Where `pods` would go if they were solved alone at `now_ms`, changing nothing (for
+    /// explanations and checks).
+    pub fn solve_alone(&self, now_ms: u64, pods: &[&Pod]) -> scheduler::SolveResult {
+        scheduler::solve(
+            &self.state,
+            &self.caches.pool_shapes,
+            &self.config,
+            now_ms,
+            pods,
+        )
     }
 
     /// The machines being replaced now: each one, the NodeClaims launched to replace it, and
@@ -1068,9 +1084,13 @@ impl Core {
                 return (Some(due), false);
             }
             // Validation: the same decision must still hold.
-            if let Ok(again) =
-                consolidation::simulate_many(&self.state, &self.config, &decision.nodeclaims, now)
-                && again.replacement.is_some() == decision.replacement.is_some()
+            if let Ok(again) = consolidation::simulate_many(
+                &self.state,
+                &self.caches.pool_shapes,
+                &self.config,
+                &decision.nodeclaims,
+                now,
+            ) && again.replacement.is_some() == decision.replacement.is_some()
             {
                 self.execute_consolidation(again, commands);
                 return (None, true);
@@ -1096,7 +1116,13 @@ impl Core {
         {
             return (Some(at + poll), false);
         }
-        let (decision, next) = consolidation::search(&self.state, &self.config, nominated, now);
+        let (decision, next) = consolidation::search(
+            &self.state,
+            &self.caches.pool_shapes,
+            &self.config,
+            nominated,
+            now,
+        );
         self.disruptor.last_consolidation_search = Some((self.epoch, now));
         self.disruptor.consolidation_next_ms = next;
         match decision {
@@ -1310,7 +1336,14 @@ impl Core {
             let mut refs: Vec<&Pod> = pods.iter().collect();
             refs.extend(self.state.pending_pods());
             let removed = BTreeSet::from([name.clone()]);
-            let result = scheduler::solve_without(&self.state, &self.config, now, &refs, &removed);
+            let result = scheduler::solve_without(
+                &self.state,
+                &self.caches.pool_shapes,
+                &self.config,
+                now,
+                &refs,
+                &removed,
+            );
             // Only its own pods must fit: a pending pod that fits nowhere is the provisioner's
             // to report, and holds no replacement back.
             if result
@@ -1498,7 +1531,13 @@ impl Core {
         if pending.is_empty() {
             return;
         }
-        let result = scheduler::solve(&self.state, &self.config, now, &pending);
+        let result = scheduler::solve(
+            &self.state,
+            &self.caches.pool_shapes,
+            &self.config,
+            now,
+            &pending,
+        );
         let hold = self.sibling_hold_plan(&result);
         let mut launched_held: Vec<String> = Vec::new();
         for (pod, target) in result.nominations {
@@ -1626,7 +1665,7 @@ impl Core {
     fn static_claim(&self, pool: &str) -> Option<PlannedClaim> {
         let pool = self.state.nodepools.get(pool)?;
         let class = self.state.nodeclasses.get(&pool.node_class_ref.name)?;
-        let shape = self.state.pool_shapes.get(&self.state, pool, class)?;
+        let shape = self.caches.pool_shapes.get(&self.state, pool, class)?;
         Some(PlannedClaim {
             nodepool: pool.name.clone(),
             requirements: shape.template.clone(),

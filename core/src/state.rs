@@ -96,10 +96,6 @@ pub struct ClusterState {
     /// (`NodeClassResolved`); a node class never resolved (the simulated world) may launch in
     /// every zone of the catalog.
     pub subnet_zones: BTreeMap<String, std::collections::BTreeSet<String>>,
-    /// What solves need of each NodePool, kept between them (derived from the fields above;
-    /// a solve checks that it still holds, and computes it when it does not).
-    #[serde(skip)]
-    pub pool_shapes: crate::provisioning::pool_shape::PoolShapes,
 }
 
 impl ClusterState {

@@ -13,7 +13,7 @@ use std::path::Path;
 use nodewright_adapters::eventlog::{LogError, LogHeader, LogRecord, NwlogReader, SnapshotParts};
 use nodewright_core::model::nodeclaim::LaunchOption;
 use nodewright_core::model::pod::{Pod, PodKey};
-use nodewright_core::provisioning::scheduler::{self, ClusterView};
+use nodewright_core::provisioning::scheduler;
 use nodewright_core::{Command, Core, Event, EventKind};
 use thiserror::Error;
 
@@ -367,7 +367,7 @@ impl Teller {
     fn candidates(&mut self, core: &Core, at: u64, pod: &Pod) {
         let state = core.state();
         let config = core.config();
-        let view = ClusterView::new(state, config, at);
+        let view = core.cluster_view(at);
         let mut details = Vec::new();
         for verdict in view.existing_verdicts(pod) {
             let what = if verdict.on_its_way {
@@ -380,7 +380,7 @@ impl Teller {
                 None => details.push(format!("{what}: fits")),
             }
         }
-        let result = scheduler::solve(state, config, at, &[pod]);
+        let result = core.solve_alone(at, &[pod]);
         for planned in &result.new_claims {
             let options = scheduler::launch_options(state, planned, at, config.max_instance_types);
             let types = planned.types.len();

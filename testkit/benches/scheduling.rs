@@ -4,6 +4,7 @@
 use criterion::{BenchmarkId, Criterion, criterion_group, criterion_main};
 use nodewright_core::config::PreferencePolicy;
 use nodewright_core::model::pod::Pod;
+use nodewright_core::provisioning::pool_shape::PoolShapes;
 use nodewright_core::provisioning::solve;
 use nodewright_testkit::bench;
 
@@ -17,7 +18,7 @@ fn scheduling(c: &mut Criterion) {
         let refs: Vec<&Pod> = pods.iter().collect();
         group.throughput(criterion::Throughput::Elements(n as u64));
         group.bench_with_input(BenchmarkId::from_parameter(n), &refs, |b, refs| {
-            b.iter(|| solve(&state, &config, 0, refs))
+            b.iter(|| solve(&state, &PoolShapes::default(), &config, 0, refs))
         });
     }
     group.finish();
@@ -31,7 +32,7 @@ fn scheduling(c: &mut Criterion) {
         group.bench_with_input(
             BenchmarkId::from_parameter(format!("{policy:?}")),
             &refs,
-            |b, refs| b.iter(|| solve(&state, &config, 0, refs)),
+            |b, refs| b.iter(|| solve(&state, &PoolShapes::default(), &config, 0, refs)),
         );
     }
     group.finish();

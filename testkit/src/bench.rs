@@ -15,6 +15,7 @@ use nodewright_core::model::nodeclass::NodeClass;
 use nodewright_core::model::nodepool::NodePool;
 use nodewright_core::model::pod::Pod;
 use nodewright_core::model::requirements::{Operator, RequirementSpec};
+use nodewright_core::provisioning::pool_shape::PoolShapes;
 use nodewright_core::provisioning::{launch_options, solve};
 use nodewright_core::state::{ClusterState, PreparedCatalog};
 use serde::Serialize;
@@ -287,7 +288,7 @@ pub fn run(case: Case, n: usize) -> BenchReport {
     let state = state(&config);
     let refs: Vec<&Pod> = pods.iter().collect();
     let started = Instant::now();
-    let result = solve(&state, &config, 0, &refs);
+    let result = solve(&state, &PoolShapes::default(), &config, 0, &refs);
     let seconds = started.elapsed().as_secs_f64();
     let mut total_micro: u64 = 0;
     for claim in &result.new_claims {
@@ -518,7 +519,7 @@ pub fn consolidation_pass(nodes: usize, pods: usize, pdbs: usize) -> (f64, usize
 pub fn consolidation_search(config: &Config, state: &ClusterState) -> usize {
     use nodewright_core::disruption::consolidation;
     let nominated = Default::default();
-    consolidation::search(state, config, &nominated, 3_600_000)
+    consolidation::search(state, &PoolShapes::default(), config, &nominated, 3_600_000)
         .0
         .map(|d| d.nodeclaims.len())
         .unwrap_or(0)

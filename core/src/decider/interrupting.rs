@@ -82,8 +82,14 @@ impl Core {
                 let mut refs: Vec<&Pod> = pods.iter().collect();
                 refs.extend(self.state.pending_pods());
                 let removed = BTreeSet::from([nodeclaim.clone()]);
-                let result =
-                    scheduler::solve_without(&self.state, &self.config, now, &refs, &removed);
+                let result = scheduler::solve_without(
+                    &self.state,
+                    &self.caches.pool_shapes,
+                    &self.config,
+                    now,
+                    &refs,
+                    &removed,
+                );
                 let launched = self.launch_planned(
                     &result.new_claims,
                     &format!("replaces {nodeclaim}: interrupted ({detail})"),

@@ -16,6 +16,7 @@ use crate::disruption::consolidation;
 use crate::model::pod::PodKey;
 use crate::names::NameGenerator;
 use crate::provisioning::Batcher;
+use crate::provisioning::pool_shape::PoolShapes;
 use crate::provisioning::sibling_hold::SiblingHolds;
 
 /// Pending pods to machines: the batch window, the names of new NodeClaims, what each pending
@@ -101,4 +102,7 @@ pub(super) struct Caches {
     /// (`None`: unknown, computed at the next event). Only events about machines and new
     /// launches move it, so pod events and ticks before it skip the scan.
     pub(super) claim_deadline_ms: Option<Option<u64>>,
+    /// What solves need of each NodePool, kept between them (derived from the cluster; a
+    /// solve checks that a shape still holds, and computes it when it does not).
+    pub(super) pool_shapes: PoolShapes,
 }

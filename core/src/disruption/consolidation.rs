@@ -20,6 +20,7 @@ use crate::model::duration::format_duration_ms;
 use crate::model::nodepool::{ConsolidationPolicy, DisruptionReason};
 use crate::model::pod::Pod;
 use crate::provisioning::launch::OfferingAt;
+use crate::provisioning::pool_shape::PoolShapes;
 use crate::provisioning::{ClusterView, PlannedClaim, launch_offerings};
 use crate::state::ClusterState;
 use crate::wake::Wake;
@@ -127,23 +128,25 @@ pub fn candidates(
 /// machine. `Err` says why it cannot be consolidated.
 pub fn simulate(
     state: &ClusterState,
+    shapes: &PoolShapes,
     config: &Config,
     nodeclaim: &str,
     now_ms: u64,
 ) -> Result<Decision, String> {
-    simulate_many(state, config, &[nodeclaim.to_string()], now_ms)
+    simulate_many(state, shapes, config, &[nodeclaim.to_string()], now_ms)
 }
 
 /// Simulates removing several nodes at once: all their pods onto the rest of the cluster and
 /// at most one new machine, which must be cheaper than all of them together.
 pub fn simulate_many(
     state: &ClusterState,
+    shapes: &PoolShapes,
     config: &Config,
     nodeclaims: &[String],
     now_ms: u64,
 ) -> Result<Decision, String> {
     simulate_in(
-        &ClusterView::new(state, config, now_ms),
+        &ClusterView::new(state, shapes, config, now_ms),
         state,
         config,
         nodeclaims,
@@ -347,6 +350,7 @@ fn simulate_in(
 /// becomes a candidate.
 pub fn search(
     state: &ClusterState,
+    shapes: &PoolShapes,
     config: &Config,
     nominated: &BTreeSet<String>,
     now_ms: u64,
@@ -360,7 +364,7 @@ pub fn search(
         return (None, next);
     }
     let names: Vec<String> = candidates.into_iter().map(|(_, n)| n).collect();
-    let view = ClusterView::new(state, config, now_ms);
+    let view = ClusterView::new(state, shapes, config, now_ms);
     if let Some(decision) = multi_node(&view, state, config, &names, now_ms) {
         return (Some(decision), None);
     }

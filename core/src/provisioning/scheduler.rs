@@ -8,7 +8,7 @@ use std::borrow::Cow;
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::sync::{Arc, OnceLock};
 
-use super::pool_shape::PoolShape;
+use super::pool_shape::{PoolShape, PoolShapes};
 
 use crate::config::{Config, MinValuesPolicy};
 use crate::model::affinity::HostPort;
@@ -372,7 +372,11 @@ fn domain_sources(
     out
 }
 
-fn existing_targets<'a>(state: &'a ClusterState, contexts: &[PoolContext]) -> Vec<Target<'a>> {
+fn existing_targets<'a>(
+    state: &'a ClusterState,
+    shapes: &PoolShapes,
+    contexts: &[PoolContext],
+) -> Vec<Target<'a>> {
     let mut targets = Vec::new();
     for (name, node_state) in &state.nodes {
         let node = &node_state.node;
@@ -471,7 +475,7 @@ fn existing_targets<'a>(state: &'a ClusterState, contexts: &[PoolContext]) -> Ve
             // DaemonSet pods will land on it too once it registers.
             available: resources
                 .allocatable
-                .minus(&in_flight_overhead(state, contexts, claim)),
+                .minus(&in_flight_overhead(state, shapes, contexts, claim)),
             host_ports: Vec::new(),
             initialized: false,
         });
@@ -485,6 +489,7 @@ fn existing_targets<'a>(state: &'a ClusterState, contexts: &[PoolContext]) -> Ve
 /// options' while the type is not known.
 fn in_flight_overhead(
     state: &ClusterState,
+    shapes: &PoolShapes,
     contexts: &[PoolContext],
     claim: &crate::state::NodeClaimState,
 ) -> Resources {
@@ -497,7 +502,7 @@ fn in_flight_overhead(
         None => {
             let found = state.nodepools.get(&claim.spec.nodepool).and_then(|pool| {
                 let class = state.nodeclasses.get(&pool.node_class_ref.name)?;
-                state.pool_shapes.get(state, pool, class)
+                shapes.get(state, pool, class)
             });
             match found {
                 Some(shape) => shape,
@@ -1096,21 +1101,29 @@ fn describe_remaining(remaining: Option<&BTreeMap<String, i64>>) -> String {
     }
 }
 
-/// Places `pods` (pending, any order) given the cluster state.
-pub fn solve(state: &ClusterState, config: &Config, now_ms: u64, pods: &[&Pod]) -> SolveResult {
-    ClusterView::new(state, config, now_ms).solve(pods, &BTreeSet::new())
+/// Places `pods` (pending, any order) given the cluster state and what is known of its
+/// NodePools' shapes (an empty [`PoolShapes`] computes each as it is needed).
+pub fn solve(
+    state: &ClusterState,
+    shapes: &PoolShapes,
+    config: &Config,
+    now_ms: u64,
+    pods: &[&Pod],
+) -> SolveResult {
+    ClusterView::new(state, shapes, config, now_ms).solve(pods, &BTreeSet::new())
 }
 
 /// [`solve`] as if the NodeClaims in `removed` (and their nodes and pods) were gone: how a
 /// disruption simulates taking machines away without copying the cluster.
 pub fn solve_without(
     state: &ClusterState,
+    shapes: &PoolShapes,
     config: &Config,
     now_ms: u64,
     pods: &[&Pod],
     removed: &BTreeSet<String>,
 ) -> SolveResult {
-    ClusterView::new(state, config, now_ms).solve(pods, removed)
+    ClusterView::new(state, shapes, config, now_ms).solve(pods, removed)
 }
 
 /// The solver's view of the cluster that does not depend on the pods being placed: every
@@ -1135,7 +1148,12 @@ pub struct ClusterView<'a> {
 }
 
 impl<'a> ClusterView<'a> {
-    pub fn new(state: &'a ClusterState, config: &'a Config, now_ms: u64) -> Self {
+    pub fn new(
+        state: &'a ClusterState,
+        shapes: &PoolShapes,
+        config: &'a Config,
+        now_ms: u64,
+    ) -> Self {
         let prepared = state.catalog.as_deref();
         let mut pools: Vec<&NodePool> = state.nodepools.values().collect();
         pools.sort_by(|a, b| NodePool::priority_order(a, b));
@@ -1158,7 +1176,7 @@ impl<'a> ClusterView<'a> {
                     return None;
                 };
                 let prepared = prepared?;
-                let shape = state.pool_shapes.get(state, pool, nodeclass)?;
+                let shape = shapes.get(state, pool, nodeclass)?;
                 let (usage, count) = state.nodepool_usage(&pool.name);
                 // Only a type with an offering marked unavailable can have lost every allowed
                 // offering: the shape's types offer one the template allows.
@@ -1193,7 +1211,7 @@ impl<'a> ClusterView<'a> {
                 })
             })
             .collect();
-        let targets = existing_targets(state, &contexts);
+        let targets = existing_targets(state, shapes, &contexts);
         let anti_affinity_pods = state
             .pods
             .values()
