@@ -139,12 +139,23 @@ impl Core {
     /// what a snapshot's restore does with the catalog event the snapshot names.
     pub fn install_catalog(&mut self, catalog: std::sync::Arc<crate::catalog::Catalog>) {
         self.state.catalog = Some(std::sync::Arc::new(PreparedCatalog::new(catalog)));
-        self.refresh_pool_shapes();
+        self.pool_shapes_changed();
     }
 
-    /// Computes again what solves need of the NodePools that changed.
+    /// What solves need of a NodePool may have changed: the shapes are computed again before
+    /// the next solve that reads them, once however many changes come before it (a cluster's
+    /// start applies its NodePools, classes and DaemonSets one event each).
+    fn pool_shapes_changed(&mut self) {
+        self.caches.pool_shapes_stale = true;
+    }
+
+    /// Computes again the shapes of the NodePools that changed since the last solve. (A shape
+    /// is checked against the cluster whenever it is read, so one not yet computed again is
+    /// computed where it is needed: this only keeps that from happening at every solve.)
     fn refresh_pool_shapes(&mut self) {
-        self.caches.pool_shapes.refresh(&self.state);
+        if std::mem::take(&mut self.caches.pool_shapes_stale) {
+            self.caches.pool_shapes.refresh(&self.state);
+        }
     }
 
     pub fn config(&self) -> &Config {
@@ -707,7 +718,7 @@ impl Core {
                 | EventKind::DaemonSetApplied(_)
                 | EventKind::DaemonSetDeleted { .. }
         ) {
-            self.refresh_pool_shapes();
+            self.pool_shapes_changed();
         }
         true
     }
@@ -1076,6 +1087,7 @@ impl Core {
         commands: &mut Vec<Command>,
         nominated: &BTreeSet<String>,
     ) -> (Option<u64>, bool) {
+        self.refresh_pool_shapes();
         let now = self.now_ms;
         if let Some((decision, decided_at)) = self.disruptor.pending_consolidation.take() {
             let due = decided_at + consolidation::VALIDATION_MS;
@@ -1294,6 +1306,7 @@ impl Core {
     }
 
     fn drift_search(&mut self, now: u64, wake: &mut Wake, commands: &mut Vec<Command>) -> bool {
+        self.refresh_pool_shapes();
         let exhausted: Vec<crate::model::pdb::PodDisruptionBudget> =
             self.state.exhausted_pdbs().into_iter().cloned().collect();
         for (name, why) in crate::disruption::drift::drifted(&self.state) {
@@ -1526,6 +1539,7 @@ impl Core {
 
     /// Closes the batch: nominate pods onto existing capacity, launch machines for the rest.
     fn provision(&mut self, commands: &mut Vec<Command>) {
+        self.refresh_pool_shapes();
         let now = self.now_ms;
         let pending: Vec<&Pod> = self.state.pending_pods().collect();
         if pending.is_empty() {

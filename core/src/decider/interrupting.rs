@@ -22,6 +22,7 @@ impl Core {
         interruption: &Interruption,
         commands: &mut Vec<Command>,
     ) {
+        self.refresh_pool_shapes();
         let now = self.now_ms;
         let report = |nodeclaim: Option<String>, action: String| Command::ReportInterruption {
             message_id: message_id.to_string(),

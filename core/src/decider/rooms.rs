@@ -105,4 +105,7 @@ pub(super) struct Caches {
     /// What solves need of each NodePool, kept between them (derived from the cluster; a
     /// solve checks that a shape still holds, and computes it when it does not).
     pub(super) pool_shapes: PoolShapes,
+    /// A NodePool, its class, the DaemonSets or the catalog changed since `pool_shapes` were
+    /// last refreshed.
+    pub(super) pool_shapes_stale: bool,
 }
