@@ -25,10 +25,12 @@ use crate::state::{
 use crate::wake::Wake;
 
 mod draining;
+mod effects;
 mod interrupting;
 mod rooms;
 
 use draining::{Drain, Eviction, Touched};
+use effects::Effects;
 use rooms::{Caches, Disruptor, Provisioner, Terminator, Warnings};
 
 /// The deterministic decision core. Feed it every event in order; it answers with commands.
@@ -328,16 +330,15 @@ impl Core {
         // Time never goes backwards inside the core, even if an adapter's clock does.
         self.now_ms = self.now_ms.max(event.at_ms);
         let mut commands = Vec::new();
-        self.caches.touched = match &event.kind {
-            EventKind::Tick
-            | EventKind::PodApplied(_)
-            | EventKind::PodBound { .. }
-            | EventKind::PodDeleted { .. } => Touched::Nothing,
-            _ => Touched::Everything,
+        let effects = effects::effects(&event.kind);
+        self.caches.touched = if effects.wakes_every_drain {
+            Touched::Everything
+        } else {
+            Touched::Nothing
         };
         // An event that changed nothing leaves the due work to its timer: a re-list, a result
         // told twice or a listing with nothing to collect never moves when a rule runs.
-        if self.apply(&event.kind, &mut commands) {
+        if self.apply(&event.kind, effects, &mut commands) {
             self.run_due_work(&mut commands);
         }
         self.caches.touched = Touched::Nothing;
@@ -345,20 +346,16 @@ impl Core {
     }
 
     /// Applies an event to the state; false when it changed nothing.
-    fn apply(&mut self, kind: &EventKind, commands: &mut Vec<Command>) -> bool {
+    fn apply(&mut self, kind: &EventKind, effects: Effects, commands: &mut Vec<Command>) -> bool {
         let now = self.now_ms;
         if self.already_known(kind) {
             return false;
         }
-        // A listing of the cloud's instances changes nothing by itself (what it finds is
-        // acted on below and counts then).
-        if !matches!(
-            kind,
-            EventKind::Tick
-                | EventKind::InstancesListed { .. }
-                | EventKind::InstancesRelisted { .. }
-        ) {
+        if effects.changes_cluster {
             self.epoch += 1;
+        }
+        if effects.reshapes_pools {
+            self.pool_shapes_changed();
         }
         match kind {
             EventKind::CatalogUpdated(catalog) => {
@@ -707,18 +704,6 @@ impl Core {
                     commands,
                 );
             }
-        }
-        if matches!(
-            kind,
-            EventKind::NodePoolApplied(_)
-                | EventKind::NodePoolDeleted { .. }
-                | EventKind::NodeClassApplied(_)
-                | EventKind::NodeClassDeleted { .. }
-                | EventKind::NodeClassResolved(_)
-                | EventKind::DaemonSetApplied(_)
-                | EventKind::DaemonSetDeleted { .. }
-        ) {
-            self.pool_shapes_changed();
         }
         true
     }
