@@ -1327,21 +1327,8 @@ impl Core {
                     continue;
                 }
             }
-            // Where its pods would go: the rest of the cluster, plus new machines. Pods already
-            // pending compete for the same capacity (machines on their way are meant for
-            // them): they are placed in the same simulation, as Karpenter's does.
-            let pods = self.state.movable_pods(node.as_deref());
-            let mut refs: Vec<&Pod> = pods.iter().collect();
-            refs.extend(self.state.pending_pods());
-            let removed = BTreeSet::from([name.clone()]);
-            let result = scheduler::solve_without(
-                &self.state,
-                &self.caches.pool_shapes,
-                &self.config,
-                now,
-                &refs,
-                &removed,
-            );
+            // Where its pods would go: the rest of the cluster, plus new machines.
+            let (pods, result) = self.solve_moving_out(&name, node.as_deref());
             // Only its own pods must fit: a pending pod that fits nowhere is the provisioner's
             // to report, and holds no replacement back.
             if result
@@ -1658,6 +1645,30 @@ impl Core {
             .copied()
             .filter(|until| *until > now)
             .min()
+    }
+
+    /// Where the workload pods of a machine (NodeClaim `nodeclaim` on `node`) would go if it
+    /// went: the rest of the cluster, plus new machines. Pods already pending compete for the
+    /// same capacity (machines on their way are meant for them), so they are placed in the
+    /// same simulation, as Karpenter's is. Returns the pods that would move, unbound.
+    fn solve_moving_out(
+        &self,
+        nodeclaim: &str,
+        node: Option<&str>,
+    ) -> (Vec<Pod>, scheduler::SolveResult) {
+        let pods = self.state.movable_pods(node);
+        let mut refs: Vec<&Pod> = pods.iter().collect();
+        refs.extend(self.state.pending_pods());
+        let removed = BTreeSet::from([nodeclaim.to_string()]);
+        let result = scheduler::solve_without(
+            &self.state,
+            &self.caches.pool_shapes,
+            &self.config,
+            self.now_ms,
+            &refs,
+            &removed,
+        );
+        (pods, result)
     }
 
     /// A machine of a static pool: its template, every type it allows, no pod.

@@ -1,15 +1,11 @@
 //! What the core does with an interruption message (the decision itself is
 //! [`crate::interruption::decide`]): mark the offering, launch replacements, drain.
 
-use std::collections::BTreeSet;
-
 use super::Core;
 use crate::command::Command;
 use crate::interruption::{Action, Interruption};
 use crate::model::duration::format_duration_ms;
 use crate::model::nodeclaim::{OfferingKey, TerminationReason};
-use crate::model::pod::Pod;
-use crate::provisioning::scheduler;
 use crate::state::UNAVAILABLE_OFFERING_TTL_MS;
 use crate::wake::Wake;
 
@@ -77,20 +73,7 @@ impl Core {
                     .nodeclaims
                     .get(&nodeclaim)
                     .and_then(|c| c.node_name.clone());
-                let pods = self.state.movable_pods(node.as_deref());
-                // Pods already pending compete for the same capacity (machines on their way
-                // are meant for them): they are placed in the same simulation.
-                let mut refs: Vec<&Pod> = pods.iter().collect();
-                refs.extend(self.state.pending_pods());
-                let removed = BTreeSet::from([nodeclaim.clone()]);
-                let result = scheduler::solve_without(
-                    &self.state,
-                    &self.caches.pool_shapes,
-                    &self.config,
-                    now,
-                    &refs,
-                    &removed,
-                );
+                let (pods, result) = self.solve_moving_out(&nodeclaim, node.as_deref());
                 let launched = self.launch_planned(
                     &result.new_claims,
                     &format!("replaces {nodeclaim}: interrupted ({detail})"),
