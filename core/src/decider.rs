@@ -169,6 +169,12 @@ impl Core {
         &self.state
     }
 
+    /// Whether a core read from bytes holds together (what its serialized form cannot say by
+    /// itself): every pod a node lists is in the pod table, under the id the node gives.
+    pub fn check_restored(&self) -> Result<(), String> {
+        self.state.check_pod_ids()
+    }
+
     /// The solver's view of the cluster at `now_ms`, as the core's next solve would build it
     /// (for `nodewright explain`: which node or machine on its way could take a pod).
     pub fn cluster_view(&self, now_ms: u64) -> scheduler::ClusterView<'_> {
@@ -411,20 +417,21 @@ impl Core {
             }
             EventKind::PodApplied(pod) => self.apply_pod(pod, commands),
             EventKind::PodBound { pod, node } => {
-                if let Some(p) = self.state.pods.get_mut(pod) {
-                    if counts_as_pending(p) {
+                if let Some(was_pending) = self.state.pods.get(pod).map(counts_as_pending) {
+                    if was_pending {
                         self.provisioner.pending_pods -= 1;
                     }
-                    let old = p.node_name.replace(node.clone());
-                    let key = p.key.clone();
+                    let old = self.state.pods.bind(pod, node).flatten();
                     if let Some(old) = &old {
                         self.touch_node(old);
+                        // A pod bound again elsewhere leaves its first node's list (no node
+                        // keeps the id of a pod that is not on it).
                         if old != node {
-                            self.detach_pod(&key, old);
+                            self.detach_pod(pod, old);
                         }
                     }
                     self.touch_node(node);
-                    self.attach_pod(&key, node);
+                    self.attach_pod(pod, node);
                 }
                 self.provisioner.nominations.remove(pod);
                 self.provisioner.unschedulable.remove(pod);
@@ -1616,6 +1623,7 @@ impl Core {
     /// missing, terminates what is beyond. Returns when to look again when a launch found no
     /// offering to launch with (when an unavailable offering comes back).
     fn static_pools(&mut self, commands: &mut Vec<Command>) -> Option<u64> {
+        self.refresh_pool_shapes();
         let now = self.now_ms;
         let plan = static_pool::plan(&self.state);
         for (claim, detail) in plan.remove {

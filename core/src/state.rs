@@ -224,6 +224,26 @@ impl ClusterState {
             .collect()
     }
 
+    /// Every pod a node lists is in the pod table under the id the node gives, and bound to
+    /// that node: what a state read from bytes must hold before a node's pods are read by id.
+    pub fn check_pod_ids(&self) -> Result<(), String> {
+        for (name, node) in &self.nodes {
+            for (key, &id) in &node.pods {
+                if self.pods.id(key) != Some(id) {
+                    return Err(format!(
+                        "node {name} lists pod {key} under an id the pod table does not give it"
+                    ));
+                }
+                if self.pods.get(key).and_then(|p| p.node_name.as_deref()) != Some(name.as_str()) {
+                    return Err(format!(
+                        "node {name} lists pod {key}, which is not bound to it"
+                    ));
+                }
+            }
+        }
+        Ok(())
+    }
+
     /// The sum of requests of the pods bound to a node.
     pub fn requests_on_node(&self, node: &str) -> Resources {
         let mut used = Resources::default();
@@ -473,6 +493,57 @@ mod tests {
             min_available: None,
             max_unavailable: Some(IntOrPercent::Int(max)),
         }
+    }
+
+    #[test]
+    fn a_node_listing_a_pod_the_table_does_not_hold_so_is_refused() {
+        let mut state = ClusterState::default();
+        let node = |name: &str| NodeState {
+            node: Node {
+                name: name.to_string(),
+                provider_id: None,
+                labels: BTreeMap::new(),
+                annotations: BTreeMap::new(),
+                taints: Vec::new(),
+                allocatable: Resources::default(),
+                ready: true,
+                unschedulable: false,
+            },
+            nodeclaim: None,
+            pods: BTreeMap::new(),
+            last_pod_event_ms: 0,
+        };
+        state.nodes.insert("a".into(), node("a"));
+        state.nodes.insert("b".into(), node("b"));
+        for (name, on) in [("p", "a"), ("q", "b")] {
+            let mut pod = Pod::new("default", name, 100, 1 << 20);
+            pod.node_name = Some(on.into());
+            let key = pod.key.clone();
+            let (id, _) = state.pods.insert(pod);
+            state.nodes.get_mut(on).unwrap().pods.insert(key, id);
+        }
+        assert_eq!(state.check_pod_ids(), Ok(()));
+        // Node a lists q (bound to b) under q's id; then under p's id.
+        let q = PodKey::new("default", "q");
+        let p = PodKey::new("default", "p");
+        let q_id = state.pods.id(&q).unwrap();
+        let p_id = state.pods.id(&p).unwrap();
+        let mut wrong = state.clone();
+        wrong
+            .nodes
+            .get_mut("a")
+            .unwrap()
+            .pods
+            .insert(q.clone(), q_id);
+        assert!(
+            wrong
+                .check_pod_ids()
+                .unwrap_err()
+                .contains("not bound to it")
+        );
+        let mut wrong = state.clone();
+        wrong.nodes.get_mut("b").unwrap().pods.insert(q, p_id);
+        assert!(wrong.check_pod_ids().unwrap_err().contains("id"));
     }
 
     #[test]

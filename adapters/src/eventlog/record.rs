@@ -318,6 +318,9 @@ impl Snapshot {
                     .to_string(),
             ));
         }
+        core.check_restored().map_err(|e| {
+            SnapshotError::Undecodable(format!("its state does not hold together: {e}"))
+        })?;
         if core.config() != config {
             return Err(SnapshotError::OtherConfig);
         }

@@ -51,10 +51,12 @@ impl PodTable {
         self.by_key.get(key).map(|&id| self.pod(id))
     }
 
-    /// The pod with this key, to change anything but its key.
-    pub fn get_mut(&mut self, key: &PodKey) -> Option<&mut Pod> {
+    /// Binds the pod with this key to `node`: the node it was bound to before, `None` when no
+    /// pod has this key. (The table hands out no `&mut Pod`: a pod's key must not change.)
+    pub fn bind(&mut self, key: &PodKey, node: &str) -> Option<Option<String>> {
         let id = *self.by_key.get(key)?;
-        self.slots[id.index()].as_mut()
+        let pod = self.slots[id.index()].as_mut()?;
+        Some(pod.node_name.replace(node.to_string()))
     }
 
     /// The id of the pod with this key.
