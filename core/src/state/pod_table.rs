@@ -133,11 +133,6 @@ impl PodTable {
         self.by_key.iter().map(|(key, &id)| (key, self.pod(id)))
     }
 
-    /// Keys, ids and pods in key order.
-    pub fn iter_ids(&self) -> impl Iterator<Item = (PodId, &Pod)> + '_ {
-        self.by_key.values().map(|&id| (id, self.pod(id)))
-    }
-
     /// Rebuilds the table from its slots, refusing slots that are not a table's.
     fn from_slots(slots: Vec<Option<Pod>>) -> Result<Self, String> {
         if slots.last().is_some_and(Option::is_none) {
