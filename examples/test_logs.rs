@@ -63,6 +63,7 @@ fn write_log(name: &str, path: &Path) -> Result<(), Box<dyn std::error::Error>> 
             .collect(),
         nested_virtualization: scenario.catalog.nested_virtualization.clone(),
         reservations: Vec::new(),
+        ..Catalog::default()
     });
     let store: MemoryStore<LogHeader, LogRecord> =
         MemoryStore::new(LogHeader::new(scenario.config.clone(), &scenario.name));

@@ -126,6 +126,7 @@ fn an_instance_type_no_longer_offered_drifts_the_machine() {
             .collect(),
         nested_virtualization: catalog.nested_virtualization,
         reservations: catalog.reservations,
+        ..Catalog::default()
     })));
     h.advance(15_000);
     let t = finish_replacement(&mut h);

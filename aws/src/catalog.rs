@@ -136,6 +136,7 @@ impl Discovered {
                 instance_types: types,
                 nested_virtualization,
                 reservations: Vec::new(),
+                ..Catalog::default()
             }
             .normalized(),
             without_price,

@@ -78,6 +78,7 @@ pub fn catalog() -> Catalog {
         instance_types,
         nested_virtualization: Default::default(),
         reservations: Vec::new(),
+        ..Catalog::default()
     }
     .normalized()
 }

@@ -187,7 +187,7 @@ fn best_unit_price(
                 continue;
             }
             for alternative in &alternatives {
-                if template.compatible(alternative).is_err() {
+                if !template.admits(alternative) {
                     continue;
                 }
                 let combined = template.intersect(alternative);
@@ -197,7 +197,7 @@ fn best_unit_price(
                     if !pod.requests.fits_in(allocatable)
                         || allocatable.cpu_milli <= 0
                         || allocatable.memory_bytes <= 0
-                        || catalog.requirements[t].intersects(&combined).is_err()
+                        || !catalog.requirements()[t].meets(&combined)
                     {
                         continue;
                     }

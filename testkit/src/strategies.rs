@@ -27,6 +27,7 @@ pub fn small_catalog() -> Arc<Catalog> {
                 instance_types: full.instance_types.iter().step_by(40).cloned().collect(),
                 nested_virtualization: full.nested_virtualization.clone(),
                 reservations: Vec::new(),
+                ..Catalog::default()
             })
         })
         .clone()

@@ -32,6 +32,7 @@ pub fn us_east_1() -> Catalog {
         instance_types: generated.instance_types,
         nested_virtualization: generated.nested_virtualization,
         reservations: Vec::new(),
+        ..Catalog::default()
     }
     .normalized()
 }

@@ -18,6 +18,7 @@ pub use allocatable::{
 };
 pub use prepared::PreparedCatalog;
 
+use crate::model::derived::Derived;
 use crate::model::labels;
 use crate::model::nodeclass::NodeOs;
 use crate::model::requirements::{Requirement, Requirements};
@@ -190,7 +191,7 @@ impl InstanceType {
 }
 
 /// Every instance type of one region.
-#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub struct Catalog {
     pub region: String,
     pub instance_types: Vec<InstanceType>,
@@ -205,6 +206,12 @@ pub struct Catalog {
     /// see [`crate::model::trailing`].
     #[serde(default, deserialize_with = "crate::model::trailing")]
     pub reservations: Vec<CapacityReservation>,
+    /// Each type's requirements, by index ([`Catalog::type_requirements`]): built once per
+    /// catalog, so every core of a process that installs the same shared catalog reads the
+    /// same ones. Not part of the catalog's identity; a new catalog starts with
+    /// `Derived::default()` (or `..Catalog::default()`).
+    #[serde(skip)]
+    pub type_requirements: Derived<Vec<Requirements>>,
 }
 
 impl ReservationKind {
@@ -237,6 +244,18 @@ impl Catalog {
 
     /// Sorts types by name (lookups rely on it).
     /// Whether the types are in name order already (as [`Catalog::normalized`] leaves them).
+    /// Each type's requirements, by index, built the first time they are read. (A catalog
+    /// whose types change after this was read would keep the old ones: catalogs are shared
+    /// behind an `Arc` and never changed once read.)
+    pub fn type_requirements(&self) -> &[Requirements] {
+        self.type_requirements.get_or_init(|| {
+            self.instance_types
+                .iter()
+                .map(|it| it.requirements())
+                .collect()
+        })
+    }
+
     pub fn is_normalized(&self) -> bool {
         self.instance_types.is_sorted_by(|a, b| a.name <= b.name)
     }

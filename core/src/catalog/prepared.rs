@@ -12,8 +12,6 @@ pub struct PreparedCatalog {
     /// Shared with the event that carried it when it came in name order and with no
     /// reservation (else a copy, with the reserved offerings among the types' own).
     pub catalog: Arc<Catalog>,
-    /// `requirements[i]` belongs to `catalog.instance_types[i]`.
-    pub requirements: Vec<Requirements>,
 }
 
 impl PreparedCatalog {
@@ -29,15 +27,14 @@ impl PreparedCatalog {
                     .with_reserved_offerings(),
             )
         };
-        let requirements = catalog
-            .instance_types
-            .iter()
-            .map(|it| it.requirements())
-            .collect();
-        PreparedCatalog {
-            catalog,
-            requirements,
-        }
+        // Built here, once per shared catalog, rather than at the first solve.
+        catalog.type_requirements();
+        PreparedCatalog { catalog }
+    }
+
+    /// `requirements()[i]` belongs to `catalog.instance_types[i]`.
+    pub fn requirements(&self) -> &[Requirements] {
+        self.catalog.type_requirements()
     }
 
     /// Every type's requirements under a node class whose machines are not Linux (a Windows

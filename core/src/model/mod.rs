@@ -2,6 +2,7 @@
 
 pub mod affinity;
 pub mod daemonset;
+pub mod derived;
 pub mod do_not_disrupt;
 pub mod duration;
 pub mod interruption;

@@ -540,6 +540,29 @@ impl Requirements {
     /// Karpenter's `Intersects`: on every key both define, some value must be allowed by both,
     /// unless both allow the label to be absent.
     pub fn intersects(&self, incoming: &Requirements) -> Result<(), Conflict> {
+        match self.first_conflict(incoming) {
+            None => Ok(()),
+            Some((ours, theirs)) => Err(Conflict {
+                key: theirs.key.clone(),
+                wanted: theirs.to_string(),
+                allowed: ours.to_string(),
+            }),
+        }
+    }
+
+    /// Whether [`Requirements::intersects`] holds, without describing the conflict (what the
+    /// filters over a whole catalog ask: most types are refused, and a refusal's text is
+    /// never read there).
+    pub fn meets(&self, incoming: &Requirements) -> bool {
+        self.first_conflict(incoming).is_none()
+    }
+
+    /// The first key both define (in key order) on which no value is allowed by both, and
+    /// absence not by both: ours, then theirs.
+    fn first_conflict<'a>(
+        &'a self,
+        incoming: &'a Requirements,
+    ) -> Option<(&'a Requirement, &'a Requirement)> {
         // Both lists are in key order: one walk pairs the keys they share.
         let mut ours_iter = self.by_key.iter().peekable();
         for theirs in incoming.iter() {
@@ -552,33 +575,39 @@ impl Requirements {
             };
             let absent_allowed = theirs.allows_absence() && ours.allows_absence();
             if !(ours.overlaps(theirs) || absent_allowed) {
-                return Err(Conflict {
-                    key: theirs.key.clone(),
-                    wanted: theirs.to_string(),
-                    allowed: ours.to_string(),
-                });
+                return Some((ours, theirs));
             }
         }
-        Ok(())
+        None
     }
 
     /// Karpenter's `Compatible`: like [`Requirements::intersects`], and a key `incoming` needs
     /// that `self` does not define is refused unless it is well-known (the instance types
     /// define it) or it only asks for absence.
     pub fn compatible(&self, incoming: &Requirements) -> Result<(), Conflict> {
-        for theirs in incoming.iter() {
-            if !self.has_key(&theirs.key)
-                && !theirs.allows_absence()
-                && !labels::is_well_known(&theirs.key)
-            {
-                return Err(Conflict {
-                    key: theirs.key.clone(),
-                    wanted: theirs.to_string(),
-                    allowed: String::new(),
-                });
-            }
+        if let Some(theirs) = self.first_unknown_key(incoming) {
+            return Err(Conflict {
+                key: theirs.key.clone(),
+                wanted: theirs.to_string(),
+                allowed: String::new(),
+            });
         }
         self.intersects(incoming)
+    }
+
+    /// Whether [`Requirements::compatible`] holds, without describing the conflict.
+    pub fn admits(&self, incoming: &Requirements) -> bool {
+        self.first_unknown_key(incoming).is_none() && self.meets(incoming)
+    }
+
+    /// The first key `incoming` needs that `self` does not define, is not well-known and
+    /// does not only ask for absence.
+    fn first_unknown_key<'a>(&self, incoming: &'a Requirements) -> Option<&'a Requirement> {
+        incoming.iter().find(|theirs| {
+            !self.has_key(&theirs.key)
+                && !theirs.allows_absence()
+                && !labels::is_well_known(&theirs.key)
+        })
     }
 
     /// Whether a node with exactly these labels satisfies every requirement.
@@ -873,6 +902,8 @@ mod tests {
                     ours.intersects(&incoming).map_err(|c| c.key),
                     by_definition(&ours, &incoming)
                 );
+                prop_assert_eq!(ours.meets(&incoming), ours.intersects(&incoming).is_ok());
+                prop_assert_eq!(ours.admits(&incoming), ours.compatible(&incoming).is_ok());
             }
         }
     }

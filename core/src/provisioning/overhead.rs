@@ -25,14 +25,14 @@ pub fn daemonset_overhead<'a>(
         let combined: Vec<Requirements> = pod
             .requirement_alternatives()
             .into_iter()
-            .filter(|reqs| template.compatible(reqs).is_ok())
+            .filter(|reqs| template.admits(reqs))
             .map(|reqs| template.intersect(&reqs))
             .collect();
         if combined.is_empty() {
             continue;
         }
         for (t, type_reqs) in type_requirements.iter().enumerate() {
-            if combined.iter().any(|c| type_reqs.intersects(c).is_ok()) {
+            if combined.iter().any(|c| type_reqs.meets(c)) {
                 overhead[t].add(&pod.requests);
             }
         }

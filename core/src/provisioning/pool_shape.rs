@@ -84,13 +84,13 @@ impl PoolShape {
         let class_requirements = catalog.requirements_under(nodeclass);
         let type_requirements = class_requirements
             .as_deref()
-            .unwrap_or(&catalog.requirements);
+            .unwrap_or(catalog.requirements());
         let overhead = daemonset_overhead(pool, &template, type_requirements, daemonsets.values());
         let filter = OfferingFilter::new(&template);
         let types: Vec<usize> = (0..catalog.catalog.instance_types.len())
             .filter(|&t| {
                 catalog.admits(nodeclass, t)
-                    && type_requirements[t].intersects(&template).is_ok()
+                    && type_requirements[t].meets(&template)
                     && overhead[t].fits_in(&resources[t].allocatable)
                     && catalog.catalog.instance_types[t]
                         .offerings
@@ -135,7 +135,7 @@ impl PoolShape {
     pub fn type_requirements(&self, t: usize) -> &Requirements {
         match &self.class_requirements {
             Some(reqs) => &reqs[t],
-            None => &self.catalog.requirements[t],
+            None => &self.catalog.requirements()[t],
         }
     }
 

@@ -1035,7 +1035,7 @@ impl<'a> Solver<'a> {
         let reqs = ctx.shape.template.intersect(&profile.requirements);
         let shown = describe_requirements(&reqs);
         let meeting: Vec<usize> = (0..prepared.catalog.instance_types.len())
-            .filter(|&t| ctx.shape.type_requirements(t).intersects(&reqs).is_ok())
+            .filter(|&t| ctx.shape.type_requirements(t).meets(&reqs))
             .collect();
         if meeting.is_empty() {
             return format!("no instance type satisfies {shown}");

@@ -37,6 +37,9 @@ pub struct SimCloud {
     /// The ids of the instances not terminated, and what they cost per hour together: asked
     /// after every event, so kept rather than counted over every instance ever launched.
     running: BTreeSet<String>,
+    /// The terminated instances by when they were terminated: a listing shows the recently
+    /// terminated ones without a walk over every instance ever launched.
+    terminated: BTreeSet<(u64, String)>,
     price_now: Price,
     /// Launches by client token: a repeated CreateFleet returns the instance it made.
     pub tokens: BTreeMap<String, String>,
@@ -52,6 +55,7 @@ impl SimCloud {
             spec,
             instances: BTreeMap::new(),
             running: BTreeSet::new(),
+            terminated: BTreeSet::new(),
             price_now: Price(0),
             tokens: BTreeMap::new(),
             scope,
@@ -169,6 +173,7 @@ impl SimCloud {
         {
             i.terminated_at_ms = Some(now_ms);
             self.running.remove(instance_id);
+            self.terminated.insert((now_ms, instance_id.to_string()));
             self.price_now = Price(self.price_now.0 - i.instance.price.0);
         }
     }
@@ -180,6 +185,19 @@ impl SimCloud {
 
     pub fn instance(&self, instance_id: &str) -> Option<&SimInstance> {
         self.instances.get(instance_id)
+    }
+
+    /// The instances running or terminated at or after `since_ms`, in id order.
+    pub fn listed(&self, since_ms: u64) -> Vec<&SimInstance> {
+        let recent = self
+            .terminated
+            .range((since_ms, String::new())..)
+            .map(|(_, id)| id);
+        let mut ids: Vec<&String> = self.running.iter().chain(recent).collect();
+        ids.sort_unstable();
+        ids.into_iter()
+            .filter_map(|id| self.instances.get(id))
+            .collect()
     }
 
     /// The instances not terminated, in id order.

@@ -758,13 +758,11 @@ impl World {
 
     /// DescribeInstances: this cluster's instances, the recently terminated ones included.
     fn listed_instances(&self) -> Vec<ListedInstance> {
-        let now = self.now_ms;
+        // Listed while `now < terminated + TERMINATED_LISTED_MS`.
+        let since = (self.now_ms + 1).saturating_sub(TERMINATED_LISTED_MS);
         self.cloud
-            .instances()
-            .filter(|i| {
-                i.terminated_at_ms
-                    .is_none_or(|t| now < t + TERMINATED_LISTED_MS)
-            })
+            .listed(since)
+            .into_iter()
             .map(|i| ListedInstance {
                 instance_id: i.instance.instance_id.clone(),
                 nodeclaim: Some(i.nodeclaim.clone()),
