@@ -10,11 +10,13 @@
 use std::fmt::Write as _;
 use std::path::Path;
 
-use nodewright_adapters::eventlog::{LogError, LogHeader, LogRecord, NwlogReader, SnapshotParts};
+use nodewright_adapters::eventlog::{LogError, LogHeader, LogRecord, NwlogReader};
 use nodewright_core::model::nodeclaim::LaunchOption;
 use nodewright_core::model::pod::{Pod, PodKey};
 use nodewright_core::provisioning::scheduler;
 use nodewright_core::{Command, Core, Event, EventKind};
+
+use crate::replayer::{Replayer, Step};
 use thiserror::Error;
 
 /// What to explain.
@@ -43,7 +45,7 @@ pub enum ExplainError {
     #[error(transparent)]
     Log(#[from] LogError),
     #[error(transparent)]
-    Replay(#[from] crate::verify::ReplayError),
+    Replay(#[from] crate::replayer::ReplayError),
     #[error("the log never mentions pod {0}; `nodewright log inspect` shows what it holds")]
     UnknownPod(PodKey),
     #[error(
@@ -184,52 +186,27 @@ fn tell<S: std::io::Read>(
     mut reader: NwlogReader<LogHeader, LogRecord, S>,
     mut teller: Teller,
 ) -> Result<Story, ExplainError> {
-    let header = reader.header().clone();
-    let mut core = Core::new(header.config.clone());
-    let mut events = 0u64;
-    let mut commands = 0u64;
+    // The pieces of split commands come in order: each is told as it comes.
+    let mut replay = Replayer::new(reader.header().clone());
     let mut last_event: Option<(u64, Event)> = None;
-    let mut opening: Option<LogRecord> = None;
-    let mut parts = SnapshotParts::default();
     while let Some(entry) = reader.next_entry() {
-        let entry = entry?;
-        if entry.record_index == 0
-            && let LogRecord::Event(e) = &entry.record
-            && matches!(e.kind, EventKind::CatalogUpdated(_))
-        {
-            opening = Some(entry.record.clone());
-        }
-        match entry.record {
-            LogRecord::Event(event) => {
-                teller.before_event(events, &event);
-                core.handle(&event);
-                teller.after_event(&core, events, &event);
-                last_event = Some((events, event));
-                events += 1;
+        match replay.feed(entry?.record)? {
+            Some(Step::Event { index, event, .. }) => {
+                teller.before_event(index, &event);
+                teller.after_event(replay.core(), index, &event);
+                last_event = Some((index, event));
             }
-            // The pieces of split commands come in order: each is told as it comes.
-            LogRecord::Commands(recorded)
-            | LogRecord::CommandsPart {
-                commands: recorded, ..
-            } => {
-                for command in &recorded {
-                    teller.command(&core, commands, command, last_event.as_ref());
-                    commands += 1;
+            Some(Step::Recorded(recorded)) => {
+                let first = replay.commands() - recorded.len() as u64;
+                for (index, command) in (first..).zip(&recorded) {
+                    teller.command(replay.core(), index, command, last_event.as_ref());
                 }
             }
-            // A log cut from a longer one starts from the snapshot of the events before it;
-            // any other snapshot only caches the events.
-            LogRecord::SnapshotPart(bytes) => parts.push(bytes),
-            LogRecord::Snapshot(snapshot) if snapshot.events > events => {
-                let snapshot = crate::verify::whole(&mut parts, snapshot)?;
-                core = crate::verify::start_from(&snapshot, &header, opening.take())?;
-                events = snapshot.events;
-                commands = snapshot.commands;
-            }
-            LogRecord::Snapshot(_) => parts = SnapshotParts::default(),
+            // A snapshot only caches the events (one that starts a cut log is in the core).
+            Some(Step::Snapshot { .. } | Step::Started { .. }) | None => {}
         }
     }
-    teller.finish(header, commands)
+    teller.finish(replay.header().clone(), replay.commands())
 }
 
 /// Collects the lines of one story as the log goes by.

@@ -27,18 +27,21 @@ use std::path::{Path, PathBuf};
 use nodewright_adapters::eventlog::{
     LogError, LogHeader, LogRecord, NwlogWriter, RedbStore, Snapshot, commands_records,
 };
-use nodewright_core::{Command, Core, EventKind};
+use nodewright_core::Command;
 use thiserror::Error;
 
 use crate::redact::{Learner, RedactionCounts, Redactor};
+use crate::replayer::{Replayer, Step};
 
 /// Records read from the store at once.
-const CHUNK: u64 = 4096;
+const CHUNK: usize = 4096;
 
 #[derive(Debug, Error)]
 pub enum ExportError {
     #[error(transparent)]
     Log(#[from] LogError),
+    #[error(transparent)]
+    Replay(#[from] crate::replayer::ReplayError),
     #[error("the store holds no event in the range {0}: nothing to export")]
     Empty(String),
     #[error(
@@ -113,77 +116,83 @@ pub fn export_store(
         return export_redacted(store, out, from_ms, until_ms);
     }
     let header = store.header().clone();
-    let len = store.len();
     let from = from_ms.unwrap_or(0);
     let until = until_ms.unwrap_or(u64::MAX);
 
     // One pass: the core replays what comes before the range; the range is found by its
-    // events' times (commands go with the event before them).
-    let mut core = Core::new(header.config.clone());
-    let mut catalog: Option<LogRecord> = None;
-    let mut before = (0u64, 0u64);
-    let mut start: Option<u64> = None;
-    let mut end = len;
-    let mut index = 0;
-    'scan: while index < len {
-        let to = (index + CHUNK).min(len);
-        for (i, record) in (index..to).zip(store.read_range(index, to)?) {
-            if let LogRecord::Event(event) = &record {
-                if event.at_ms >= until {
-                    end = i;
-                    break 'scan;
-                }
-                if start.is_none() && event.at_ms >= from {
-                    start = Some(i);
-                }
+    // events' times (commands go with the event before them) and copied as it is.
+    let mut replay = Replayer::new(header.clone());
+    let mut records = store_records(store);
+    let mut first: Option<LogRecord> = None;
+    for record in records.by_ref() {
+        let record = record?;
+        if let LogRecord::Event(event) = &record {
+            if event.at_ms >= until {
+                break;
             }
-            if start.is_none() {
-                match &record {
-                    LogRecord::Event(event) => {
-                        if matches!(event.kind, EventKind::CatalogUpdated(_)) {
-                            catalog = Some(record.clone());
-                        }
-                        core.handle(event);
-                        before.0 += 1;
-                    }
-                    LogRecord::Commands(cs) | LogRecord::CommandsPart { commands: cs, .. } => {
-                        before.1 += cs.len() as u64
-                    }
-                    LogRecord::Snapshot(_) | LogRecord::SnapshotPart(_) => {}
-                }
+            if event.at_ms >= from {
+                first = Some(record);
+                break;
             }
         }
-        index = to;
+        replay.feed(record)?;
     }
-    let Some(start) = start.filter(|s| *s < end) else {
+    let Some(first) = first else {
         return Err(ExportError::Empty(range_text(from_ms, until_ms)));
     };
 
     let partial = partial_path(out);
-    let mut writer = open_writer(&partial, &header, &core, &catalog, before)?;
+    let mut writer = open_writer(&partial, &header, &replay)?;
     let (mut events, mut commands) = (0, 0);
-    let mut index = start;
-    while index < end {
-        let to = (index + CHUNK).min(end);
-        let records = store.read_range(index, to)?;
-        for record in &records {
-            match record {
-                LogRecord::Event(_) => events += 1,
-                LogRecord::Commands(cs) | LogRecord::CommandsPart { commands: cs, .. } => {
-                    commands += cs.len() as u64
-                }
-                LogRecord::Snapshot(_) | LogRecord::SnapshotPart(_) => {}
+    let mut batch: Vec<LogRecord> = Vec::new();
+    for record in std::iter::once(Ok(first)).chain(records) {
+        let record = record?;
+        match &record {
+            LogRecord::Event(event) if event.at_ms >= until => break,
+            LogRecord::Event(_) => events += 1,
+            LogRecord::Commands(cs) | LogRecord::CommandsPart { commands: cs, .. } => {
+                commands += cs.len() as u64
             }
+            LogRecord::Snapshot(_) | LogRecord::SnapshotPart(_) => {}
         }
-        writer.append(&records)?;
-        index = to;
+        batch.push(record);
+        if batch.len() >= CHUNK {
+            // One durable write a chunk.
+            writer.append(&batch)?;
+            batch.clear();
+        }
     }
+    writer.append(&batch)?;
     finish(writer, &partial, out)?;
     Ok(Exported {
         events,
         commands,
-        events_before: before.0,
+        events_before: replay.events(),
         redacted: None,
+    })
+}
+
+/// The store's records in order, read [`CHUNK`] at a time.
+fn store_records(
+    store: &RedbStore<LogHeader, LogRecord>,
+) -> impl Iterator<Item = Result<LogRecord, LogError>> + '_ {
+    let len = store.len();
+    let mut next = 0u64;
+    let mut chunk = std::collections::VecDeque::new();
+    std::iter::from_fn(move || {
+        if chunk.is_empty() && next < len {
+            let to = (next + CHUNK as u64).min(len);
+            match store.read_range(next, to) {
+                Ok(records) => chunk.extend(records),
+                Err(error) => {
+                    // Nothing after a chunk that does not read.
+                    next = len;
+                    return Some(Err(error));
+                }
+            }
+            next = to;
+        }
+        chunk.pop_front().map(Ok)
     })
 }
 
@@ -211,88 +220,72 @@ fn write_redacted(
     until_ms: Option<u64>,
 ) -> Result<Exported, ExportError> {
     let header = store.header().clone();
-    let len = store.len();
     let from = from_ms.unwrap_or(0);
     let until = until_ms.unwrap_or(u64::MAX);
 
     // First reading: the values of the whole store, so that every export of it agrees.
     let mut learner = Learner::default();
-    let mut index = 0;
-    while index < len {
-        let to = (index + CHUNK).min(len);
-        for record in store.read_range(index, to)? {
-            if let LogRecord::Event(mut event) = record {
-                learner.learn(&mut event.kind);
-            }
+    for record in store_records(store) {
+        if let LogRecord::Event(mut event) = record? {
+            learner.learn(&mut event.kind);
         }
-        index = to;
     }
     let redactor = learner.finish();
 
     // Second reading: the core decides over the redacted events; the range is written, a
-    // chunk of the store at a time (one durable write each).
+    // chunk at a time (one durable write each).
     let mut writer: Option<NwlogWriter<LogHeader, LogRecord>> = None;
     let mut batch: Vec<LogRecord> = Vec::new();
-    let mut core = Core::new(header.config.clone());
-    let mut catalog: Option<LogRecord> = None;
-    let mut before = (0u64, 0u64);
+    let mut replay = Replayer::new(header.clone());
     let (mut events, mut commands) = (0u64, 0u64);
     // The last event: its index and time, the commands the core gave for it, and the
     // recorded ones seen so far.
     let mut open: Option<(u64, u64, Vec<Command>, Vec<Command>)> = None;
-    let mut event_index = 0u64;
-    let mut index = 0;
-    'read: while index < len {
-        let to = (index + CHUNK).min(len);
-        for record in store.read_range(index, to)? {
-            match record {
-                LogRecord::Event(mut event) => {
-                    if event.at_ms >= until {
-                        break 'read;
-                    }
-                    let in_range = event.at_ms >= from;
-                    if let Some(done) = open.take() {
-                        let keep = writer.is_some().then_some(&mut batch);
-                        close(&redactor, done, keep, &mut commands)?;
-                    }
-                    if in_range && writer.is_none() {
-                        writer = Some(open_writer(partial, &header, &core, &catalog, before)?);
-                    }
-                    if matches!(event.kind, EventKind::CatalogUpdated(_)) && !in_range {
-                        catalog = Some(LogRecord::Event(event.clone()));
-                    }
-                    redactor.redact(&mut event.kind);
-                    let given = core.handle(&event);
-                    let at_ms = event.at_ms;
-                    if writer.is_some() {
-                        batch.push(LogRecord::Event(event));
-                        events += 1;
-                    } else {
-                        before.0 += 1;
-                    }
-                    open = Some((event_index, at_ms, given, Vec::new()));
-                    event_index += 1;
+    for record in store_records(store) {
+        let mut record = record?;
+        match &mut record {
+            LogRecord::Event(event) => {
+                if event.at_ms >= until {
+                    break;
                 }
-                LogRecord::Commands(recorded)
-                | LogRecord::CommandsPart {
-                    commands: recorded, ..
-                } => {
-                    if writer.is_none() {
-                        before.1 += recorded.len() as u64;
-                    }
-                    if let Some((_, _, _, seen)) = open.as_mut() {
-                        seen.extend(recorded);
-                    }
+                if let Some(done) = open.take() {
+                    let keep = writer.is_some().then_some(&mut batch);
+                    close(&redactor, done, keep, &mut commands)?;
                 }
-                // Snapshots hold the names: left out.
-                LogRecord::Snapshot(_) | LogRecord::SnapshotPart(_) => {}
+                if event.at_ms >= from && writer.is_none() {
+                    writer = Some(open_writer(partial, &header, &replay)?);
+                }
+                redactor.redact(&mut event.kind);
             }
+            // Snapshots hold the names: left out.
+            LogRecord::Snapshot(_) | LogRecord::SnapshotPart(_) => continue,
+            LogRecord::Commands(_) | LogRecord::CommandsPart { .. } => {}
         }
-        if let Some(w) = writer.as_mut() {
+        match replay.feed(record)? {
+            Some(Step::Event {
+                index,
+                event,
+                given,
+            }) => {
+                open = Some((index, event.at_ms, given, Vec::new()));
+                if writer.is_some() {
+                    batch.push(LogRecord::Event(event));
+                    events += 1;
+                }
+            }
+            Some(Step::Recorded(recorded)) => {
+                if let Some((_, _, _, seen)) = open.as_mut() {
+                    seen.extend(recorded);
+                }
+            }
+            Some(Step::Snapshot { .. } | Step::Started { .. }) | None => {}
+        }
+        if let Some(w) = writer.as_mut()
+            && batch.len() >= CHUNK
+        {
             w.append(&batch)?;
             batch.clear();
         }
-        index = to;
     }
     if let Some(done) = open.take() {
         let keep = writer.is_some().then_some(&mut batch);
@@ -306,7 +299,7 @@ fn write_redacted(
     Ok(Exported {
         events,
         commands,
-        events_before: before.0,
+        events_before: replay.events() - events,
         redacted: Some(redactor.counts()),
     })
 }
@@ -336,19 +329,22 @@ fn range_text(from_ms: Option<u64>, until_ms: Option<u64>) -> String {
 fn open_writer(
     partial: &Path,
     header: &LogHeader,
-    core: &Core,
-    catalog: &Option<LogRecord>,
-    before: (u64, u64),
+    before: &Replayer,
 ) -> Result<NwlogWriter<LogHeader, LogRecord>, ExportError> {
     let mut writer = NwlogWriter::<LogHeader, LogRecord>::create(partial, header)?;
-    if before.0 > 0 {
+    if before.events() > 0 {
         let mut opening = Vec::new();
-        let catalog_record = catalog.clone().map(|c| {
-            opening.push(c);
+        let catalog_record = before.catalog().map(|c| {
+            opening.push(LogRecord::Event(c.clone()));
             0
         });
-        let snapshot = Snapshot::of(core, before.0, before.1, catalog_record)
-            .map_err(|e| ExportError::Snapshot(e.to_string()))?;
+        let snapshot = Snapshot::of(
+            before.core(),
+            before.events(),
+            before.commands(),
+            catalog_record,
+        )
+        .map_err(|e| ExportError::Snapshot(e.to_string()))?;
         opening.extend(snapshot.into_records());
         writer.append(&opening)?;
     }

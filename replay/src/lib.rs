@@ -12,10 +12,12 @@ pub mod export;
 pub mod inspect;
 pub mod redact;
 pub mod repair;
+pub mod replayer;
 pub mod verify;
 
 pub use explain::{Story, Subject, explain_file};
 pub use inspect::{LogSummary, inspect_file};
+pub use replayer::{Replayer, Step};
 pub use verify::{
     Divergence, Progress, ReplayError, VerifyOutcome, verify, verify_file,
     verify_file_with_progress,

@@ -4,51 +4,12 @@
 use std::collections::VecDeque;
 use std::path::Path;
 
-use nodewright_adapters::eventlog::{
-    CommandParts, DecisionDigest, LogError, LogHeader, LogRecord, NwlogReader, Snapshot,
-    SnapshotParts,
-};
-use nodewright_core::{Command, Core, Event, EventKind};
-use thiserror::Error;
+use nodewright_adapters::eventlog::{DecisionDigest, LogHeader, LogRecord, NwlogReader, Snapshot};
+use nodewright_core::{Command, Event};
 
-/// Why a log could not be replayed at all.
-#[derive(Debug, Error)]
-pub enum ReplayError {
-    #[error(transparent)]
-    Log(#[from] LogError),
-    #[error(
-        "the log starts at event {events} from a snapshot that cannot be restored here ({reason}); replay it with the nodewright version that exported it, or export the range from the store's start"
-    )]
-    StartingSnapshot { events: u64, reason: String },
-}
+use crate::replayer::{Replayer, Step};
 
-/// A snapshot read in order, joined with the parts read before it.
-pub(crate) fn whole(
-    parts: &mut SnapshotParts,
-    snapshot: Snapshot,
-) -> Result<Snapshot, ReplayError> {
-    let events = snapshot.events;
-    parts
-        .join(snapshot)
-        .map_err(|e| ReplayError::StartingSnapshot {
-            events,
-            reason: e.to_string(),
-        })
-}
-
-/// The core a cut log starts with: its snapshot, restored over its catalog event.
-pub(crate) fn start_from(
-    snapshot: &Snapshot,
-    header: &LogHeader,
-    opening: Option<LogRecord>,
-) -> Result<Core, ReplayError> {
-    snapshot
-        .restore(&header.config, |i| if i == 0 { opening } else { None })
-        .map_err(|e| ReplayError::StartingSnapshot {
-            events: snapshot.events,
-            reason: e.to_string(),
-        })
-}
+pub use crate::replayer::ReplayError;
 
 /// Events shown before a divergent one.
 const CONTEXT: usize = 3;
@@ -126,25 +87,13 @@ pub fn verify_with_progress<S: std::io::Read>(
     bytes_total: Option<u64>,
     mut progress: impl FnMut(Progress),
 ) -> Result<VerifyOutcome, ReplayError> {
-    let header = reader.header().clone();
-    let mut core = Core::new(header.config.clone());
+    let mut replay = Replayer::new(reader.header().clone()).joining_commands();
     let mut digest = DecisionDigest::new();
-    let mut events = 0u64;
     // The last events, newest last: the newest is the one whose recorded commands are awaited
     // when `open` holds what the core returned for it.
     let mut before: VecDeque<(u64, Event)> = VecDeque::with_capacity(CONTEXT + 1);
     let mut open: Option<Vec<Command>> = None;
     let mut snapshots = SnapshotCheck::default();
-    let mut parts = SnapshotParts::default();
-    let mut pieces = CommandParts::default();
-    // Record indexes, for the catalog event a snapshot names.
-    let mut record_index = 0u64;
-    let mut catalog_record: Option<u64> = None;
-    // For a log that starts from a snapshot: its first record (the catalog event the snapshot
-    // names), the commands before it, and the event count it starts at.
-    let mut opening: Option<LogRecord> = None;
-    let mut starting_commands = 0u64;
-    let mut started_at: Option<u64> = None;
 
     // Compares the commands the core returned for the newest event with the recorded ones.
     let check = |open: Option<Vec<Command>>,
@@ -171,30 +120,25 @@ pub fn verify_with_progress<S: std::io::Read>(
         let Some(entry) = reader.next_entry() else {
             break check(open.take(), Vec::new(), &before);
         };
-        let record = entry?.record;
-        let index = record_index;
-        record_index += 1;
-        let Some(record) = pieces.take(record) else {
+        let Some(step) = replay.feed(entry?.record)? else {
             continue;
         };
-        match record {
-            LogRecord::Event(event) => {
-                if matches!(event.kind, EventKind::CatalogUpdated(_)) {
-                    catalog_record = Some(index);
-                    if index == 0 {
-                        opening = Some(LogRecord::Event(event.clone()));
-                    }
-                }
+        match step {
+            Step::Event {
+                index,
+                event,
+                given,
+            } => {
                 if let Some(mut d) = check(open.take(), Vec::new(), &before) {
-                    d.after.push((events, event));
+                    d.after.push((index, event));
                     break Some(with_following(&mut reader, d));
                 }
-                open = Some(core.handle(&event));
+                open = Some(given);
                 if before.len() > CONTEXT {
                     before.pop_front();
                 }
-                before.push_back((events, event));
-                events += 1;
+                before.push_back((index, event));
+                let events = index + 1;
                 if events.is_multiple_of(PROGRESS_EVERY) {
                     progress(Progress {
                         events,
@@ -203,46 +147,29 @@ pub fn verify_with_progress<S: std::io::Read>(
                     });
                 }
             }
-            LogRecord::Commands(recorded) => {
+            Step::Recorded(recorded) => {
                 digest.add_all(&recorded);
                 if let Some(d) = check(open.take(), recorded, &before) {
                     break Some(with_following(&mut reader, d));
                 }
             }
-            LogRecord::SnapshotPart(bytes) => parts.push(bytes),
-            // Joined into a `Commands` record by `pieces`.
-            LogRecord::CommandsPart { .. } => {}
-            LogRecord::Snapshot(recorded) => {
+            Step::Started { .. } => {}
+            Step::Snapshot {
+                snapshot,
+                mut parts,
+            } => {
                 if let Some(d) = check(open.take(), Vec::new(), &before) {
                     break Some(with_following(&mut reader, d));
                 }
-                if recorded.events > events {
-                    let recorded = whole(&mut parts, recorded)?;
-                    // A log cut from a longer one (`log export --from`) starts from the
-                    // snapshot of the events before it.
-                    core = start_from(&recorded, &header, opening.take())?;
-                    events = recorded.events;
-                    starting_commands = recorded.commands;
-                    started_at = Some(recorded.events);
-                    continue;
-                }
-                match parts.join(recorded) {
-                    Ok(recorded) => snapshots.compare(
-                        &recorded,
-                        &core,
-                        events,
-                        starting_commands + digest.commands(),
-                        catalog_record,
-                    ),
+                match parts.join(snapshot) {
+                    Ok(recorded) => snapshots.compare(&recorded, &replay),
                     // Its parts are not all there: it holds no core at all.
-                    Err(_) => snapshots.broken(events),
+                    Err(_) => snapshots.broken(replay.events()),
                 }
             }
         }
     };
-    Ok(outcome(
-        header, events, started_at, &digest, divergence, snapshots,
-    ))
+    Ok(outcome(&replay, &digest, divergence, snapshots))
 }
 
 /// Reads on to the events after a divergence, until it shows [`CONTEXT`] of them (or the log
@@ -279,19 +206,18 @@ struct SnapshotCheck {
 }
 
 impl SnapshotCheck {
-    fn compare(
-        &mut self,
-        recorded: &Snapshot,
-        core: &Core,
-        events: u64,
-        commands: u64,
-        catalog_record: Option<u64>,
-    ) {
+    fn compare(&mut self, recorded: &Snapshot, replay: &Replayer) {
         if recorded.producer != Snapshot::this_producer() {
             return;
         }
         self.checked += 1;
-        let same = recorded.holds(core, events, commands, catalog_record);
+        let events = replay.events();
+        let same = recorded.holds(
+            replay.core(),
+            events,
+            replay.commands(),
+            replay.catalog_record(),
+        );
         if !same && self.first_divergence.is_none() {
             self.first_divergence = Some(events);
         }
@@ -305,16 +231,15 @@ impl SnapshotCheck {
 }
 
 fn outcome(
-    header: LogHeader,
-    events: u64,
-    started_at: Option<u64>,
+    replay: &Replayer,
     digest: &DecisionDigest,
     divergence: Option<Divergence>,
     snapshots: SnapshotCheck,
 ) -> VerifyOutcome {
+    let started_at = replay.started_at();
     VerifyOutcome {
-        header,
-        events: events - started_at.unwrap_or(0),
+        header: replay.header().clone(),
+        events: replay.events() - started_at.unwrap_or(0),
         started_at_event: started_at,
         commands: digest.commands(),
         decision_digest: digest.hex(),
