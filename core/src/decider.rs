@@ -149,11 +149,23 @@ impl Core {
     /// start applies its NodePools, classes and DaemonSets one event each).
     fn pool_shapes_changed(&mut self) {
         self.caches.pool_shapes_stale = true;
+        self.caches.drift_inputs = None;
     }
 
     /// Computes again the shapes of the NodePools that changed since the last solve. (A shape
     /// is checked against the cluster whenever it is read, so one not yet computed again is
     /// computed where it is needed: this only keeps that from happening at every solve.)
+    /// What drift compares machines with (the NodePools' and EC2NodeClasses' hashes and
+    /// requirements), computed once between changes of them.
+    fn drift_inputs(&mut self) -> std::sync::Arc<crate::disruption::drift::DriftInputs> {
+        self.caches
+            .drift_inputs
+            .get_or_insert_with(|| {
+                std::sync::Arc::new(crate::disruption::drift::DriftInputs::of(&self.state))
+            })
+            .clone()
+    }
+
     fn refresh_pool_shapes(&mut self) {
         if std::mem::take(&mut self.caches.pool_shapes_stale) {
             self.caches.pool_shapes.refresh(&self.state);
@@ -1301,7 +1313,8 @@ impl Core {
         self.refresh_pool_shapes();
         let exhausted: Vec<crate::model::pdb::PodDisruptionBudget> =
             self.state.exhausted_pdbs().into_iter().cloned().collect();
-        for (name, why) in crate::disruption::drift::drifted(&self.state) {
+        let inputs = self.drift_inputs();
+        for (name, why) in crate::disruption::drift::drifted(&self.state, &inputs) {
             let Some(claim) = self.state.nodeclaims.get(&name) else {
                 continue;
             };
@@ -1794,14 +1807,21 @@ impl Core {
             cheapest.price,
         );
         let mut annotations = pool.template_annotations.clone();
+        let hashes = self.drift_inputs();
         annotations.insert(
             crate::disruption::drift::NODEPOOL_HASH.to_string(),
-            crate::disruption::drift::nodepool_hash(&pool),
+            hashes.pool_hash(&pool.name).map_or_else(
+                || crate::disruption::drift::nodepool_hash(&pool),
+                str::to_string,
+            ),
         );
         if let Some(class) = self.state.nodeclasses.get(&pool.node_class_ref.name) {
             annotations.insert(
                 crate::disruption::drift::NODECLASS_HASH.to_string(),
-                crate::disruption::drift::nodeclass_hash(class),
+                hashes.class_hash(&class.name).map_or_else(
+                    || crate::disruption::drift::nodeclass_hash(class),
+                    str::to_string,
+                ),
             );
         }
         let spec = NodeClaimSpec {

@@ -212,6 +212,50 @@ pub struct Catalog {
     /// `Derived::default()` (or `..Catalog::default()`).
     #[serde(skip)]
     pub type_requirements: Derived<Vec<Requirements>>,
+    /// The catalog's zones, each offering's by position ([`Catalog::offering_zones`]); built
+    /// once per catalog, like `type_requirements`.
+    #[serde(skip)]
+    pub offering_zones: Derived<OfferingZones>,
+}
+
+/// The zones of a catalog's offerings, and each offering's zone as a position among them:
+/// what lets a filter over every offering check each zone once, not once per offering.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct OfferingZones {
+    /// In name order.
+    pub names: Vec<String>,
+    /// `of_offering[t][o]`: the position in `names` of the zone of offering `o` of type `t`.
+    pub of_offering: Vec<Vec<u16>>,
+}
+
+impl OfferingZones {
+    fn of(catalog: &Catalog) -> Self {
+        let names: Vec<String> = catalog
+            .instance_types
+            .iter()
+            .flat_map(|it| it.offerings.iter().map(|o| &o.zone))
+            .collect::<BTreeSet<&String>>()
+            .into_iter()
+            .cloned()
+            .collect();
+        let of_offering = catalog
+            .instance_types
+            .iter()
+            .map(|it| {
+                it.offerings
+                    .iter()
+                    .map(|o| {
+                        let at = names
+                            .binary_search(&o.zone)
+                            .expect("every offering's zone is among the names, built from them");
+                        // A region has a few dozen zones at the most.
+                        u16::try_from(at).unwrap_or(u16::MAX)
+                    })
+                    .collect()
+            })
+            .collect();
+        OfferingZones { names, of_offering }
+    }
 }
 
 impl ReservationKind {
@@ -256,6 +300,12 @@ impl Catalog {
         })
     }
 
+    /// The zones of the offerings, and each offering's by position, built the first time
+    /// they are read (as [`Catalog::type_requirements`]).
+    pub fn offering_zones(&self) -> &OfferingZones {
+        self.offering_zones.get_or_init(|| OfferingZones::of(self))
+    }
+
     pub fn is_normalized(&self) -> bool {
         self.instance_types.is_sorted_by(|a, b| a.name <= b.name)
     }
@@ -263,6 +313,7 @@ impl Catalog {
     /// The catalog with a `reserved` offering for each type and zone a reservation holds (at
     /// [`reserved_price`] of the type's on-demand price there), after the type's own offerings.
     pub fn with_reserved_offerings(mut self) -> Catalog {
+        self.forget_derived();
         let reservations = std::mem::take(&mut self.reservations);
         for r in &reservations {
             let Some(at) = self.position(&r.instance_type) else {
@@ -304,8 +355,15 @@ impl Catalog {
     }
 
     pub fn normalized(mut self) -> Catalog {
+        self.forget_derived();
         self.instance_types.sort_by(|a, b| a.name.cmp(&b.name));
         self
+    }
+
+    /// Drops what was derived from the types (before they change).
+    fn forget_derived(&mut self) {
+        self.type_requirements = Derived::default();
+        self.offering_zones = Derived::default();
     }
 
     pub fn price_of(

@@ -108,4 +108,7 @@ pub(super) struct Caches {
     /// A NodePool, its class, the DaemonSets or the catalog changed since `pool_shapes` were
     /// last refreshed.
     pub(super) pool_shapes_stale: bool,
+    /// What drift compares machines with, once computed; forgotten when a NodePool or an
+    /// EC2NodeClass changes.
+    pub(super) drift_inputs: Option<std::sync::Arc<crate::disruption::drift::DriftInputs>>,
 }

@@ -71,25 +71,58 @@ pub fn nodeclass_hash(class: &NodeClass) -> String {
     }
 }
 
-/// Drifted machines (initialized, not already leaving), by name, with why.
-pub fn drifted(state: &ClusterState) -> Vec<(String, String)> {
-    // Each NodePool's and EC2NodeClass's hash, once per search rather than once per machine.
-    let pool_hashes: BTreeMap<&str, String> = state
-        .nodepools
-        .iter()
-        .map(|(name, pool)| (name.as_str(), nodepool_hash(pool)))
-        .collect();
-    let class_hashes: BTreeMap<&str, String> = state
-        .nodeclasses
-        .iter()
-        .map(|(name, class)| (name.as_str(), nodeclass_hash(class)))
-        .collect();
-    // Each NodePool's requirements, built once per search.
-    let pool_requirements: BTreeMap<&str, Requirements> = state
-        .nodepools
-        .iter()
-        .map(|(name, pool)| (name.as_str(), pool.template_requirements()))
-        .collect();
+/// What drift compares a machine with, computed from the NodePools and EC2NodeClasses alone:
+/// kept between searches until one of them changes (the hashes are JSON encodings).
+#[derive(Debug, Clone, Default)]
+pub struct DriftInputs {
+    /// Each NodePool's hash, by name.
+    pool_hashes: BTreeMap<String, String>,
+    /// Each EC2NodeClass's hash, by name.
+    class_hashes: BTreeMap<String, String>,
+    /// Each NodePool's template requirements, by name.
+    pool_requirements: BTreeMap<String, Requirements>,
+}
+
+impl DriftInputs {
+    pub fn of(state: &ClusterState) -> Self {
+        DriftInputs {
+            pool_hashes: state
+                .nodepools
+                .iter()
+                .map(|(name, pool)| (name.clone(), nodepool_hash(pool)))
+                .collect(),
+            class_hashes: state
+                .nodeclasses
+                .iter()
+                .map(|(name, class)| (name.clone(), nodeclass_hash(class)))
+                .collect(),
+            pool_requirements: state
+                .nodepools
+                .iter()
+                .map(|(name, pool)| (name.clone(), pool.template_requirements()))
+                .collect(),
+        }
+    }
+
+    /// The hash of the NodePool called `name`, as [`nodepool_hash`] gives it.
+    pub fn pool_hash(&self, name: &str) -> Option<&str> {
+        self.pool_hashes.get(name).map(String::as_str)
+    }
+
+    /// The hash of the EC2NodeClass called `name`, as [`nodeclass_hash`] gives it.
+    pub fn class_hash(&self, name: &str) -> Option<&str> {
+        self.class_hashes.get(name).map(String::as_str)
+    }
+}
+
+/// Drifted machines (initialized, not already leaving), by name, with why. `inputs` are
+/// [`DriftInputs::of`] the same NodePools and EC2NodeClasses.
+pub fn drifted(state: &ClusterState, inputs: &DriftInputs) -> Vec<(String, String)> {
+    let DriftInputs {
+        pool_hashes,
+        class_hashes,
+        pool_requirements,
+    } = inputs;
     let mut out = Vec::new();
     for (name, claim) in &state.nodeclaims {
         if claim.terminating.is_some() || !claim.is_initialized() {

@@ -3,8 +3,7 @@
 
 use std::collections::BTreeSet;
 
-use crate::catalog::PreparedCatalog;
-use crate::catalog::Price;
+use crate::catalog::{CapacityType, OfferingZones, PreparedCatalog, Price};
 use crate::model::labels;
 use crate::model::nodeclaim::LaunchOption;
 use crate::model::requirements::Requirements;
@@ -35,6 +34,104 @@ impl<'a> OfferingFilter<'a> {
     }
 }
 
+/// Which offerings of the catalog an [`OfferingFilter`] allows and may be launched now,
+/// answered by position: each of the catalog's zones and capacity types is checked once
+/// against the requirements, and the offerings marked unavailable are found once by position,
+/// so an offering is a few lookups instead of searches by name. Answers as
+/// `filter.allows(zone, capacity type) && state.offering_available(..)` does.
+pub struct OfferingMask<'a> {
+    state: &'a ClusterState,
+    prepared: &'a PreparedCatalog,
+    filter: OfferingFilter<'a>,
+    zones: &'a OfferingZones,
+    /// By position in `zones.names`.
+    zone_allowed: Vec<bool>,
+    /// By [`CapacityType`] (its declaration order).
+    capacity_allowed: [bool; 3],
+    /// `(type, offering)` of the offerings marked unavailable now, in order.
+    unavailable: Vec<(usize, usize)>,
+    now_ms: u64,
+}
+
+impl<'a> OfferingMask<'a> {
+    pub fn new(
+        state: &'a ClusterState,
+        prepared: &'a PreparedCatalog,
+        filter: OfferingFilter<'a>,
+        now_ms: u64,
+    ) -> Self {
+        let catalog = &prepared.catalog;
+        let zones = catalog.offering_zones();
+        let zone_allowed = zones
+            .names
+            .iter()
+            .map(|zone| filter.zone.is_none_or(|r| r.has(zone)))
+            .collect();
+        let capacity_allowed = [
+            CapacityType::Reserved,
+            CapacityType::Spot,
+            CapacityType::OnDemand,
+        ]
+        .map(|c| filter.capacity_type.is_none_or(|r| r.has(c.as_str())));
+        let mut unavailable: Vec<(usize, usize)> = state
+            .unavailable
+            .iter()
+            .filter(|(_, until)| **until > now_ms)
+            .filter_map(|(key, _)| Some((key, catalog.position(&key.instance_type)?)))
+            .flat_map(|(key, t)| {
+                catalog.instance_types[t]
+                    .offerings
+                    .iter()
+                    .enumerate()
+                    .filter(move |(_, o)| {
+                        o.zone == key.zone && o.capacity_type == key.capacity_type
+                    })
+                    .map(move |(o, _)| (t, o))
+            })
+            .collect();
+        unavailable.sort_unstable();
+        OfferingMask {
+            state,
+            prepared,
+            filter,
+            zones,
+            zone_allowed,
+            capacity_allowed,
+            unavailable,
+            now_ms,
+        }
+    }
+
+    /// Whether type `t` has an offering that is allowed and may be launched now.
+    pub fn allows_any(&self, t: usize) -> bool {
+        (0..self.prepared.catalog.instance_types[t].offerings.len()).any(|o| self.allows(t, o))
+    }
+
+    /// Whether offering `o` of type `t` is allowed and may be launched now.
+    pub fn allows(&self, t: usize, o: usize) -> bool {
+        let it = &self.prepared.catalog.instance_types[t];
+        let offering = &it.offerings[o];
+        let zone_allowed = self
+            .zones
+            .of_offering
+            .get(t)
+            .and_then(|of| of.get(o))
+            .and_then(|&z| self.zone_allowed.get(usize::from(z)).copied())
+            .unwrap_or_else(|| {
+                self.filter
+                    .allows(&offering.zone, offering.capacity_type.as_str())
+            });
+        if !zone_allowed || !self.capacity_allowed[offering.capacity_type as usize] {
+            return false;
+        }
+        if offering.capacity_type == CapacityType::Reserved {
+            // Whether its reservations hold one more: asked of the state, as it counts them.
+            return self.state.offering_available(it, offering, self.now_ms);
+        }
+        self.unavailable.is_empty() || self.unavailable.binary_search(&(t, o)).is_err()
+    }
+}
+
 /// One offering of the prepared catalog, by position: its type's index and the offering's
 /// index in that type, with its price. Choosing among offerings this way builds no strings;
 /// [`OfferingAt::option`] makes the launch option of the chosen ones.
@@ -60,18 +157,14 @@ impl OfferingAt {
 
 /// The allowed, available offerings of one type.
 fn type_offerings<'a>(
-    state: &'a ClusterState,
-    prepared: &'a PreparedCatalog,
+    mask: &'a OfferingMask<'a>,
     t: usize,
-    filter: OfferingFilter<'a>,
-    now_ms: u64,
 ) -> impl Iterator<Item = OfferingAt> + 'a {
-    let it = &prepared.catalog.instance_types[t];
+    let it = &mask.prepared.catalog.instance_types[t];
     it.offerings
         .iter()
         .enumerate()
-        .filter(move |(_, o)| filter.allows(&o.zone, o.capacity_type.as_str()))
-        .filter(move |(_, o)| state.offering_available(it, o, now_ms))
+        .filter(move |(o, _)| mask.allows(t, *o))
         .map(move |(o, offering)| OfferingAt {
             t,
             o,
@@ -124,14 +217,14 @@ pub fn launch_offerings(
     now_ms: u64,
     max_types: usize,
 ) -> Vec<OfferingAt> {
-    let filter = OfferingFilter::new(reqs);
+    let mask = OfferingMask::new(state, prepared, OfferingFilter::new(reqs), now_ms);
     // The cheapest allowed, available offering of each type, without building options yet.
     // Types are in name order in the prepared catalog, so (price, index) orders them by price,
     // then name.
     let mut per_type: Vec<(Price, usize)> = types
         .iter()
         .filter_map(|&t| {
-            type_offerings(state, prepared, t, filter, now_ms)
+            type_offerings(&mask, t)
                 .map(|o| o.price)
                 .min()
                 .map(|price| (price, t))
@@ -173,7 +266,7 @@ pub fn launch_offerings(
     chosen.sort_unstable();
     let mut out: Vec<OfferingAt> = chosen
         .iter()
-        .flat_map(|i| type_offerings(state, prepared, per_type[*i].1, filter, now_ms))
+        .flat_map(|i| type_offerings(&mask, per_type[*i].1))
         .collect();
     let offering = |a: &OfferingAt| &prepared.catalog.instance_types[a.t].offerings[a.o];
     out.sort_by(|a, b| {
@@ -185,4 +278,95 @@ pub fn launch_offerings(
         })
     });
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use proptest::prelude::*;
+
+    use super::*;
+    use crate::catalog::{Catalog, builtin};
+    use crate::model::nodeclaim::OfferingKey;
+    use crate::model::requirements::Requirement;
+
+    /// Every 40th type of the built-in catalog: all its zones and capacity types, quickly.
+    fn catalog() -> Arc<PreparedCatalog> {
+        static PREPARED: std::sync::OnceLock<Arc<PreparedCatalog>> = std::sync::OnceLock::new();
+        PREPARED
+            .get_or_init(|| {
+                let full = builtin::us_east_1();
+                Arc::new(PreparedCatalog::new(Catalog {
+                    region: full.region.clone(),
+                    instance_types: full.instance_types.iter().step_by(40).cloned().collect(),
+                    ..Catalog::default()
+                }))
+            })
+            .clone()
+    }
+
+    proptest! {
+        #[test]
+        fn the_mask_answers_as_the_filter_and_the_state(
+            zones in prop::collection::vec(any::<bool>(), 6),
+            zone_not_in in any::<bool>(),
+            capacities in prop::collection::vec(any::<bool>(), 3),
+            constrain_zone in any::<bool>(),
+            constrain_capacity in any::<bool>(),
+            marked in prop::collection::vec((any::<prop::sample::Index>(), any::<prop::sample::Index>(), 0u64..2_000), 0..12),
+        ) {
+            let prepared = catalog();
+            let names = &prepared.catalog.offering_zones().names;
+            let mut reqs = Requirements::new();
+            if constrain_zone {
+                let chosen = names.iter().zip(&zones).filter(|(_, on)| **on).map(|(z, _)| z.clone());
+                reqs.add(if zone_not_in {
+                    Requirement::values_not_in(labels::ZONE, chosen)
+                } else {
+                    Requirement::values_in(labels::ZONE, chosen)
+                });
+            }
+            if constrain_capacity {
+                let chosen = [CapacityType::Reserved, CapacityType::Spot, CapacityType::OnDemand]
+                    .into_iter()
+                    .zip(&capacities)
+                    .filter(|(_, on)| **on)
+                    .map(|(c, _)| c.as_str().to_string());
+                reqs.add(Requirement::values_in(labels::CAPACITY_TYPE, chosen));
+            }
+            let mut state = ClusterState {
+                catalog: Some(prepared.clone()),
+                ..ClusterState::default()
+            };
+            let types = &prepared.catalog.instance_types;
+            for (t, o, until) in marked {
+                let it = &types[t.index(types.len())];
+                let offering = &it.offerings[o.index(it.offerings.len())];
+                state.unavailable.insert(
+                    OfferingKey {
+                        instance_type: it.name.clone(),
+                        zone: offering.zone.clone(),
+                        capacity_type: offering.capacity_type,
+                    },
+                    until,
+                );
+            }
+            let now_ms = 1_000;
+            let filter = OfferingFilter::new(&reqs);
+            let mask = OfferingMask::new(&state, &prepared, filter, now_ms);
+            for (t, it) in types.iter().enumerate() {
+                for (o, offering) in it.offerings.iter().enumerate() {
+                    let expected = filter.allows(&offering.zone, offering.capacity_type.as_str())
+                        && state.offering_available(it, offering, now_ms);
+                    prop_assert_eq!(mask.allows(t, o), expected, "type {} offering {}", it.name, o);
+                }
+                let any = it.offerings.iter().any(|offering| {
+                    filter.allows(&offering.zone, offering.capacity_type.as_str())
+                        && state.offering_available(it, offering, now_ms)
+                });
+                prop_assert_eq!(mask.allows_any(t), any);
+            }
+        }
+    }
 }

@@ -907,6 +907,9 @@ impl<'a> Solver<'a> {
             )));
         }
         let filter = OfferingFilter::new(&reqs);
+        // Offerings are looked at again only when the zone or capacity type narrowed.
+        let mask = offering_keys_changed
+            .then(|| launch::OfferingMask::new(self.state, prepared, filter, self.now_ms));
         // Every type's requirements have the same keys in the same places.
         let hints: Vec<usize> = changed_reqs
             .iter()
@@ -930,8 +933,7 @@ impl<'a> Solver<'a> {
                         .iter()
                         .zip(&hints)
                         .all(|(r, &hint)| type_allows(ctx.shape.type_requirements(t), r, hint))
-                    && (!offering_keys_changed
-                        || has_offering_passing(self.state, prepared, t, &filter, self.now_ms))
+                    && mask.as_ref().is_none_or(|m| m.allows_any(t))
             })
             .collect();
         if types.is_empty() {
