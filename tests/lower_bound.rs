@@ -42,8 +42,9 @@ fn by_hand(catalog: &PreparedCatalog, cpu_milli: i64, memory: i64, hours: f64) -
         .min()
         .expect("on-demand")
         .usd_per_hour();
-    let alloc = catalog.node_resources(&NodeClass::new("default"), &config.capacity_settings())
-        [index]
+    let alloc = catalog
+        .node_resources(&NodeClass::new("default"), &config.capacity_settings())
+        .resources[index]
         .allocatable
         .clone();
     let per_cpu = price / alloc.cpu_milli as f64 * cpu_milli as f64;

@@ -359,7 +359,12 @@ impl ClusterState {
             return Vec::new();
         };
         let class = self.nodeclasses.get(&claim.spec.nodeclass);
-        self.nodeclaim_type_names(claim)
+        // A machine on its way lists an option per offering: each type once (its callers take
+        // the smallest or largest of each resource, which repeats do not change).
+        let mut names = self.nodeclaim_type_names(claim);
+        names.sort_unstable();
+        names.dedup();
+        names
             .into_iter()
             .filter_map(|name| prepared.catalog.get(name))
             .map(|it| catalog::capacity_of_class(it, class, &self.capacity_settings))

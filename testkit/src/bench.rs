@@ -337,7 +337,12 @@ fn fractional_bound(state: &ClusterState, config: &Config, pods: &[Pod]) -> f64 
     let resources = prepared.node_resources(&node_class(), &config.capacity_settings());
     let mut best_cpu = f64::INFINITY;
     let mut best_mem = f64::INFINITY;
-    for (it, r) in prepared.catalog.instance_types.iter().zip(&resources) {
+    for (it, r) in prepared
+        .catalog
+        .instance_types
+        .iter()
+        .zip(&resources.resources)
+    {
         let Some(price) = it.cheapest_price() else {
             continue;
         };

@@ -107,7 +107,11 @@ pub fn lower_bound_usd<'a>(input: &BoundInput, spans: impl Iterator<Item = PodSp
         .map(|c| {
             (
                 c.name.clone(),
-                input.catalog.node_resources(c, &input.settings),
+                input
+                    .catalog
+                    .node_resources(c, &input.settings)
+                    .resources
+                    .clone(),
             )
         })
         .collect();

@@ -7,6 +7,7 @@ mod prepared;
 use std::borrow::Cow;
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
+use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 
@@ -216,6 +217,30 @@ pub struct Catalog {
     /// once per catalog, like `type_requirements`.
     #[serde(skip)]
     pub offering_zones: Derived<OfferingZones>,
+    /// Every type's node resources under the kubelet settings, storage and cluster settings
+    /// asked lately ([`PreparedCatalog::node_resources`]): the NodePools of a cluster, and
+    /// every core of a process sharing the catalog, mostly ask the same few.
+    #[serde(skip)]
+    pub node_resources_memo: Derived<NodeResourcesMemo>,
+}
+
+/// The node resources computed lately, by what they depend on besides the type.
+pub type NodeResourcesMemo = std::sync::Mutex<Vec<(ResourcesKey, Arc<ClassResources>)>>;
+
+/// What node resources depend on besides the type.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ResourcesKey {
+    pub kubelet: crate::model::nodeclass::KubeletConfig,
+    pub storage: crate::model::nodeclass::NodeStorage,
+    pub settings: CapacitySettings,
+}
+
+/// Every type's node resources under one [`ResourcesKey`], by catalog index, with their
+/// capacities as rows of integers.
+#[derive(Debug)]
+pub struct ClassResources {
+    pub resources: Vec<NodeResources>,
+    pub capacity_rows: crate::model::resource_rows::ResourceRows,
 }
 
 /// The zones of a catalog's offerings, and each offering's zone as a position among them:
@@ -364,6 +389,7 @@ impl Catalog {
     fn forget_derived(&mut self) {
         self.type_requirements = Derived::default();
         self.offering_zones = Derived::default();
+        self.node_resources_memo = Derived::default();
     }
 
     pub fn price_of(

@@ -1,10 +1,13 @@
 //! The catalog as the solver reads it: in name order, each type's requirements built once.
 
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, PoisonError};
 
-use super::{CapacitySettings, Catalog, NodeResources, capacity_of_class};
+use super::{
+    CapacitySettings, Catalog, ClassResources, NodeResources, ResourcesKey, capacity_of_class,
+};
 use crate::model::nodeclass::{NodeClass, NodeOs};
 use crate::model::requirements::Requirements;
+use crate::model::resource_rows::ResourceRows;
 
 /// The catalog with what the solver needs precomputed.
 #[derive(Debug, Clone)]
@@ -61,16 +64,46 @@ impl PreparedCatalog {
     }
 
     /// Node resources of every type under one node class (its kubelet config and storage), by
-    /// type index.
+    /// type index, with their capacities as rows: computed once for each few classes and
+    /// settings asked lately, and kept with the catalog.
     pub fn node_resources(
         &self,
         class: &NodeClass,
         settings: &CapacitySettings,
-    ) -> Vec<NodeResources> {
-        self.catalog
+    ) -> Arc<ClassResources> {
+        /// Different classes and settings kept at once.
+        const KEPT: usize = 8;
+        let key = ResourcesKey {
+            kubelet: class.kubelet.clone(),
+            storage: class.storage.clone(),
+            settings: *settings,
+        };
+        let memo = self
+            .catalog
+            .node_resources_memo
+            .get_or_init(|| Mutex::new(Vec::new()));
+        // A poisoned lock only means a panic elsewhere; the list is still whole.
+        let kept = memo.lock().unwrap_or_else(PoisonError::into_inner);
+        if let Some((_, found)) = kept.iter().find(|(k, _)| *k == key) {
+            return Arc::clone(found);
+        }
+        drop(kept);
+        let resources: Vec<NodeResources> = self
+            .catalog
             .instance_types
             .iter()
             .map(|it| capacity_of_class(it, Some(class), settings))
-            .collect()
+            .collect();
+        let capacity_rows = ResourceRows::new(resources.iter().map(|r| &r.capacity));
+        let computed = Arc::new(ClassResources {
+            resources,
+            capacity_rows,
+        });
+        let mut kept = memo.lock().unwrap_or_else(PoisonError::into_inner);
+        if kept.len() >= KEPT {
+            kept.remove(0);
+        }
+        kept.push((key, Arc::clone(&computed)));
+        computed
     }
 }

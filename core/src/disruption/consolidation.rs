@@ -18,9 +18,10 @@ use crate::catalog::{CapacityType, Price};
 use crate::config::Config;
 use crate::model::duration::format_duration_ms;
 use crate::model::nodepool::{ConsolidationPolicy, DisruptionReason};
-use crate::model::pod::Pod;
+use crate::model::pod::{Pod, PodKey};
 use crate::provisioning::launch::OfferingAt;
 use crate::provisioning::pool_shape::PoolShapes;
+use crate::provisioning::scheduler::Unplaceable;
 use crate::provisioning::{ClusterView, PlannedClaim, launch_offerings};
 use crate::state::ClusterState;
 use crate::wake::Wake;
@@ -124,6 +125,93 @@ pub fn candidates(
     (out, next.ms())
 }
 
+/// Why taking nodes away is not a consolidation now: typed, said in words only where it is
+/// shown.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Rejection {
+    /// A NodeClaim is gone, or it has no node or no instance (yet or any more).
+    Gone {
+        nodeclaim: String,
+        what: &'static str,
+    },
+    /// A NodeClaim's NodePool is gone.
+    NodePoolGone { nodepool: String },
+    /// A NodePool's disruption budget allows fewer disruptions than the nodes it would lose.
+    Budget {
+        nodepool: String,
+        allowed: u32,
+        /// The budget as the NodePool states it; `None` when its schedule does not parse.
+        why: String,
+    },
+    /// A pod would fit nowhere else.
+    NoRoom {
+        pod: PodKey,
+        reason: Box<Unplaceable>,
+    },
+    /// Their pods would need more than one new machine.
+    NeedsMachines(usize),
+    /// No replacement is cheaper than the nodes together.
+    NotCheaper { price: Price },
+    /// Spot replaced by spot needs enough cheaper spot instance types to choose from.
+    TooFewSpotTypes { found: usize },
+    /// The saving over the payback horizon does not pay for the evictions.
+    PaybackNotMet {
+        saving: Price,
+        horizon_ms: u64,
+        earned_usd: f64,
+        evictions: usize,
+        per_eviction_usd: f64,
+        /// Set when the work lost is counted.
+        lost_work_usd: Option<f64>,
+        cost_usd: f64,
+    },
+}
+
+impl std::fmt::Display for Rejection {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Rejection::Gone { nodeclaim, what } => write!(f, "NodeClaim {nodeclaim}: {what}"),
+            Rejection::NodePoolGone { nodepool } => write!(f, "NodePool {nodepool} is gone"),
+            Rejection::Budget {
+                nodepool,
+                allowed,
+                why,
+            } => write!(
+                f,
+                "NodePool {nodepool} allows {allowed} disruptions now: {why}"
+            ),
+            Rejection::NoRoom { pod, reason } => {
+                write!(f, "pod {pod} would not fit elsewhere: {reason}")
+            }
+            Rejection::NeedsMachines(n) => write!(f, "their pods would need {n} new machines"),
+            Rejection::NotCheaper { price } => write!(f, "no replacement is cheaper than {price}"),
+            Rejection::TooFewSpotTypes { found } => write!(
+                f,
+                "spot-to-spot replacement needs {MIN_SPOT_TO_SPOT_OPTIONS} cheaper spot instance types, {found} exist"
+            ),
+            Rejection::PaybackNotMet {
+                saving,
+                horizon_ms,
+                earned_usd,
+                evictions,
+                per_eviction_usd,
+                lost_work_usd,
+                cost_usd,
+            } => {
+                write!(
+                    f,
+                    "saving {saving} over {} is ${earned_usd:.4}, not more than {evictions} evictions × ${per_eviction_usd:.4}",
+                    format_duration_ms(*horizon_ms)
+                )?;
+                if let Some(lost) = lost_work_usd {
+                    write!(f, " + work lost ${lost:.4}")?;
+                }
+                write!(f, " = ${cost_usd:.4}")
+            }
+        }
+    }
+}
+
 /// Simulates removing one node: its pods onto the rest of the cluster and at most one new
 /// machine. `Err` says why it cannot be consolidated.
 pub fn simulate(
@@ -132,7 +220,7 @@ pub fn simulate(
     config: &Config,
     nodeclaim: &str,
     now_ms: u64,
-) -> Result<Decision, String> {
+) -> Result<Decision, Rejection> {
     simulate_many(state, shapes, config, &[nodeclaim.to_string()], now_ms)
 }
 
@@ -144,7 +232,7 @@ pub fn simulate_many(
     config: &Config,
     nodeclaims: &[String],
     now_ms: u64,
-) -> Result<Decision, String> {
+) -> Result<Decision, Rejection> {
     simulate_in(
         &ClusterView::new(state, shapes, config, now_ms),
         state,
@@ -154,160 +242,228 @@ pub fn simulate_many(
     )
 }
 
+/// The nodes to take away, as a simulation reads them.
+struct Removal<'a> {
+    nodes: Vec<String>,
+    /// What they cost together per hour.
+    price: Price,
+    any_spot: bool,
+    any_on_demand: bool,
+    /// Their pods, to go elsewhere.
+    pods: Vec<Pod>,
+    /// How many nodes each NodePool would lose.
+    per_pool: std::collections::BTreeMap<&'a str, u32>,
+    /// What evicting their pods costs.
+    eviction_cost: EvictionCost,
+    /// Each node with its instance type and price, for the decision's detail.
+    described: Vec<String>,
+}
+
+impl<'a> Removal<'a> {
+    fn of(
+        state: &'a ClusterState,
+        config: &Config,
+        nodeclaims: &[String],
+        now_ms: u64,
+    ) -> Result<Self, Rejection> {
+        let gone = |nodeclaim: &String, what| Rejection::Gone {
+            nodeclaim: nodeclaim.clone(),
+            what,
+        };
+        let mut removal = Removal {
+            nodes: Vec::new(),
+            price: Price(0),
+            any_spot: false,
+            any_on_demand: false,
+            pods: Vec::new(),
+            per_pool: std::collections::BTreeMap::new(),
+            eviction_cost: EvictionCost::default(),
+            described: Vec::new(),
+        };
+        for nodeclaim in nodeclaims {
+            let claim = state
+                .nodeclaims
+                .get(nodeclaim)
+                .ok_or_else(|| gone(nodeclaim, "it is gone"))?;
+            let node = claim
+                .node_name
+                .clone()
+                .ok_or_else(|| gone(nodeclaim, "its node is gone"))?;
+            let instance = claim
+                .instance
+                .as_ref()
+                .ok_or_else(|| gone(nodeclaim, "it has no instance"))?;
+            removal.price = Price(removal.price.0 + instance.price.0);
+            removal.any_spot |= instance.capacity_type == CapacityType::Spot;
+            removal.any_on_demand |= instance.capacity_type == CapacityType::OnDemand;
+            removal.described.push(format!(
+                "{node} ({} at {})",
+                instance.instance_type, instance.price
+            ));
+            let movable = state.movable_pods(Some(&node));
+            if let Some(on) = state.nodes.get(&node) {
+                for pod in &movable {
+                    removal.eviction_cost.add(
+                        config,
+                        pod,
+                        &on.node.allocatable,
+                        instance.price,
+                        now_ms,
+                    );
+                }
+            }
+            removal.pods.extend(movable);
+            removal.nodes.push(node);
+            *removal
+                .per_pool
+                .entry(claim.spec.nodepool.as_str())
+                .or_insert(0) += 1;
+        }
+        Ok(removal)
+    }
+}
+
+/// Every NodePool involved must allow as many disruptions as it loses nodes. Returns the
+/// budgets as stated, for the decision's detail.
+fn budgets_allow(
+    state: &ClusterState,
+    per_pool: &std::collections::BTreeMap<&str, u32>,
+    now_ms: u64,
+) -> Result<Vec<String>, Rejection> {
+    let mut texts = Vec::new();
+    for (&pool_name, &wanted) in per_pool {
+        let pool = state
+            .nodepools
+            .get(pool_name)
+            .ok_or_else(|| Rejection::NodePoolGone {
+                nodepool: pool_name.to_string(),
+            })?;
+        let (allowed, text) =
+            allowed_disruptions(state, pool, DisruptionReason::Underutilized, now_ms).map_err(
+                |why| Rejection::Budget {
+                    nodepool: pool_name.to_string(),
+                    allowed: 0,
+                    why,
+                },
+            )?;
+        if allowed < wanted {
+            return Err(Rejection::Budget {
+                nodepool: pool_name.to_string(),
+                allowed,
+                why: text,
+            });
+        }
+        texts.push(text);
+    }
+    Ok(texts)
+}
+
 /// [`simulate_many`] on a view of the cluster built once for the whole pass.
+///
+/// What needs no solve is checked first (the budgets; and whether a new machine that could
+/// take the pods fitting nowhere else could cost less than the nodes at all), so that most
+/// rejections cost no solve. Each check is one the full simulation fails too — it decides
+/// nothing the simulation would not (debug builds, every test's, check that on each use).
 fn simulate_in(
     view: &ClusterView,
     state: &ClusterState,
     config: &Config,
     nodeclaims: &[String],
     now_ms: u64,
-) -> Result<Decision, String> {
+) -> Result<Decision, Rejection> {
+    let removal = Removal::of(state, config, nodeclaims, now_ms)?;
     let removed: BTreeSet<String> = nodeclaims.iter().cloned().collect();
-    let mut pods: Vec<Pod> = Vec::new();
-    let mut nodes = Vec::new();
-    let mut price = Price(0);
-    let mut any_spot = false;
-    let mut any_on_demand = false;
-    let mut described = Vec::new();
-    let mut eviction_cost = EvictionCost::default();
-    for nodeclaim in nodeclaims {
-        let claim = state
-            .nodeclaims
-            .get(nodeclaim)
-            .ok_or_else(|| format!("NodeClaim {nodeclaim} is gone"))?;
-        let node = claim.node_name.clone().ok_or("a node is gone")?;
-        let instance = claim.instance.clone().ok_or("no instance")?;
-        price = Price(price.0 + instance.price.0);
-        any_spot |= instance.capacity_type == CapacityType::Spot;
-        any_on_demand |= instance.capacity_type == CapacityType::OnDemand;
-        described.push(format!(
-            "{node} ({} at {})",
-            instance.instance_type, instance.price
-        ));
-        let movable = state.movable_pods(Some(&node));
-        if let Some(on) = state.nodes.get(&node) {
-            for pod in &movable {
-                eviction_cost.add(config, pod, &on.node.allocatable, instance.price, now_ms);
-            }
-        }
-        pods.extend(movable);
-        nodes.push(node);
+    if let Some(rejection) = ruled_out_before_solve(view, state, &removal, &removed, now_ms) {
+        debug_assert!(
+            solved(view, state, config, nodeclaims, &removal, &removed, now_ms).is_err(),
+            "ruled out before the solve ({rejection}), yet the simulation takes it"
+        );
+        return Err(rejection);
     }
-    let refs: Vec<&Pod> = pods.iter().collect();
-    let result = view.solve(&refs, &removed);
-    if let Some((pod, reason)) = result.unschedulable.first() {
-        return Err(format!("pod {pod} would not fit elsewhere: {reason}"));
+    solved(view, state, config, nodeclaims, &removal, &removed, now_ms)
+}
+
+/// A rejection found without solving: a budget that does not allow it, or a new machine
+/// that could not be cheaper.
+fn ruled_out_before_solve(
+    view: &ClusterView,
+    state: &ClusterState,
+    removal: &Removal,
+    removed: &BTreeSet<String>,
+    now_ms: u64,
+) -> Option<Rejection> {
+    if let Err(rejection) = budgets_allow(state, &removal.per_pool, now_ms) {
+        return Some(rejection);
+    }
+    // The pods that fit on no remaining node by their requests alone go on the one new
+    // machine, which then holds them all: if no type with room for them costs less than the
+    // nodes, the replacement the solve would find is not cheaper either.
+    let refs: Vec<&Pod> = removal.pods.iter().collect();
+    let homeless = view.homeless_requests(&refs, removed)?;
+    view.cheapest_price_with_room(&homeless)
+        .is_none_or(|p| p >= removal.price)
+        .then_some(Rejection::NotCheaper {
+            price: removal.price,
+        })
+}
+
+/// The simulation itself: the pods solved onto the rest of the cluster and at most one new
+/// machine, then the price, the payback rule and the budgets.
+fn solved(
+    view: &ClusterView,
+    state: &ClusterState,
+    config: &Config,
+    nodeclaims: &[String],
+    removal: &Removal,
+    removed: &BTreeSet<String>,
+    now_ms: u64,
+) -> Result<Decision, Rejection> {
+    let price = removal.price;
+    let refs: Vec<&Pod> = removal.pods.iter().collect();
+    let result = view.solve(&refs, removed);
+    if let Some((pod, reason)) = result.unschedulable.into_iter().next() {
+        return Err(Rejection::NoRoom {
+            pod,
+            reason: Box::new(reason),
+        });
     }
     if result.new_claims.len() > 1 {
-        return Err(format!(
-            "their pods would need {} new machines",
-            result.new_claims.len()
-        ));
+        return Err(Rejection::NeedsMachines(result.new_claims.len()));
     }
     let (replacement, new_price) = match result.new_claims.into_iter().next() {
         None => (None, Price(0)),
-        Some(mut planned) => {
-            let prepared = state.catalog.as_deref().ok_or("no catalog")?;
-            let is_spot = |o: &OfferingAt| {
-                prepared.catalog.instance_types[o.t].offerings[o.o].capacity_type
-                    == CapacityType::Spot
-            };
-            let cheaper: Vec<OfferingAt> =
-                launch_offerings(state, &planned, now_ms, config.max_instance_types)
-                    .into_iter()
-                    .filter(|o| o.price < price)
-                    .collect();
-            if cheaper.is_empty() {
-                return Err(format!("no replacement is cheaper than {price}"));
-            }
-            // By catalog index: one per type.
-            let spot_types: BTreeSet<usize> =
-                cheaper.iter().filter(|o| is_spot(o)).map(|o| o.t).collect();
-            if any_spot && !any_on_demand && spot_types.len() < MIN_SPOT_TO_SPOT_OPTIONS {
-                return Err(format!(
-                    "spot-to-spot replacement needs {MIN_SPOT_TO_SPOT_OPTIONS} cheaper spot instance types, {} exist",
-                    spot_types.len()
-                ));
-            }
-            // On-demand replaced by a machine that may be spot is pinned to spot.
-            let pin_spot = any_on_demand && !spot_types.is_empty();
-            let keep: BTreeSet<usize> = if pin_spot {
-                spot_types
-            } else {
-                cheaper.iter().map(|o| o.t).collect()
-            };
-            if pin_spot {
-                planned
-                    .requirements
-                    .add(crate::model::requirements::Requirement::single(
-                        crate::model::labels::CAPACITY_TYPE,
-                        "spot",
-                    ));
-            }
-            planned.types.retain(|t| keep.contains(t));
-            if any_spot && !any_on_demand {
-                // Spot-to-spot launches with the 15 cheapest spot types (Karpenter's rule).
-                let cheapest: BTreeSet<usize> =
-                    launch_offerings(state, &planned, now_ms, MIN_SPOT_TO_SPOT_OPTIONS)
-                        .into_iter()
-                        .map(|o| o.t)
-                        .collect();
-                planned.types.retain(|t| cheapest.contains(t));
-            }
-            let cheapest = launch_offerings(state, &planned, now_ms, config.max_instance_types)
-                .into_iter()
-                .find(|o| o.price < price)
-                .map(|o| o.price)
-                .ok_or("no cheaper replacement option")?;
+        Some(planned) => {
+            let (planned, cheapest) = cheaper_replacement(state, config, planned, removal, now_ms)?;
             (Some(planned), cheapest)
         }
     };
     let saving = Price(price.0 - new_price.0);
+    let eviction_cost = &removal.eviction_cost;
+    let evictions = removal.pods.len();
     // The payback rule: the saving over the horizon must exceed the cost of the evictions.
     let horizon_ms = eviction_cost.horizon_ms(config, config.consolidation_payback_horizon_ms);
     let horizon_h = horizon_ms as f64 / 3_600_000.0;
     let earned = saving.usd_per_hour() * horizon_h;
     let cost = eviction_cost.usd();
-    // Work lost is said only where a Job's pod is evicted: other consolidations read as they
-    // always did, and logs recorded without it replay unchanged.
-    let lost_work = if eviction_cost.counts_lost_work {
-        format!(" + work lost ${:.4}", eviction_cost.lost_work_usd)
-    } else {
-        String::new()
-    };
     // Both settings zero: no payback rule at all (Karpenter's), lost work or not.
     let zero_rule =
         config.consolidation_payback_horizon_ms == 0 && config.eviction_cost_micro_usd == 0;
     if !zero_rule && earned <= cost {
-        return Err(format!(
-            "saving {saving} over {} is ${earned:.4}, not more than {} evictions × ${:.4}{lost_work} = ${cost:.4}",
-            format_duration_ms(horizon_ms),
-            pods.len(),
-            config.eviction_cost_micro_usd as f64 / 1e6
-        ));
+        // Work lost is said only where a Job's pod is evicted: other consolidations read as
+        // they always did.
+        return Err(Rejection::PaybackNotMet {
+            saving,
+            horizon_ms,
+            earned_usd: earned,
+            evictions,
+            per_eviction_usd: config.eviction_cost_micro_usd as f64 / 1e6,
+            lost_work_usd: eviction_cost
+                .counts_lost_work
+                .then_some(eviction_cost.lost_work_usd),
+            cost_usd: cost,
+        });
     }
-    // Every NodePool involved must allow as many disruptions as it loses nodes.
-    let mut budget_texts = Vec::new();
-    let mut per_pool: std::collections::BTreeMap<&str, u32> = std::collections::BTreeMap::new();
-    for nodeclaim in nodeclaims {
-        if let Some(c) = state.nodeclaims.get(nodeclaim) {
-            *per_pool.entry(c.spec.nodepool.as_str()).or_insert(0) += 1;
-        }
-    }
-    for (pool_name, wanted) in per_pool {
-        let pool = state
-            .nodepools
-            .get(pool_name)
-            .ok_or("the NodePool is gone")?;
-        let (allowed, text) =
-            allowed_disruptions(state, pool, DisruptionReason::Underutilized, now_ms)?;
-        if allowed < wanted {
-            return Err(format!(
-                "NodePool {pool_name} allows {allowed} disruptions now: {text}"
-            ));
-        }
-        budget_texts.push(text);
-    }
+    let budget_texts = budgets_allow(state, &removal.per_pool, now_ms)?;
     let action = match (&replacement, nodeclaims.len()) {
         (None, 1) => "delete: its pods fit on the other nodes".to_string(),
         (None, _) => "delete: their pods fit on the other nodes".to_string(),
@@ -320,9 +476,9 @@ fn simulate_in(
         } else {
             "nodes"
         },
-        described.join(", "),
+        removal.described.join(", "),
         format_duration_ms(horizon_ms),
-        pods.len(),
+        evictions,
         if eviction_cost.counts_lost_work {
             format!(", of it work lost ${:.4}", eviction_cost.lost_work_usd)
         } else {
@@ -337,12 +493,76 @@ fn simulate_in(
     );
     Ok(Decision {
         nodeclaims: nodeclaims.to_vec(),
-        nodes,
+        nodes: removal.nodes.clone(),
         replacement,
         saving,
-        evictions: pods.len(),
+        evictions,
         detail,
     })
+}
+
+/// The one new machine, narrowed to the offerings cheaper than the nodes it replaces (and, for
+/// spot replacing spot, to the cheapest spot types), with its cheapest price.
+fn cheaper_replacement(
+    state: &ClusterState,
+    config: &Config,
+    mut planned: PlannedClaim,
+    removal: &Removal,
+    now_ms: u64,
+) -> Result<(PlannedClaim, Price), Rejection> {
+    let price = removal.price;
+    let (any_spot, any_on_demand) = (removal.any_spot, removal.any_on_demand);
+    let not_cheaper = || Rejection::NotCheaper { price };
+    let prepared = state.catalog.as_deref().ok_or_else(not_cheaper)?;
+    let is_spot = |o: &OfferingAt| {
+        prepared.catalog.instance_types[o.t].offerings[o.o].capacity_type == CapacityType::Spot
+    };
+    let cheaper: Vec<OfferingAt> =
+        launch_offerings(state, &planned, now_ms, config.max_instance_types)
+            .into_iter()
+            .filter(|o| o.price < price)
+            .collect();
+    if cheaper.is_empty() {
+        return Err(not_cheaper());
+    }
+    // By catalog index: one per type.
+    let spot_types: BTreeSet<usize> = cheaper.iter().filter(|o| is_spot(o)).map(|o| o.t).collect();
+    if any_spot && !any_on_demand && spot_types.len() < MIN_SPOT_TO_SPOT_OPTIONS {
+        return Err(Rejection::TooFewSpotTypes {
+            found: spot_types.len(),
+        });
+    }
+    // On-demand replaced by a machine that may be spot is pinned to spot.
+    let pin_spot = any_on_demand && !spot_types.is_empty();
+    let keep: BTreeSet<usize> = if pin_spot {
+        spot_types
+    } else {
+        cheaper.iter().map(|o| o.t).collect()
+    };
+    if pin_spot {
+        planned
+            .requirements
+            .add(crate::model::requirements::Requirement::single(
+                crate::model::labels::CAPACITY_TYPE,
+                "spot",
+            ));
+    }
+    planned.types.retain(|t| keep.contains(t));
+    if any_spot && !any_on_demand {
+        // Spot-to-spot launches with the 15 cheapest spot types (Karpenter's rule).
+        let cheapest: BTreeSet<usize> =
+            launch_offerings(state, &planned, now_ms, MIN_SPOT_TO_SPOT_OPTIONS)
+                .into_iter()
+                .map(|o| o.t)
+                .collect();
+        planned.types.retain(|t| cheapest.contains(t));
+    }
+    let cheapest = launch_offerings(state, &planned, now_ms, config.max_instance_types)
+        .into_iter()
+        .find(|o| o.price < price)
+        .map(|o| o.price)
+        .ok_or_else(not_cheaper)?;
+    Ok((planned, cheapest))
 }
 
 /// One consolidation search: multi-node first, then single-node, over one list of candidates

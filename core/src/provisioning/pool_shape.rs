@@ -8,7 +8,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Arc, Mutex};
 
 use crate::catalog::PreparedCatalog;
-use crate::catalog::{CapacitySettings, CapacityType, NodeResources};
+use crate::catalog::{CapacitySettings, CapacityType, ClassResources, NodeResources};
 use crate::model::daemonset::DaemonSet;
 use crate::model::labels;
 use crate::model::nodeclass::NodeClass;
@@ -25,8 +25,8 @@ use super::overhead::daemonset_overhead;
 #[derive(Debug)]
 pub struct PoolShape {
     pub template: Requirements,
-    /// By catalog index.
-    pub resources: Vec<NodeResources>,
+    /// Node resources and capacity rows by catalog index (shared with the catalog's memo).
+    pub class_resources: Arc<ClassResources>,
     /// Allocatable minus DaemonSet overhead, by catalog index.
     pub rooms: Vec<Resources>,
     /// Types compatible with the template, with room for the DaemonSets, offered in a zone and
@@ -36,8 +36,6 @@ pub struct PoolShape {
     pub max_room: Resources,
     /// `rooms` as rows of integers, for the largest room over a planned machine's types.
     pub room_rows: ResourceRows,
-    /// Each type's capacity (what counts against limits) as rows of integers.
-    pub capacity_rows: ResourceRows,
     pub min_values: Vec<(String, u32)>,
     /// Each type's requirements under this pool's node class when they are not the catalog's
     /// (a Windows class's), by catalog index: read through [`PoolShape::type_requirements`].
@@ -80,7 +78,8 @@ impl PoolShape {
                 [CapacityType::Reserved.as_str().to_string()],
             ));
         }
-        let resources = catalog.node_resources(nodeclass, capacity_settings);
+        let class_resources = catalog.node_resources(nodeclass, capacity_settings);
+        let resources = &class_resources.resources;
         let class_requirements = catalog.requirements_under(nodeclass);
         let type_requirements = class_requirements
             .as_deref()
@@ -104,7 +103,6 @@ impl PoolShape {
             .map(|(r, o)| r.allocatable.minus(o))
             .collect();
         let room_rows = ResourceRows::new(&rooms);
-        let capacity_rows = ResourceRows::new(resources.iter().map(|r| &r.capacity));
         let max_room = room_rows.max_of(types.iter().copied());
         let min_values = pool
             .requirements
@@ -113,12 +111,11 @@ impl PoolShape {
             .collect();
         PoolShape {
             template,
-            resources,
+            class_resources: Arc::clone(&class_resources),
             rooms,
             types,
             max_room,
             room_rows,
-            capacity_rows,
             min_values,
             class_requirements,
             domains: Mutex::default(),
@@ -129,6 +126,16 @@ impl PoolShape {
             capacity_settings: *capacity_settings,
             subnet_zones: subnet_zones.cloned(),
         }
+    }
+
+    /// Node resources by catalog index.
+    pub fn resources(&self) -> &[NodeResources] {
+        &self.class_resources.resources
+    }
+
+    /// Each type's capacity (what counts against limits) as rows of integers.
+    pub fn capacity_rows(&self) -> &ResourceRows {
+        &self.class_resources.capacity_rows
     }
 
     /// The requirements of type `t` (a catalog index) on a machine of this pool.

@@ -520,7 +520,7 @@ fn in_flight_overhead(
     let names = state.nodeclaim_type_names(claim);
     let mut out = Resources::default();
     for t in names.into_iter().filter_map(index) {
-        out.max_assign(&shape.resources[t].allocatable.minus(&shape.rooms[t]));
+        out.max_assign(&shape.resources()[t].allocatable.minus(&shape.rooms[t]));
     }
     out
 }
@@ -788,7 +788,7 @@ impl<'a> Solver<'a> {
                     .iter()
                     .copied()
                     .filter(|&t| {
-                        let capacity = &ctx.shape.resources[t].capacity;
+                        let capacity = &ctx.shape.resources()[t].capacity;
                         !remaining
                             .iter()
                             .any(|(name, left)| name != "nodes" && capacity.get(name) > *left)
@@ -984,7 +984,7 @@ impl<'a> Solver<'a> {
                 let limit_capacity = if ctx.pool.limits.is_empty() {
                     Resources::default()
                 } else {
-                    ctx.shape.capacity_rows.max_of(types.iter().copied())
+                    ctx.shape.capacity_rows().max_of(types.iter().copied())
                 };
                 (max_room, limit_capacity)
             };
@@ -1278,6 +1278,50 @@ impl<'a> ClusterView<'a> {
                 }
             })
             .collect()
+    }
+
+    /// The summed requests of the `pods` that fit on no node or machine on its way by their
+    /// requests alone, as if the NodeClaims in `removed` were gone: each such pod can only go on
+    /// a new machine (fitting by resources is needed wherever a pod goes). `None` when every
+    /// pod fits somewhere by its requests.
+    pub fn homeless_requests(
+        &self,
+        pods: &[&Pod],
+        removed: &BTreeSet<String>,
+    ) -> Option<Resources> {
+        let remaining: Vec<&Resources> = self
+            .targets
+            .iter()
+            .filter(|t| t.nodeclaim.as_ref().is_none_or(|c| !removed.contains(c)))
+            .map(|t| &t.available)
+            .collect();
+        let mut homeless: Option<Resources> = None;
+        for pod in pods {
+            if !remaining.iter().any(|room| pod.requests.fits_in(room)) {
+                homeless
+                    .get_or_insert_with(Resources::default)
+                    .add(&pod.requests);
+            }
+        }
+        homeless
+    }
+
+    /// The lowest price a new machine with room for `requests` could have: over the types
+    /// every launching NodePool may use, with room for them, each type's cheapest offering.
+    /// A bound below what a solve's new machine costs (its types are among these, narrowed
+    /// by its pods' requirements and the offerings allowed and available): `None` when no type
+    /// has the room.
+    pub fn cheapest_price_with_room(&self, requests: &Resources) -> Option<crate::catalog::Price> {
+        let prepared = self.prepared?;
+        self.contexts
+            .iter()
+            .flat_map(|ctx| {
+                ctx.types
+                    .iter()
+                    .filter(|&&t| requests.fits_in(ctx.room(t)))
+                    .filter_map(|&t| prepared.catalog.instance_types[t].cheapest_price())
+            })
+            .min()
     }
 
     /// Places `pods` as if the NodeClaims in `removed` (their nodes and pods) were gone.
