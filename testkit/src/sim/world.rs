@@ -27,6 +27,9 @@ use crate::report::*;
 use crate::scenario::{Action, DeleteKind, InterruptKind, InterruptTarget, Scenario, Storm};
 
 mod executor;
+mod interruptions;
+mod listing;
+mod metering;
 mod report;
 mod run;
 
@@ -684,49 +687,6 @@ impl World {
         self.schedule_pod_exits();
     }
 
-    /// The command as the planted bug changes it, if it does.
-    fn plant(&self, command: &Command) -> Option<Command> {
-        match (self.planted?, command) {
-            (PlantedBug::LaunchIntoUnavailable, Command::LaunchNodeClaim { nodeclaim, reason }) => {
-                // Every offering that failed for lack of capacity, or whose spot instance was
-                // reclaimed, in the last three minutes (which the core was told, and marked
-                // unavailable) is offered again.
-                let ttl = nodewright_core::state::UNAVAILABLE_OFFERING_TTL_MS;
-                let mut spec = nodeclaim.as_ref().clone();
-                for (key, at) in &self.capacity_failures {
-                    if self.now_ms >= at + ttl {
-                        continue;
-                    }
-                    let price = self
-                        .catalog
-                        .get(&key.instance_type)
-                        .and_then(|it| {
-                            it.offerings.iter().find(|o| {
-                                o.zone == key.zone && o.capacity_type == key.capacity_type
-                            })
-                        })
-                        .map(|o| o.price);
-                    if let Some(price) = price {
-                        spec.options.insert(
-                            0,
-                            nodewright_core::model::nodeclaim::LaunchOption {
-                                instance_type: key.instance_type.clone(),
-                                zone: key.zone.clone(),
-                                capacity_type: key.capacity_type,
-                                price,
-                            },
-                        );
-                    }
-                }
-                Some(Command::LaunchNodeClaim {
-                    nodeclaim: Box::new(spec),
-                    reason: reason.clone(),
-                })
-            }
-            _ => None,
-        }
-    }
-
     /// Tells the core the result of a machine's launch or termination, and keeps it.
     fn answer(&mut self, kind: EventKind) {
         let name = match &kind {
@@ -753,60 +713,6 @@ impl World {
         );
         if launch_answer == launch {
             self.emit(answer);
-        }
-    }
-
-    /// DescribeInstances: this cluster's instances, the recently terminated ones included.
-    fn listed_instances(&self) -> Vec<ListedInstance> {
-        // Listed while `now < terminated + TERMINATED_LISTED_MS`.
-        let since = (self.now_ms + 1).saturating_sub(TERMINATED_LISTED_MS);
-        self.cloud
-            .listed(since)
-            .into_iter()
-            .map(|i| ListedInstance {
-                instance_id: i.instance.instance_id.clone(),
-                nodeclaim: Some(i.nodeclaim.clone()),
-                launched_at_ms: i.launched_at_ms,
-                running: i.terminated_at_ms.is_none(),
-            })
-            .collect()
-    }
-
-    /// What a restarted controller lists: the Kubernetes objects as they are, the catalog, and
-    /// the cloud's instances.
-    pub(crate) fn listing(&self) -> Listing {
-        Listing {
-            catalog: Some(self.catalog.clone()),
-            pods: Some(self.cluster.pods.values().cloned().collect()),
-            instances: Some(self.listed_instances()),
-            ..self.kubernetes_listing()
-        }
-    }
-
-    /// The Kubernetes objects as they are but the pods (what the end-of-run view check compares
-    /// besides the pods, which it compares in place; the catalog, 1.1 MB to copy and compare,
-    /// and the instances play no part there).
-    fn kubernetes_listing(&self) -> Listing {
-        Listing {
-            catalog: None,
-            nodeclasses: self.nodeclasses.values().cloned().collect(),
-            nodepools: self.nodepools.values().cloned().collect(),
-            nodes: self
-                .cluster
-                .nodes
-                .values()
-                .map(|n| n.node.clone())
-                .collect(),
-            pods: None,
-            pdbs: self.cluster.pdbs.values().cloned().collect(),
-            daemonsets: Some(
-                self.cluster
-                    .daemonsets
-                    .values()
-                    .map(SimCluster::daemonset_object)
-                    .collect(),
-            ),
-            instances: None,
         }
     }
 
@@ -841,112 +747,6 @@ impl World {
         draw < rate
     }
 
-    /// The running machines nodewright launched that a target matches, by NodeClaim name.
-    fn matching_machines(&self, target: &InterruptTarget) -> Vec<(String, String)> {
-        self.machines
-            .iter()
-            .filter_map(|(name, m)| {
-                let id = m.instance_id.as_ref()?;
-                let instance = self
-                    .cloud
-                    .instance(id)
-                    .filter(|i| i.terminated_at_ms.is_none())?;
-                let wanted = match target {
-                    InterruptTarget::Any => true,
-                    InterruptTarget::AnySpot => {
-                        instance.instance.capacity_type == CapacityType::Spot
-                    }
-                    InterruptTarget::NodeClaim(wanted) => name == wanted,
-                };
-                wanted.then(|| (name.clone(), id.clone()))
-            })
-            .collect()
-    }
-
-    /// An interruption storm: a seeded draw of `fraction` of the matching machines, one message
-    /// each, spread evenly over the storm's duration.
-    fn storm(&mut self, kind: &InterruptKind, target: &InterruptTarget, storm: &Storm) {
-        let mut machines: Vec<String> = self
-            .matching_machines(target)
-            .into_iter()
-            .map(|(name, _)| name)
-            .collect();
-        let n = ((machines.len() as f64) * storm.fraction).ceil() as usize;
-        // A partial Fisher-Yates shuffle with the world's generator.
-        for i in 0..n.min(machines.len()) {
-            let j = i + (self.rng.next_u64() % (machines.len() - i) as u64) as usize;
-            machines.swap(i, j);
-        }
-        machines.truncate(n);
-        let now = self.now_ms;
-        for (i, nodeclaim) in machines.into_iter().enumerate() {
-            let at = now + storm.over_ms * i as u64 / n.max(1) as u64;
-            self.schedule(
-                at,
-                WorldEvent::Interrupt {
-                    kind: kind.clone(),
-                    nodeclaim,
-                },
-            );
-        }
-    }
-
-    /// Sends an interruption message about one running machine, as the queue would, and
-    /// takes the instance away when the message says so.
-    fn interrupt(&mut self, kind: &InterruptKind, target: &InterruptTarget) {
-        let now = self.now_ms;
-        let Some((_, instance_id)) = self.matching_machines(target).into_iter().next() else {
-            return;
-        };
-        self.interruptions += 1;
-        let message_id = format!("sim-interruption-{}", self.interruptions);
-        let (interruption, reclaim_at) = match kind {
-            InterruptKind::SpotInterruption => {
-                let deadline = now + SPOT_INTERRUPTION_NOTICE_MS;
-                (
-                    Interruption::SpotInterruption {
-                        deadline_ms: deadline,
-                    },
-                    Some(deadline),
-                )
-            }
-            InterruptKind::Rebalance => (Interruption::RebalanceRecommendation, None),
-            InterruptKind::ScheduledChange(code) => (
-                Interruption::ScheduledChange {
-                    event_type: code.clone(),
-                },
-                None,
-            ),
-            InterruptKind::StateChange(state) => (
-                Interruption::StateChange {
-                    state: state.clone(),
-                },
-                LEAVING_STATES.contains(&state.as_str()).then_some(now),
-            ),
-        };
-        self.emit(EventKind::InterruptionReceived {
-            message_id,
-            instance_id: instance_id.clone(),
-            interruption,
-        });
-        if matches!(kind, InterruptKind::SpotInterruption)
-            && let Some(i) = self.cloud.instance(&instance_id)
-        {
-            // The core marks a reclaimed spot offering unavailable, as for lack of capacity.
-            self.capacity_failures.push((
-                OfferingKey {
-                    instance_type: i.instance.instance_type.clone(),
-                    zone: i.instance.zone.clone(),
-                    capacity_type: i.instance.capacity_type,
-                },
-                now,
-            ));
-        }
-        if let Some(at) = reclaim_at {
-            self.schedule(at, WorldEvent::InstanceReclaimed { instance_id });
-        }
-    }
-
     /// Pods that began shutting down exit at the end of their grace period; Jobs' pods that
     /// started running succeed at the end of their run time.
     fn schedule_pod_exits(&mut self) {
@@ -956,116 +756,6 @@ impl World {
         for (at, pod) in std::mem::take(&mut self.cluster.jobs.completions_to_schedule) {
             self.schedule(at, WorldEvent::PodCompleted { pod });
         }
-    }
-
-    /// Moves the clock, integrating cost and utilization over the interval.
-    pub(crate) fn advance_to(&mut self, t_ms: u64) {
-        if t_ms <= self.now_ms {
-            return;
-        }
-        let dt = (t_ms - self.now_ms) as i128;
-        self.cost_micro_usd_ms += self.cloud.price_now().0 as u128 * dt as u128;
-        let meter = &mut self.cost_meter;
-        for i in self.cloud.running() {
-            let machine = self.machines.get(&i.nodeclaim);
-            let node = machine
-                .and_then(|m| m.node.as_ref())
-                .and_then(|n| self.cluster.nodes.get(n))
-                .filter(|n| n.node.ready && !n.node.has_taint(labels::SIBLING_HOLD_TAINT));
-            let phase = match node {
-                Some(n) => {
-                    super::meter::Phase::of_node(n.workload_pods, &n.used, &n.node.allocatable)
-                }
-                None => super::meter::Phase::Booting,
-            };
-            let price = i.instance.price.0;
-            meter.add(
-                price,
-                machine.map_or(price, |m| m.cheapest_price),
-                phase,
-                dt as u64,
-            );
-        }
-        // CPU and memory requested and allocatable on nodewright's nodes.
-        let mut sums = [0i128; 4];
-        for n in self
-            .cluster
-            .nodes
-            .values()
-            .filter(|n| n.nodeclaim.is_some())
-        {
-            sums[0] += n.used.cpu_milli as i128;
-            sums[1] += n.node.allocatable.cpu_milli as i128;
-            sums[2] += n.used.memory_bytes as i128;
-            sums[3] += n.node.allocatable.memory_bytes as i128;
-        }
-        self.cpu_used_ms += sums[0] * dt;
-        self.cpu_alloc_ms += sums[1] * dt;
-        self.mem_used_ms += sums[2] * dt;
-        self.mem_alloc_ms += sums[3] * dt;
-        // The same, per step of the report's series.
-        let series = &mut self.usage_series;
-        Series::split(self.series_step_ms, self.now_ms, t_ms, |bucket, ms| {
-            let Some(slot) = series.get_mut(bucket) else {
-                return false;
-            };
-            for (total, sum) in slot.iter_mut().zip(sums) {
-                *total += sum * ms as i128;
-            }
-            true
-        });
-        self.now_ms = t_ms;
-    }
-
-    pub(crate) fn record_changes(&mut self) {
-        for change in std::mem::take(&mut self.changes) {
-            match change {
-                PodChange::Created { pod, at_ms } => {
-                    let spec = self.cluster.pods.get(&pod);
-                    let job = spec
-                        .and_then(|p| p.owner.as_ref())
-                        .is_some_and(|o| o.kind == "Job");
-                    let shape = spec
-                        .filter(|spec| !spec.is_daemonset_pod())
-                        .map(|spec| self.pod_shapes.intern(spec));
-                    self.pods.insert(
-                        pod,
-                        PodRecord {
-                            created_at_ms: at_ms,
-                            shape,
-                            job,
-                            ..PodRecord::default()
-                        },
-                    );
-                }
-                PodChange::Bound { pod, node, at_ms } => {
-                    if let Some(r) = self.pods.get_mut(&pod) {
-                        r.bound_at_ms.get_or_insert(at_ms);
-                        r.node = Some(node);
-                    }
-                    self.unschedulable.remove(&pod);
-                }
-                PodChange::Deleted {
-                    pod,
-                    at_ms,
-                    evicted,
-                } => {
-                    if let Some(r) = self.pods.get_mut(&pod) {
-                        r.deleted_at_ms = Some(at_ms);
-                        if evicted {
-                            r.evictions += 1;
-                            self.disruptions.evictions += 1;
-                        }
-                    }
-                    if let Some(reason) = self.unschedulable.remove(&pod) {
-                        self.deleted_unschedulable.insert(pod, reason);
-                    }
-                }
-            }
-        }
-        let running = self.cloud.running().count() as u64;
-        self.peak_nodes = self.peak_nodes.max(running);
-        self.peak_price = self.peak_price.max(self.cloud.price_now().0);
     }
 }
 

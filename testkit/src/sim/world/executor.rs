@@ -5,21 +5,76 @@ use super::*;
 
 impl CommandExecutor for World {
     fn execute(&mut self, command: &Command) {
-        let command = self.dispatched(command);
-        self.perform(&command);
+        // Kept for this step's invariant checks, as it was carried out (one copy: a launch
+        // carries hundreds of options).
+        match self.plant(command) {
+            Some(planted) => {
+                self.perform(&planted);
+                self.step_commands.push(planted);
+            }
+            None => {
+                self.perform(command);
+                self.step_commands.push(command.clone());
+            }
+        }
     }
 }
 
 impl World {
-    /// A command as it leaves the driver: changed by the planted bug, if any, and kept for this
+    /// A command as it leaves the driver (in the madsim harness): changed by the planted bug, if any, and kept for this
     /// step's invariant checks.
+    #[cfg(madsim)]
     pub(crate) fn dispatched(&mut self, command: &Command) -> Command {
         let command = self.planted(command);
         self.step_commands.push(command.clone());
         command
     }
 
+    /// The command as the planted bug changes it, if it does.
+    pub(super) fn plant(&self, command: &Command) -> Option<Command> {
+        match (self.planted?, command) {
+            (PlantedBug::LaunchIntoUnavailable, Command::LaunchNodeClaim { nodeclaim, reason }) => {
+                // Every offering that failed for lack of capacity, or whose spot instance was
+                // reclaimed, in the last three minutes (which the core was told, and marked
+                // unavailable) is offered again.
+                let ttl = nodewright_core::state::UNAVAILABLE_OFFERING_TTL_MS;
+                let mut spec = nodeclaim.as_ref().clone();
+                for (key, at) in &self.capacity_failures {
+                    if self.now_ms >= at + ttl {
+                        continue;
+                    }
+                    let price = self
+                        .catalog
+                        .get(&key.instance_type)
+                        .and_then(|it| {
+                            it.offerings.iter().find(|o| {
+                                o.zone == key.zone && o.capacity_type == key.capacity_type
+                            })
+                        })
+                        .map(|o| o.price);
+                    if let Some(price) = price {
+                        spec.options.insert(
+                            0,
+                            nodewright_core::model::nodeclaim::LaunchOption {
+                                instance_type: key.instance_type.clone(),
+                                zone: key.zone.clone(),
+                                capacity_type: key.capacity_type,
+                                price,
+                            },
+                        );
+                    }
+                }
+                Some(Command::LaunchNodeClaim {
+                    nodeclaim: Box::new(spec),
+                    reason: reason.clone(),
+                })
+            }
+            _ => None,
+        }
+    }
+
     /// A command as the planted bug changes it, if there is one.
+    #[cfg(madsim)]
     pub(crate) fn planted(&self, command: &Command) -> Command {
         self.plant(command).unwrap_or_else(|| command.clone())
     }
