@@ -364,10 +364,11 @@ impl ClusterState {
         let mut names = self.nodeclaim_type_names(claim);
         names.sort_unstable();
         names.dedup();
+        let by_type = prepared.node_resources_of(class, &self.capacity_settings);
         names
             .into_iter()
-            .filter_map(|name| prepared.catalog.get(name))
-            .map(|it| catalog::capacity_of_class(it, class, &self.capacity_settings))
+            .filter_map(|name| prepared.catalog.position(name))
+            .map(|t| by_type.resources[t].clone())
             .collect()
     }
 

@@ -222,6 +222,9 @@ pub struct Catalog {
     /// every core of a process sharing the catalog, mostly ask the same few.
     #[serde(skip)]
     pub node_resources_memo: Derived<NodeResourcesMemo>,
+    /// Each type's cheapest offering price, by index ([`Catalog::cheapest_prices`]).
+    #[serde(skip)]
+    pub cheapest_prices: Derived<Vec<Option<Price>>>,
 }
 
 /// The node resources computed lately, by what they depend on besides the type.
@@ -331,6 +334,17 @@ impl Catalog {
         self.offering_zones.get_or_init(|| OfferingZones::of(self))
     }
 
+    /// Each type's cheapest offering price, by index, built the first time it is read (as
+    /// [`Catalog::type_requirements`]).
+    pub fn cheapest_prices(&self) -> &[Option<Price>] {
+        self.cheapest_prices.get_or_init(|| {
+            self.instance_types
+                .iter()
+                .map(InstanceType::cheapest_price)
+                .collect()
+        })
+    }
+
     pub fn is_normalized(&self) -> bool {
         self.instance_types.is_sorted_by(|a, b| a.name <= b.name)
     }
@@ -387,6 +401,7 @@ impl Catalog {
 
     /// Drops what was derived from the types (before they change).
     fn forget_derived(&mut self) {
+        self.cheapest_prices = Derived::default();
         self.type_requirements = Derived::default();
         self.offering_zones = Derived::default();
         self.node_resources_memo = Derived::default();

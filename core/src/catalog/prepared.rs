@@ -71,11 +71,21 @@ impl PreparedCatalog {
         class: &NodeClass,
         settings: &CapacitySettings,
     ) -> Arc<ClassResources> {
+        self.node_resources_of(Some(class), settings)
+    }
+
+    /// [`PreparedCatalog::node_resources`]; without a class, under the default kubelet
+    /// config and storage (as [`capacity_of_class`]).
+    pub fn node_resources_of(
+        &self,
+        class: Option<&NodeClass>,
+        settings: &CapacitySettings,
+    ) -> Arc<ClassResources> {
         /// Different classes and settings kept at once.
         const KEPT: usize = 8;
         let key = ResourcesKey {
-            kubelet: class.kubelet.clone(),
-            storage: class.storage.clone(),
+            kubelet: class.map(|c| c.kubelet.clone()).unwrap_or_default(),
+            storage: class.map(|c| c.storage.clone()).unwrap_or_default(),
             settings: *settings,
         };
         let memo = self
@@ -92,7 +102,7 @@ impl PreparedCatalog {
             .catalog
             .instance_types
             .iter()
-            .map(|it| capacity_of_class(it, Some(class), settings))
+            .map(|it| capacity_of_class(it, class, settings))
             .collect();
         let capacity_rows = ResourceRows::new(resources.iter().map(|r| &r.capacity));
         let computed = Arc::new(ClassResources {

@@ -400,11 +400,9 @@ fn ruled_out_before_solve(
     // nodes, the replacement the solve would find is not cheaper either.
     let refs: Vec<&Pod> = removal.pods.iter().collect();
     let homeless = view.homeless_requests(&refs, removed)?;
-    view.cheapest_price_with_room(&homeless)
-        .is_none_or(|p| p >= removal.price)
-        .then_some(Rejection::NotCheaper {
-            price: removal.price,
-        })
+    (!view.could_be_cheaper_with_room(&homeless, removal.price)).then_some(Rejection::NotCheaper {
+        price: removal.price,
+    })
 }
 
 /// The simulation itself: the pods solved onto the rest of the cluster and at most one new

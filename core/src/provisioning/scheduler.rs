@@ -1306,22 +1306,24 @@ impl<'a> ClusterView<'a> {
         homeless
     }
 
-    /// The lowest price a new machine with room for `requests` could have: over the types
-    /// every launching NodePool may use, with room for them, each type's cheapest offering.
-    /// A bound below what a solve's new machine costs (its types are among these, narrowed
-    /// by its pods' requirements and the offerings allowed and available): `None` when no type
-    /// has the room.
-    pub fn cheapest_price_with_room(&self, requests: &Resources) -> Option<crate::catalog::Price> {
-        let prepared = self.prepared?;
-        self.contexts
-            .iter()
-            .flat_map(|ctx| {
-                ctx.types
-                    .iter()
-                    .filter(|&&t| requests.fits_in(ctx.room(t)))
-                    .filter_map(|&t| prepared.catalog.instance_types[t].cheapest_price())
-            })
-            .min()
+    /// Whether a new machine with room for `requests` could cost less than `price`: some type
+    /// a launching NodePool may use has the room and an offering below it. A bound on what a
+    /// solve's new machine can cost (its types are among these, narrowed by its pods'
+    /// requirements, and its offerings among theirs, narrowed to those allowed and available).
+    pub fn could_be_cheaper_with_room(
+        &self,
+        requests: &Resources,
+        price: crate::catalog::Price,
+    ) -> bool {
+        let Some(prepared) = self.prepared else {
+            return false;
+        };
+        let cheapest = prepared.catalog.cheapest_prices();
+        self.contexts.iter().any(|ctx| {
+            ctx.types
+                .iter()
+                .any(|&t| cheapest[t].is_some_and(|p| p < price) && requests.fits_in(ctx.room(t)))
+        })
     }
 
     /// Places `pods` as if the NodeClaims in `removed` (their nodes and pods) were gone.
