@@ -153,7 +153,13 @@ pub fn verify_with_progress<S: std::io::Read>(
                     break Some(with_following(&mut reader, d));
                 }
             }
-            Step::Started { .. } => {}
+            // What the core gave for the records before a cut log's snapshot was recorded
+            // as nothing.
+            Step::Started { .. } => {
+                if let Some(d) = check(open.take(), Vec::new(), &before) {
+                    break Some(with_following(&mut reader, d));
+                }
+            }
             Step::Snapshot {
                 snapshot,
                 mut parts,

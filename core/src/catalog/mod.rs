@@ -225,6 +225,9 @@ pub struct Catalog {
     /// Each type's cheapest offering price, by index ([`Catalog::cheapest_prices`]).
     #[serde(skip)]
     pub cheapest_prices: Derived<Vec<Option<Price>>>,
+    /// Each type's offerings, cheapest first ([`Catalog::offerings_by_price`]).
+    #[serde(skip)]
+    pub offerings_by_price: Derived<Vec<Vec<usize>>>,
 }
 
 /// The node resources computed lately, by what they depend on besides the type.
@@ -345,6 +348,21 @@ impl Catalog {
         })
     }
 
+    /// Each type's offerings by position, cheapest first (then in their order), built the
+    /// first time it is read (as [`Catalog::type_requirements`]).
+    pub fn offerings_by_price(&self) -> &[Vec<usize>] {
+        self.offerings_by_price.get_or_init(|| {
+            self.instance_types
+                .iter()
+                .map(|it| {
+                    let mut order: Vec<usize> = (0..it.offerings.len()).collect();
+                    order.sort_by_key(|&o| (it.offerings[o].price, o));
+                    order
+                })
+                .collect()
+        })
+    }
+
     pub fn is_normalized(&self) -> bool {
         self.instance_types.is_sorted_by(|a, b| a.name <= b.name)
     }
@@ -402,6 +420,7 @@ impl Catalog {
     /// Drops what was derived from the types (before they change).
     fn forget_derived(&mut self) {
         self.cheapest_prices = Derived::default();
+        self.offerings_by_price = Derived::default();
         self.type_requirements = Derived::default();
         self.offering_zones = Derived::default();
         self.node_resources_memo = Derived::default();

@@ -221,13 +221,17 @@ pub fn launch_offerings(
     // The cheapest allowed, available offering of each type, without building options yet.
     // Types are in name order in the prepared catalog, so (price, index) orders them by price,
     // then name.
+    // Each type's offerings are looked at cheapest first: the first allowed one is its price.
+    let by_price = prepared.catalog.offerings_by_price();
     let mut per_type: Vec<(Price, usize)> = types
         .iter()
         .filter_map(|&t| {
-            type_offerings(&mask, t)
-                .map(|o| o.price)
-                .min()
-                .map(|price| (price, t))
+            let offerings = &prepared.catalog.instance_types[t].offerings;
+            by_price[t]
+                .iter()
+                .copied()
+                .find(|&o| mask.allows(t, o))
+                .map(|o| (offerings[o].price, t))
         })
         .collect();
     let max_types = max_types.max(1);
@@ -269,12 +273,12 @@ pub fn launch_offerings(
         .flat_map(|i| type_offerings(&mask, per_type[*i].1))
         .collect();
     let offering = |a: &OfferingAt| &prepared.catalog.instance_types[a.t].offerings[a.o];
+    // Zones compare by position: the catalog's zone names are in name order.
+    let zone_of = &mask.zones.of_offering;
     out.sort_by(|a, b| {
         a.price.cmp(&b.price).then(a.t.cmp(&b.t)).then_with(|| {
-            let (oa, ob) = (offering(a), offering(b));
-            oa.zone
-                .cmp(&ob.zone)
-                .then(oa.capacity_type.cmp(&ob.capacity_type))
+            (zone_of[a.t][a.o], offering(a).capacity_type)
+                .cmp(&(zone_of[b.t][b.o], offering(b).capacity_type))
         })
     });
     out

@@ -195,6 +195,8 @@ impl SimCloud {
             .map(|(_, id)| id);
         let mut ids: Vec<&String> = self.running.iter().chain(recent).collect();
         ids.sort_unstable();
+        // An id drawn again after its instance was terminated is one instance in the map.
+        ids.dedup();
         ids.into_iter()
             .filter_map(|id| self.instances.get(id))
             .collect()
