@@ -222,9 +222,6 @@ pub struct Catalog {
     /// every core of a process sharing the catalog, mostly ask the same few.
     #[serde(skip)]
     pub node_resources_memo: Derived<NodeResourcesMemo>,
-    /// Each type's cheapest offering price, by index ([`Catalog::cheapest_prices`]).
-    #[serde(skip)]
-    pub cheapest_prices: Derived<Vec<Option<Price>>>,
     /// Each type's offerings, cheapest first ([`Catalog::offerings_by_price`]).
     #[serde(skip)]
     pub offerings_by_price: Derived<Vec<Vec<usize>>>,
@@ -337,17 +334,6 @@ impl Catalog {
         self.offering_zones.get_or_init(|| OfferingZones::of(self))
     }
 
-    /// Each type's cheapest offering price, by index, built the first time it is read (as
-    /// [`Catalog::type_requirements`]).
-    pub fn cheapest_prices(&self) -> &[Option<Price>] {
-        self.cheapest_prices.get_or_init(|| {
-            self.instance_types
-                .iter()
-                .map(InstanceType::cheapest_price)
-                .collect()
-        })
-    }
-
     /// Each type's offerings by position, cheapest first (then in their order), built the
     /// first time it is read (as [`Catalog::type_requirements`]).
     pub fn offerings_by_price(&self) -> &[Vec<usize>] {
@@ -419,7 +405,6 @@ impl Catalog {
 
     /// Drops what was derived from the types (before they change).
     fn forget_derived(&mut self) {
-        self.cheapest_prices = Derived::default();
         self.offerings_by_price = Derived::default();
         self.type_requirements = Derived::default();
         self.offering_zones = Derived::default();

@@ -395,12 +395,11 @@ fn ruled_out_before_solve(
     if let Err(rejection) = budgets_allow(state, &removal.per_pool, now_ms) {
         return Some(rejection);
     }
-    // The pods that fit on no remaining node by their requests alone go on the one new
-    // machine, which then holds them all: if no type with room for them costs less than the
-    // nodes, the replacement the solve would find is not cheaper either.
+    // At most one new machine takes what the remaining nodes cannot: if no type it could be
+    // costs less than the nodes, the replacement the solve would find is not cheaper either.
     let refs: Vec<&Pod> = removal.pods.iter().collect();
-    let homeless = view.homeless_requests(&refs, removed)?;
-    (!view.could_be_cheaper_with_room(&homeless, removal.price)).then_some(Rejection::NotCheaper {
+    let needs = view.new_machine_needs(&refs, removed)?;
+    (!view.could_be_cheaper(&needs, removal.price)).then_some(Rejection::NotCheaper {
         price: removal.price,
     })
 }

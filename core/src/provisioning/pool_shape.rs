@@ -8,7 +8,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Arc, Mutex};
 
 use crate::catalog::PreparedCatalog;
-use crate::catalog::{CapacitySettings, CapacityType, ClassResources, NodeResources};
+use crate::catalog::{CapacitySettings, CapacityType, ClassResources, NodeResources, Price};
 use crate::model::daemonset::DaemonSet;
 use crate::model::labels;
 use crate::model::nodeclass::NodeClass;
@@ -37,6 +37,9 @@ pub struct PoolShape {
     /// `rooms` as rows of integers, for the largest room over a planned machine's types.
     pub room_rows: ResourceRows,
     pub min_values: Vec<(String, u32)>,
+    /// By catalog index, for `types`: the cheapest offering the template allows (whether it
+    /// is available now aside).
+    pub cheapest_allowed: Vec<Option<Price>>,
     /// Each type's requirements under this pool's node class when they are not the catalog's
     /// (a Windows class's), by catalog index: read through [`PoolShape::type_requirements`].
     class_requirements: Option<Vec<Requirements>>,
@@ -97,6 +100,17 @@ impl PoolShape {
                         .any(|o| filter.allows(&o.zone, o.capacity_type.as_str()))
             })
             .collect();
+        // The cheapest offering the template allows, of the types it may launch.
+        let mut cheapest_allowed: Vec<Option<Price>> =
+            vec![None; catalog.catalog.instance_types.len()];
+        for &t in &types {
+            cheapest_allowed[t] = catalog.catalog.instance_types[t]
+                .offerings
+                .iter()
+                .filter(|o| filter.allows(&o.zone, o.capacity_type.as_str()))
+                .map(|o| o.price)
+                .min();
+        }
         let rooms: Vec<Resources> = resources
             .iter()
             .zip(&overhead)
@@ -117,6 +131,7 @@ impl PoolShape {
             max_room,
             room_rows,
             min_values,
+            cheapest_allowed,
             class_requirements,
             domains: Mutex::default(),
             catalog: Arc::clone(catalog),

@@ -105,6 +105,17 @@ pub struct SolveResult {
     pub unschedulable: Vec<(PodKey, Unplaceable)>,
 }
 
+/// What a new machine must at least be for pods to move (see
+/// [`ClusterView::new_machine_needs`]).
+#[derive(Debug, Clone, PartialEq)]
+pub struct NewMachineNeeds {
+    /// Room it must have.
+    pub room: Resources,
+    /// For each pod that can go nowhere else, its required node-affinity alternatives: the
+    /// machine's type meets one of each.
+    pub alternatives: Vec<Vec<Requirements>>,
+}
+
 /// A node or a machine on its way, as one pending pod sees it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct CandidateVerdict {
@@ -521,6 +532,15 @@ fn in_flight_overhead(
     let mut out = Resources::default();
     for t in names.into_iter().filter_map(index) {
         out.max_assign(&shape.resources()[t].allocatable.minus(&shape.rooms[t]));
+    }
+    out
+}
+
+/// Every amount below zero raised to zero (a node with no room left counts none).
+fn at_least_zero(r: &Resources) -> Resources {
+    let mut out = Resources::new(r.cpu_milli.max(0), r.memory_bytes.max(0), r.pods.max(0));
+    for (name, amount) in &r.extended {
+        out.set_extended(name, (*amount).max(0));
     }
     out
 }
@@ -1280,49 +1300,89 @@ impl<'a> ClusterView<'a> {
             .collect()
     }
 
-    /// The summed requests of the `pods` that fit on no node or machine on its way by their
-    /// requests alone, as if the NodeClaims in `removed` were gone: each such pod can only go on
-    /// a new machine (fitting by resources is needed wherever a pod goes). `None` when every
-    /// pod fits somewhere by its requests.
-    pub fn homeless_requests(
+    /// What a new machine must at least be if the `pods` are placed as if the NodeClaims in
+    /// `removed` were gone; `None` when they may all go on the remaining nodes and machines on
+    /// their way. It holds the pods that can go on none of those, and whatever the pods ask
+    /// together beyond the free room of all of them.
+    ///
+    /// A pod is placed on a node only where, from the start of a solve, it fits by its
+    /// requests, tolerates every taint that is not `PreferNoSchedule`, finds its host ports
+    /// free, and one of its required node-affinity alternatives (with its node selector) meets
+    /// every label set the node may have — however far its preferences are relaxed; and a node
+    /// only loses room and ports as the solve goes.
+    pub fn new_machine_needs(
         &self,
         pods: &[&Pod],
         removed: &BTreeSet<String>,
-    ) -> Option<Resources> {
-        let remaining: Vec<&Resources> = self
+    ) -> Option<NewMachineNeeds> {
+        let remaining: Vec<&Target> = self
             .targets
             .iter()
             .filter(|t| t.nodeclaim.as_ref().is_none_or(|c| !removed.contains(c)))
-            .map(|t| &t.available)
             .collect();
-        let mut homeless: Option<Resources> = None;
+        let mut homeless = Resources::default();
+        let mut homeless_alternatives: Vec<Vec<Requirements>> = Vec::new();
         for pod in pods {
-            if !remaining.iter().any(|room| pod.requests.fits_in(room)) {
-                homeless
-                    .get_or_insert_with(Resources::default)
-                    .add(&pod.requests);
+            // Built at the first target with room, if any.
+            let mut alternatives: Option<Vec<Requirements>> = None;
+            let may_go = remaining.iter().any(|target| {
+                if !pod.requests.fits_in(&target.available)
+                    || port_conflict(pod, &target.host_ports).is_some()
+                    || target.taints.iter().any(|taint| {
+                        taint.effect != TaintEffect::PreferNoSchedule
+                            && !pod.tolerations.iter().any(|t| t.tolerates(taint))
+                    })
+                {
+                    return false;
+                }
+                alternatives
+                    .get_or_insert_with(|| pod.requirement_alternatives())
+                    .iter()
+                    .any(|alt| target.label_sets.iter().all(|l| alt.matches_labels(l)))
+            });
+            if !may_go {
+                homeless.add(&pod.requests);
+                homeless_alternatives
+                    .push(alternatives.unwrap_or_else(|| pod.requirement_alternatives()));
             }
         }
-        homeless
+        // Together the pods fit on the remaining nodes only up to their free room: what is
+        // beyond it goes on a new machine, whichever pods those are.
+        let mut free = Resources::default();
+        for target in &remaining {
+            free.add(&at_least_zero(&target.available));
+        }
+        let mut asked = Resources::default();
+        for pod in pods {
+            asked.add(&pod.requests);
+        }
+        let beyond = at_least_zero(&asked.minus(&free));
+        if homeless_alternatives.is_empty() && beyond.is_zero() {
+            return None;
+        }
+        Some(NewMachineNeeds {
+            room: homeless.max(&beyond),
+            alternatives: homeless_alternatives,
+        })
     }
 
-    /// Whether a new machine with room for `requests` could cost less than `price`: some type
-    /// a launching NodePool may use has the room and an offering below it. A bound on what a
-    /// solve's new machine can cost (its types are among these, narrowed by its pods'
-    /// requirements, and its offerings among theirs, narrowed to those allowed and available).
-    pub fn could_be_cheaper_with_room(
-        &self,
-        requests: &Resources,
-        price: crate::catalog::Price,
-    ) -> bool {
-        let Some(prepared) = self.prepared else {
-            return false;
-        };
-        let cheapest = prepared.catalog.cheapest_prices();
+    /// Whether the new machine that `needs` says could cost less than `price`: some type a
+    /// launching NodePool may use has the room, meets one alternative of every pod that must
+    /// go on it, and an offering its NodePool allows below the price. A bound on what a solve's
+    /// new machine can cost: its types are among these (narrowed further by the pods' other
+    /// requirements), its offerings among theirs (narrowed further to those its requirements
+    /// allow and available now).
+    pub fn could_be_cheaper(&self, needs: &NewMachineNeeds, price: crate::catalog::Price) -> bool {
         self.contexts.iter().any(|ctx| {
-            ctx.types
-                .iter()
-                .any(|&t| cheapest[t].is_some_and(|p| p < price) && requests.fits_in(ctx.room(t)))
+            ctx.types.iter().any(|&t| {
+                ctx.shape.cheapest_allowed[t].is_some_and(|p| p < price)
+                    && needs.room.fits_in(ctx.room(t))
+                    && needs.alternatives.iter().all(|alternatives| {
+                        alternatives
+                            .iter()
+                            .any(|alt| ctx.shape.type_requirements(t).meets(alt))
+                    })
+            })
         })
     }
 
