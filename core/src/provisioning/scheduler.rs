@@ -536,6 +536,10 @@ fn in_flight_overhead(
     out
 }
 
+/// How many nodes and machines on their way [`ClusterView::new_machine_needs`] looks at for
+/// one pod before it counts the pod as one that may go elsewhere.
+const TARGETS_LOOKED_AT: usize = 16;
+
 /// Every amount below zero raised to zero (a node with no room left counts none).
 fn at_least_zero(r: &Resources) -> Resources {
     let mut out = Resources::new(r.cpu_milli.max(0), r.memory_bytes.max(0), r.pods.max(0));
@@ -1167,6 +1171,9 @@ pub struct ClusterView<'a> {
     any_prefer_no_schedule: bool,
     /// Each topology key's values per NodePool (by context), filled as solves ask.
     pool_domains: std::cell::RefCell<BTreeMap<String, Vec<BTreeSet<String>>>>,
+    /// The free room of every target together, and the targets of each NodeClaim, made when
+    /// a simulation first asks ([`ClusterView::new_machine_needs`]).
+    free_room: std::cell::OnceCell<(Resources, BTreeMap<String, Vec<usize>>)>,
 }
 
 impl<'a> ClusterView<'a> {
@@ -1257,6 +1264,7 @@ impl<'a> ClusterView<'a> {
             anti_affinity_pods,
             any_prefer_no_schedule,
             pool_domains: Default::default(),
+            free_room: std::cell::OnceCell::new(),
         }
     }
 
@@ -1315,17 +1323,48 @@ impl<'a> ClusterView<'a> {
         pods: &[&Pod],
         removed: &BTreeSet<String>,
     ) -> Option<NewMachineNeeds> {
-        let remaining: Vec<&Target> = self
-            .targets
-            .iter()
-            .filter(|t| t.nodeclaim.as_ref().is_none_or(|c| !removed.contains(c)))
-            .collect();
+        // Together the pods fit on the remaining nodes only up to their free room: what is
+        // beyond it goes on a new machine, whichever pods those are. (Every target's room,
+        // summed once per view, less the removed ones'.)
+        let (every_target, targets_of_claim) = self.free_room.get_or_init(|| {
+            let mut free = Resources::default();
+            let mut of_claim: BTreeMap<String, Vec<usize>> = BTreeMap::new();
+            for (i, target) in self.targets.iter().enumerate() {
+                free.add(&at_least_zero(&target.available));
+                if let Some(claim) = &target.nodeclaim {
+                    of_claim.entry(claim.clone()).or_default().push(i);
+                }
+            }
+            (free, of_claim)
+        });
+        let mut free = every_target.clone();
+        // The targets of the removed NodeClaims, by position.
+        let mut gone = vec![false; self.targets.len()];
+        for claim in removed {
+            for &i in targets_of_claim.get(claim).into_iter().flatten() {
+                free.sub(&at_least_zero(&self.targets[i].available));
+                gone[i] = true;
+            }
+        }
+        let remaining = || {
+            self.targets
+                .iter()
+                .zip(&gone)
+                .filter_map(|(target, gone)| (!gone).then_some(target))
+        };
         let mut homeless = Resources::default();
         let mut homeless_alternatives: Vec<Vec<Requirements>> = Vec::new();
         for pod in pods {
             // Built at the first target with room, if any.
             let mut alternatives: Option<Vec<Requirements>> = None;
-            let may_go = remaining.iter().any(|target| {
+            // In a large cluster a pod that fits none of the first targets looked at is counted
+            // as one that may go (a pod not counted here only weakens the bound).
+            let mut looked = 0usize;
+            let may_go = remaining().any(|target| {
+                looked += 1;
+                if looked > TARGETS_LOOKED_AT {
+                    return true;
+                }
                 if !pod.requests.fits_in(&target.available)
                     || port_conflict(pod, &target.host_ports).is_some()
                     || target.taints.iter().any(|taint| {
@@ -1345,12 +1384,6 @@ impl<'a> ClusterView<'a> {
                 homeless_alternatives
                     .push(alternatives.unwrap_or_else(|| pod.requirement_alternatives()));
             }
-        }
-        // Together the pods fit on the remaining nodes only up to their free room: what is
-        // beyond it goes on a new machine, whichever pods those are.
-        let mut free = Resources::default();
-        for target in &remaining {
-            free.add(&at_least_zero(&target.available));
         }
         let mut asked = Resources::default();
         for pod in pods {
