@@ -253,7 +253,7 @@ pub struct OfferingZones {
     /// In name order.
     pub names: Vec<String>,
     /// `of_offering[t][o]`: the position in `names` of the zone of offering `o` of type `t`.
-    pub of_offering: Vec<Vec<u16>>,
+    pub of_offering: Vec<Vec<usize>>,
 }
 
 impl OfferingZones {
@@ -273,11 +273,9 @@ impl OfferingZones {
                 it.offerings
                     .iter()
                     .map(|o| {
-                        let at = names
+                        names
                             .binary_search(&o.zone)
-                            .expect("every offering's zone is among the names, built from them");
-                        // A region has a few dozen zones at the most.
-                        u16::try_from(at).unwrap_or(u16::MAX)
+                            .expect("every offering's zone is among the names, built from them")
                     })
                     .collect()
             })

@@ -257,6 +257,11 @@ struct Removal<'a> {
     eviction_cost: EvictionCost,
     /// Each node with its instance type and price, for the decision's detail.
     described: Vec<String>,
+    /// Their NodeClaims.
+    removed: BTreeSet<String>,
+    /// Whether their NodePools' budgets allow it, with the budgets as stated: read once,
+    /// before the solve and for the decision's detail.
+    budgets: Result<Vec<String>, Rejection>,
 }
 
 impl<'a> Removal<'a> {
@@ -279,6 +284,8 @@ impl<'a> Removal<'a> {
             per_pool: std::collections::BTreeMap::new(),
             eviction_cost: EvictionCost::default(),
             described: Vec::new(),
+            removed: nodeclaims.iter().cloned().collect(),
+            budgets: Ok(Vec::new()),
         };
         for nodeclaim in nodeclaims {
             let claim = state
@@ -319,6 +326,7 @@ impl<'a> Removal<'a> {
                 .entry(claim.spec.nodepool.as_str())
                 .or_insert(0) += 1;
         }
+        removal.budgets = budgets_allow(state, &removal.per_pool, now_ms);
         Ok(removal)
     }
 }
@@ -372,33 +380,26 @@ fn simulate_in(
     now_ms: u64,
 ) -> Result<Decision, Rejection> {
     let removal = Removal::of(state, config, nodeclaims, now_ms)?;
-    let removed: BTreeSet<String> = nodeclaims.iter().cloned().collect();
-    if let Some(rejection) = ruled_out_before_solve(view, state, &removal, &removed, now_ms) {
+    if let Some(rejection) = ruled_out_before_solve(view, &removal) {
         debug_assert!(
-            solved(view, state, config, nodeclaims, &removal, &removed, now_ms).is_err(),
+            solved(view, state, config, nodeclaims, &removal, now_ms).is_err(),
             "ruled out before the solve ({rejection}), yet the simulation takes it"
         );
         return Err(rejection);
     }
-    solved(view, state, config, nodeclaims, &removal, &removed, now_ms)
+    solved(view, state, config, nodeclaims, &removal, now_ms)
 }
 
 /// A rejection found without solving: a budget that does not allow it, or a new machine
 /// that could not be cheaper.
-fn ruled_out_before_solve(
-    view: &ClusterView,
-    state: &ClusterState,
-    removal: &Removal,
-    removed: &BTreeSet<String>,
-    now_ms: u64,
-) -> Option<Rejection> {
-    if let Err(rejection) = budgets_allow(state, &removal.per_pool, now_ms) {
-        return Some(rejection);
+fn ruled_out_before_solve(view: &ClusterView, removal: &Removal) -> Option<Rejection> {
+    if let Err(rejection) = &removal.budgets {
+        return Some(rejection.clone());
     }
     // At most one new machine takes what the remaining nodes cannot: if no type it could be
     // costs less than the nodes, the replacement the solve would find is not cheaper either.
     let refs: Vec<&Pod> = removal.pods.iter().collect();
-    let needs = view.new_machine_needs(&refs, removed)?;
+    let needs = view.new_machine_needs(&refs, &removal.removed)?;
     (!view.could_be_cheaper(&needs, removal.price)).then_some(Rejection::NotCheaper {
         price: removal.price,
     })
@@ -412,12 +413,11 @@ fn solved(
     config: &Config,
     nodeclaims: &[String],
     removal: &Removal,
-    removed: &BTreeSet<String>,
     now_ms: u64,
 ) -> Result<Decision, Rejection> {
     let price = removal.price;
     let refs: Vec<&Pod> = removal.pods.iter().collect();
-    let result = view.solve(&refs, removed);
+    let result = view.solve(&refs, &removal.removed);
     if let Some((pod, reason)) = result.unschedulable.into_iter().next() {
         return Err(Rejection::NoRoom {
             pod,
@@ -460,7 +460,7 @@ fn solved(
             cost_usd: cost,
         });
     }
-    let budget_texts = budgets_allow(state, &removal.per_pool, now_ms)?;
+    let budget_texts = removal.budgets.clone()?;
     let action = match (&replacement, nodeclaims.len()) {
         (None, 1) => "delete: its pods fit on the other nodes".to_string(),
         (None, _) => "delete: their pods fit on the other nodes".to_string(),

@@ -42,7 +42,6 @@ impl<'a> OfferingFilter<'a> {
 pub struct OfferingMask<'a> {
     state: &'a ClusterState,
     prepared: &'a PreparedCatalog,
-    filter: OfferingFilter<'a>,
     zones: &'a OfferingZones,
     /// By position in `zones.names`.
     zone_allowed: Vec<bool>,
@@ -93,7 +92,6 @@ impl<'a> OfferingMask<'a> {
         OfferingMask {
             state,
             prepared,
-            filter,
             zones,
             zone_allowed,
             capacity_allowed,
@@ -111,16 +109,8 @@ impl<'a> OfferingMask<'a> {
     pub fn allows(&self, t: usize, o: usize) -> bool {
         let it = &self.prepared.catalog.instance_types[t];
         let offering = &it.offerings[o];
-        let zone_allowed = self
-            .zones
-            .of_offering
-            .get(t)
-            .and_then(|of| of.get(o))
-            .and_then(|&z| self.zone_allowed.get(usize::from(z)).copied())
-            .unwrap_or_else(|| {
-                self.filter
-                    .allows(&offering.zone, offering.capacity_type.as_str())
-            });
+        // The zones were read from this catalog: every offering has its position there.
+        let zone_allowed = self.zone_allowed[self.zones.of_offering[t][o]];
         if !zone_allowed || !self.capacity_allowed[offering.capacity_type as usize] {
             return false;
         }

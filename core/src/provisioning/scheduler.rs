@@ -1352,9 +1352,11 @@ impl<'a> ClusterView<'a> {
                 .zip(&gone)
                 .filter_map(|(target, gone)| (!gone).then_some(target))
         };
+        let mut asked = Resources::default();
         let mut homeless = Resources::default();
         let mut homeless_alternatives: Vec<Vec<Requirements>> = Vec::new();
         for pod in pods {
+            asked.add(&pod.requests);
             // Built at the first target with room, if any.
             let mut alternatives: Option<Vec<Requirements>> = None;
             // In a large cluster a pod that fits none of the first targets looked at is counted
@@ -1384,10 +1386,6 @@ impl<'a> ClusterView<'a> {
                 homeless_alternatives
                     .push(alternatives.unwrap_or_else(|| pod.requirement_alternatives()));
             }
-        }
-        let mut asked = Resources::default();
-        for pod in pods {
-            asked.add(&pod.requests);
         }
         let beyond = at_least_zero(&asked.minus(&free));
         if homeless_alternatives.is_empty() && beyond.is_zero() {
