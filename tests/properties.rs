@@ -162,7 +162,7 @@ proptest! {
             }
             prop_assert_eq!(&total, &nodeclaim.requests);
             prop_assert!(!nodeclaim.options.is_empty());
-            for o in &nodeclaim.options {
+            for o in nodeclaim.options.iter() {
                 let it = h.catalog().get(&o.instance_type).expect("known type");
                 let alloc = nodewright_core::catalog::capacity(it, &Default::default()).allocatable;
                 prop_assert!(total.fits_in(&alloc), "{} cannot hold {}", it.name, total);

@@ -312,7 +312,7 @@ fn limits_cpu_stops_launches_at_the_limit() {
             .collect(),
     );
     assert_eq!(launches.len(), 1);
-    for o in &launches[0].options {
+    for o in launches[0].options.iter() {
         assert!(h.catalog().get(&o.instance_type).expect("known").vcpu <= 16);
     }
     let reasons = unschedulable(&h.commands);
@@ -476,7 +476,7 @@ fn gpu_requests_get_gpu_machines() {
     let mut p = Pod::new("default", "train", 4000, 16 * GIB);
     p.requests.set_extended(NVIDIA_GPU, 1);
     let claim = &provision(&mut h, vec![p])[0];
-    for o in &claim.options {
+    for o in claim.options.iter() {
         let it = h.catalog().get(&o.instance_type).expect("known");
         assert!(
             it.gpu
@@ -626,7 +626,7 @@ fn a_windows_class_launches_amd64_machines_labelled_windows_with_the_build() {
     assert_eq!(claim.labels[labels::OS], "windows");
     assert_eq!(claim.labels[labels::WINDOWS_BUILD], "10.0.20348");
     assert!(!claim.options.is_empty());
-    for option in &claim.options {
+    for option in claim.options.iter() {
         let it = h.catalog().get(&option.instance_type).expect("known");
         assert_eq!(
             it.architecture, "amd64",
@@ -678,7 +678,7 @@ fn nested_virtualization_keeps_only_the_types_that_support_it() {
     assert_eq!(launches.len(), 1, "{:?}", unschedulable(&h.commands));
     let supported = &h.catalog().nested_virtualization;
     assert!(!launches[0].options.is_empty());
-    for option in &launches[0].options {
+    for option in launches[0].options.iter() {
         assert!(
             supported.contains(&option.instance_type),
             "{} does not support nested virtualization",

@@ -715,7 +715,7 @@ fn daemonset_overhead_is_reserved_on_new_machines() {
         "agent", 2000,
     ))));
     let claim = provision(&mut with, vec![Pod::new("default", "p", 3000, GIB)]).remove(0);
-    for o in &claim.options {
+    for o in claim.options.iter() {
         let it = with.catalog().get(&o.instance_type).expect("known");
         let alloc = nodewright_core::catalog::capacity(it, &Default::default()).allocatable;
         assert!(
@@ -847,7 +847,7 @@ fn neuron_requests_get_inferentia_or_trainium_machines() {
     let mut p = Pod::new("default", "infer", 1000, GIB);
     p.requests.set_extended(AWS_NEURON, 1);
     let claim = provision(&mut h, vec![p]).remove(0);
-    for o in &claim.options {
+    for o in claim.options.iter() {
         let it = h.catalog().get(&o.instance_type).expect("known");
         assert!(it.neuron_count >= 1, "{}", it.name);
     }

@@ -90,7 +90,8 @@ fn claim(capacity_type: CapacityType) -> NodeClaimSpec {
             option("m5.large", "us-east-1a", 30_000),
             option("m5.large", "us-east-1b", 31_000),
             option("c5.large", "us-east-1a", 32_000),
-        ],
+        ]
+        .into(),
         expire_after_ms: None,
     }
 }

@@ -79,7 +79,8 @@ fn claim(name: &str) -> NodeClaimSpec {
             option("c5.large", "us-east-1c", 85_000),
             option("m5.large", "us-east-1b", 96_000),
             option("m5.large", "us-east-1a", 96_000),
-        ],
+        ]
+        .into(),
         expire_after_ms: None,
     }
 }
@@ -388,7 +389,12 @@ async fn options_with_no_subnet_fail_as_unavailable_offerings_without_a_launch()
     let (launch, _) = launch_class(&c).await;
     let launcher = Launcher::new(c.ec2.clone(), cluster(), "log-nonce");
     let mut spec = claim("default-zzzzz");
-    spec.options.retain(|o| o.zone == "us-east-1c");
+    spec.options = spec
+        .options
+        .iter()
+        .filter(|o| o.zone == "us-east-1c")
+        .cloned()
+        .collect();
     let LaunchOutcome::NoCapacity { event } = launcher.launch(&spec, &launch).await else {
         panic!("expected a failed launch");
     };

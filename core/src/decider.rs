@@ -1,6 +1,7 @@
 //! The decider: `handle(event) -> commands`, and `next_timer_ms()` — the core's one entry point.
 
 use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 
@@ -11,7 +12,9 @@ use crate::event::{Event, EventKind};
 use crate::lifecycle;
 use crate::model::labels;
 use crate::model::listing;
-use crate::model::nodeclaim::{LaunchReason, ListedInstance, NodeClaimSpec, TerminationReason};
+use crate::model::nodeclaim::{
+    LaunchOption, LaunchReason, ListedInstance, NodeClaimSpec, TerminationReason,
+};
 use crate::model::nodeclass::NodeOs;
 use crate::model::pod::{Pod, PodKey};
 use crate::model::requirements::RequirementSpec;
@@ -1748,12 +1751,18 @@ impl Core {
 
     fn claim_spec(&mut self, planned: &PlannedClaim) -> Option<(NodeClaimSpec, LaunchReason)> {
         let pool = self.state.nodepools.get(&planned.nodepool)?.clone();
-        let options = scheduler::launch_options(
+        let offerings = scheduler::launch_offerings(
             &self.state,
             planned,
             self.now_ms,
             self.config.max_instance_types,
         );
+        let prepared = self.state.catalog.as_deref()?;
+        let options: Arc<[LaunchOption]> = offerings.iter().map(|o| o.option(prepared)).collect();
+        let mut types: Vec<usize> = offerings.iter().map(|o| o.t).collect();
+        types.sort_unstable();
+        types.dedup();
+        let type_count = types.len();
         let cheapest = options.first()?.clone();
         let name = loop {
             let candidate = format!("{}-{}", pool.name, self.provisioner.names.suffix());
@@ -1779,11 +1788,6 @@ impl Core {
             .iter()
             .flat_map(|r| requirement_specs(r, &planned.min_values))
             .collect();
-        let type_count = options
-            .iter()
-            .map(|o| o.instance_type.as_str())
-            .collect::<BTreeSet<_>>()
-            .len();
         let pods_text: Vec<String> = planned.pods.iter().map(|p| p.to_string()).collect();
         // A static pool's machine is for no pod: its summary starts at the pool.
         let lead = if planned.pods.is_empty() {

@@ -43,7 +43,8 @@ fn spec(name: &str) -> NodeClaimSpec {
             zone: "us-east-1a".into(),
             capacity_type: CapacityType::OnDemand,
             price: Price(96_000),
-        }],
+        }]
+        .into(),
         expire_after_ms: Some(720 * 3_600_000),
     }
 }

@@ -463,7 +463,7 @@ pub fn consolidation_state(nodes: usize, pods: usize, pdbs: usize) -> (Config, C
                     startup_taints: Vec::new(),
                     requirements: Vec::new(),
                     requests: Default::default(),
-                    options: Vec::new(),
+                    options: Vec::new().into(),
                     expire_after_ms: Some(720 * 3_600_000),
                 },
                 created_at_ms: 0,

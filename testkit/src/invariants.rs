@@ -24,7 +24,7 @@ pub fn check_step(core: &Core, commands: &[Command], now_ms: u64) -> Vec<Violati
     let state = core.state();
     for command in commands {
         if let Command::LaunchNodeClaim { nodeclaim, .. } = command {
-            for o in &nodeclaim.options {
+            for o in nodeclaim.options.iter() {
                 let key = OfferingKey {
                     instance_type: o.instance_type.clone(),
                     zone: o.zone.clone(),

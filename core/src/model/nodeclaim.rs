@@ -2,6 +2,7 @@
 
 use std::collections::BTreeMap;
 use std::fmt;
+use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 
@@ -115,8 +116,10 @@ pub struct NodeClaimSpec {
     pub requirements: Vec<RequirementSpec>,
     /// The sum of the requests of the pods it was launched for.
     pub requests: Resources,
-    /// Cheapest first, at most `max_launch_options`.
-    pub options: Vec<LaunchOption>,
+    /// Cheapest first, at most `max_launch_options`. Shared: a spec is copied into the state,
+    /// the command and the log, and its options (often hundreds) are never changed after the
+    /// decision; serialized as a plain sequence.
+    pub options: Arc<[LaunchOption]>,
     pub expire_after_ms: Option<u64>,
 }
 

@@ -227,7 +227,7 @@ mod tests {
                 startup_taints: vec![hold_taint()],
                 requirements: Vec::new(),
                 requests: Default::default(),
-                options: Vec::new(),
+                options: Vec::new().into(),
                 expire_after_ms: None,
             },
             0,

@@ -207,6 +207,12 @@ impl SimCloud {
         self.running.iter().filter_map(|id| self.instances.get(id))
     }
 
+    /// How many instances run (each id in `running` is one of `instances`: launched first,
+    /// removed from `running` when terminated).
+    pub fn running_count(&self) -> usize {
+        self.running.len()
+    }
+
     /// USD per hour of the running instances.
     pub fn price_now(&self) -> Price {
         self.price_now

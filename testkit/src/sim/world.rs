@@ -489,7 +489,7 @@ impl World {
             }
             WorldEvent::InstanceReclaimed { instance_id } => self.end_instance(&instance_id),
             WorldEvent::FleetCall { nodeclaim } => {
-                let Some(machine) = self.machines.get(&nodeclaim).cloned() else {
+                let Some(machine) = self.machines.get(&nodeclaim) else {
                     return;
                 };
                 if machine.cancelled {
@@ -498,7 +498,7 @@ impl World {
                 }
                 if self.api_call_fails(scenario) {
                     // Throttled: the adapter retries with backoff, then gives up.
-                    let attempt = machine.api_attempts + 1;
+                    let attempt = self.machines.get(&nodeclaim).map_or(0, |m| m.api_attempts) + 1;
                     if let Some(m) = self.machines.get_mut(&nodeclaim) {
                         m.api_attempts = attempt;
                     }
@@ -519,6 +519,9 @@ impl World {
                     }
                     return;
                 }
+                let Some(machine) = self.machines.get(&nodeclaim) else {
+                    return;
+                };
                 match self.cloud.create_fleet(&machine.spec, now, &mut self.rng) {
                     Ok(instance) => {
                         let latency = &scenario.cloud;
@@ -534,7 +537,7 @@ impl World {
                             // The options were CreateFleet's, and it has answered (a launch
                             // asked again is answered from the instance). A long run keeps
                             // every machine it launched: thousands of option lists.
-                            m.spec.options = Vec::new();
+                            m.spec.options = Vec::new().into();
                         }
                         self.schedule(
                             now + join_after,
@@ -632,13 +635,14 @@ impl World {
                 );
             }
             WorldEvent::TerminationDone { nodeclaim } => {
-                let Some(machine) = self.machines.get(&nodeclaim).cloned() else {
+                let Some(machine) = self.machines.get(&nodeclaim) else {
                     return;
                 };
+                let node = machine.node.clone();
                 if let Some(id) = &machine.instance_id {
                     self.cloud.terminate(id, now);
                 }
-                if let Some(node) = &machine.node {
+                if let Some(node) = &node {
                     self.cluster.remove_node(
                         node,
                         now,

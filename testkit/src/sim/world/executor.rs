@@ -39,6 +39,7 @@ impl World {
                 // unavailable) is offered again.
                 let ttl = nodewright_core::state::UNAVAILABLE_OFFERING_TTL_MS;
                 let mut spec = nodeclaim.as_ref().clone();
+                let mut options = spec.options.to_vec();
                 for (key, at) in &self.capacity_failures {
                     if self.now_ms >= at + ttl {
                         continue;
@@ -53,7 +54,7 @@ impl World {
                         })
                         .map(|o| o.price);
                     if let Some(price) = price {
-                        spec.options.insert(
+                        options.insert(
                             0,
                             nodewright_core::model::nodeclaim::LaunchOption {
                                 instance_type: key.instance_type.clone(),
@@ -64,6 +65,7 @@ impl World {
                         );
                     }
                 }
+                spec.options = options.into();
                 Some(Command::LaunchNodeClaim {
                     nodeclaim: Box::new(spec),
                     reason: reason.clone(),

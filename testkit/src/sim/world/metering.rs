@@ -109,7 +109,7 @@ impl World {
                 }
             }
         }
-        let running = self.cloud.running().count() as u64;
+        let running = self.cloud.running_count() as u64;
         self.peak_nodes = self.peak_nodes.max(running);
         self.peak_price = self.peak_price.max(self.cloud.price_now().0);
     }

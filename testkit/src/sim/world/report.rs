@@ -105,6 +105,13 @@ pub(crate) fn build_report(
     let mut placements = Vec::new();
     let mut scheduled = 0;
     let mut bound_ms: u64 = 0;
+    // Each node's machine, the first by NodeClaim name should a node name come back.
+    let mut claim_of_node: BTreeMap<&str, &str> = BTreeMap::new();
+    for (claim, m) in &world.machines {
+        if let Some(node) = &m.node {
+            claim_of_node.entry(node.as_str()).or_insert(claim.as_str());
+        }
+    }
     for (key, r) in &world.pods {
         if let Some(bound) = r.bound_at_ms {
             scheduled += 1;
@@ -114,12 +121,9 @@ pub(crate) fn build_report(
         }
         // A machine nodewright launched is named by its NodeClaim; other nodes by their name.
         let node = r.node.as_ref().map(|n| {
-            world
-                .machines
-                .iter()
-                .find(|(_, m)| m.node.as_ref() == Some(n))
-                .map(|(claim, _)| claim.clone())
-                .unwrap_or_else(|| n.clone())
+            claim_of_node
+                .get(n.as_str())
+                .map_or_else(|| n.clone(), |claim| claim.to_string())
         });
         placements.push(PodPlacement {
             pod: key.to_string(),
