@@ -1705,7 +1705,7 @@ impl Core {
             requirements: shape.template.clone(),
             pods: Vec::new(),
             requests: Resources::default(),
-            types: shape.types.clone(),
+            types: shape.types.to_vec(),
             min_values: shape.min_values.clone(),
         })
     }

@@ -5,7 +5,7 @@ use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 
-use crate::catalog::{self, CapacitySettings, NodeResources};
+use crate::catalog::{self, CapacitySettings, ClassResources, NodeResources};
 use crate::model::daemonset::DaemonSet;
 use crate::model::do_not_disrupt::Protection;
 use crate::model::labels;
@@ -353,56 +353,65 @@ impl ClusterState {
         }
     }
 
-    /// Node resources of each type a NodeClaim's machine may be.
-    fn nodeclaim_type_resources(&self, claim: &NodeClaimState) -> Vec<NodeResources> {
-        let Some(prepared) = self.catalog.as_deref() else {
-            return Vec::new();
-        };
+    /// The node resources by type under the NodeClaim's class, and the positions of the types
+    /// its machine may be (each once).
+    fn nodeclaim_types(&self, claim: &NodeClaimState) -> Option<(Arc<ClassResources>, Vec<usize>)> {
+        let prepared = self.catalog.as_deref()?;
         let class = self.nodeclasses.get(&claim.spec.nodeclass);
         // A machine on its way lists an option per offering: each type once (its callers take
         // the smallest or largest of each resource, which repeats do not change).
-        let mut names = self.nodeclaim_type_names(claim);
-        names.sort_unstable();
-        names.dedup();
-        let by_type = prepared.node_resources_of(class, &self.capacity_settings);
-        names
+        let mut types: Vec<usize> = self
+            .nodeclaim_type_names(claim)
             .into_iter()
             .filter_map(|name| prepared.catalog.position(name))
-            .map(|t| by_type.resources[t].clone())
-            .collect()
+            .collect();
+        types.sort_unstable();
+        types.dedup();
+        Some((
+            prepared.node_resources_of(class, &self.capacity_settings),
+            types,
+        ))
     }
 
     /// The node resources of a NodeClaim's machine: its instance type once launched, else the
     /// smallest of its options in every dimension (what it is sure to offer).
     pub fn nodeclaim_resources(&self, claim: &NodeClaimState) -> Option<NodeResources> {
-        self.nodeclaim_type_resources(claim)
-            .into_iter()
-            .reduce(|acc, r| NodeResources {
-                capacity: acc.capacity.min(&r.capacity),
-                allocatable: acc.allocatable.min(&r.allocatable),
-            })
+        let (by_type, types) = self.nodeclaim_types(claim)?;
+        let mut each = types.iter().map(|&t| &by_type.resources[t]);
+        let first = each.next()?.clone();
+        Some(each.fold(first, |acc, r| NodeResources {
+            capacity: acc.capacity.min(&r.capacity),
+            allocatable: acc.allocatable.min(&r.allocatable),
+        }))
     }
 
     /// Largest capacity a NodeClaim can have (what counts against NodePool limits).
     pub fn nodeclaim_limit_capacity(&self, claim: &NodeClaimState) -> Resources {
         let mut out = Resources::default();
-        for r in self.nodeclaim_type_resources(claim) {
-            out.max_assign(&r.capacity);
+        if let Some((by_type, types)) = self.nodeclaim_types(claim) {
+            for t in types {
+                out.max_assign(&by_type.resources[t].capacity);
+            }
         }
         out
     }
 
     /// What a NodePool uses now: capacity of its live NodeClaims, and how many there are.
     pub fn nodepool_usage(&self, nodepool: &str) -> (Resources, i64) {
-        let mut usage = Resources::default();
-        let mut count = 0;
+        self.nodepool_usages().remove(nodepool).unwrap_or_default()
+    }
+
+    /// [`ClusterState::nodepool_usage`] of every NodePool with a live NodeClaim, in one walk.
+    pub fn nodepool_usages(&self) -> BTreeMap<&str, (Resources, i64)> {
+        let mut usages: BTreeMap<&str, (Resources, i64)> = BTreeMap::new();
         for claim in self.nodeclaims.values() {
-            if claim.spec.nodepool == nodepool && claim.terminating.is_none() {
+            if claim.terminating.is_none() {
+                let (usage, count) = usages.entry(claim.spec.nodepool.as_str()).or_default();
                 usage.add(&self.nodeclaim_limit_capacity(claim));
-                count += 1;
+                *count += 1;
             }
         }
-        (usage, count)
+        usages
     }
 
     /// The labels a launched NodeClaim's node will carry.

@@ -83,21 +83,30 @@ impl PreparedCatalog {
     ) -> Arc<ClassResources> {
         /// Different classes and settings kept at once.
         const KEPT: usize = 8;
+        let memo = self
+            .catalog
+            .node_resources_memo
+            .get_or_init(|| Mutex::new(Vec::new()));
+        // Asked for every NodeClaim of every solve: found by comparing in place, the key is
+        // copied only when new.
+        let same = |k: &ResourcesKey| {
+            k.settings == *settings
+                && match class {
+                    Some(c) => k.kubelet == c.kubelet && k.storage == c.storage,
+                    None => k.kubelet == Default::default() && k.storage == Default::default(),
+                }
+        };
+        // A poisoned lock only means a panic elsewhere; the list is still whole.
+        let kept = memo.lock().unwrap_or_else(PoisonError::into_inner);
+        if let Some((_, found)) = kept.iter().find(|(k, _)| same(k)) {
+            return Arc::clone(found);
+        }
+        drop(kept);
         let key = ResourcesKey {
             kubelet: class.map(|c| c.kubelet.clone()).unwrap_or_default(),
             storage: class.map(|c| c.storage.clone()).unwrap_or_default(),
             settings: *settings,
         };
-        let memo = self
-            .catalog
-            .node_resources_memo
-            .get_or_init(|| Mutex::new(Vec::new()));
-        // A poisoned lock only means a panic elsewhere; the list is still whole.
-        let kept = memo.lock().unwrap_or_else(PoisonError::into_inner);
-        if let Some((_, found)) = kept.iter().find(|(k, _)| *k == key) {
-            return Arc::clone(found);
-        }
-        drop(kept);
         let resources: Vec<NodeResources> = self
             .catalog
             .instance_types

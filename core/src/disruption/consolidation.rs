@@ -244,19 +244,19 @@ pub fn simulate_many(
 
 /// The nodes to take away, as a simulation reads them.
 struct Removal<'a> {
-    nodes: Vec<String>,
+    nodes: Vec<&'a str>,
     /// What they cost together per hour.
     price: Price,
     any_spot: bool,
     any_on_demand: bool,
-    /// Their pods, to go elsewhere.
-    pods: Vec<Pod>,
+    /// Their workload pods, to go elsewhere (as bound now: a solve reads no pod's node).
+    pods: Vec<&'a Pod>,
     /// How many nodes each NodePool would lose.
     per_pool: std::collections::BTreeMap<&'a str, u32>,
     /// What evicting their pods costs.
     eviction_cost: EvictionCost,
     /// Each node with its instance type and price, for the decision's detail.
-    described: Vec<String>,
+    described: Vec<(&'a str, &'a str, Price)>,
     /// Their NodeClaims.
     removed: BTreeSet<String>,
     /// Whether their NodePools' budgets allow it, with the budgets as stated: read once,
@@ -294,7 +294,7 @@ impl<'a> Removal<'a> {
                 .ok_or_else(|| gone(nodeclaim, "it is gone"))?;
             let node = claim
                 .node_name
-                .clone()
+                .as_deref()
                 .ok_or_else(|| gone(nodeclaim, "its node is gone"))?;
             let instance = claim
                 .instance
@@ -303,12 +303,11 @@ impl<'a> Removal<'a> {
             removal.price = Price(removal.price.0 + instance.price.0);
             removal.any_spot |= instance.capacity_type == CapacityType::Spot;
             removal.any_on_demand |= instance.capacity_type == CapacityType::OnDemand;
-            removal.described.push(format!(
-                "{node} ({} at {})",
-                instance.instance_type, instance.price
-            ));
-            let movable = state.movable_pods(Some(&node));
-            if let Some(on) = state.nodes.get(&node) {
+            removal
+                .described
+                .push((node, instance.instance_type.as_str(), instance.price));
+            let movable = state.workload_pods_on_node(node);
+            if let Some(on) = state.nodes.get(node) {
                 for pod in &movable {
                     removal.eviction_cost.add(
                         config,
@@ -398,8 +397,7 @@ fn ruled_out_before_solve(view: &ClusterView, removal: &Removal) -> Option<Rejec
     }
     // At most one new machine takes what the remaining nodes cannot: if no type it could be
     // costs less than the nodes, the replacement the solve would find is not cheaper either.
-    let refs: Vec<&Pod> = removal.pods.iter().collect();
-    let needs = view.new_machine_needs(&refs, &removal.removed)?;
+    let needs = view.new_machine_needs(&removal.pods, &removal.removed)?;
     (!view.could_be_cheaper(&needs, removal.price)).then_some(Rejection::NotCheaper {
         price: removal.price,
     })
@@ -416,8 +414,7 @@ fn solved(
     now_ms: u64,
 ) -> Result<Decision, Rejection> {
     let price = removal.price;
-    let refs: Vec<&Pod> = removal.pods.iter().collect();
-    let result = view.solve(&refs, &removal.removed);
+    let result = view.solve(&removal.pods, &removal.removed);
     if let Some((pod, reason)) = result.unschedulable.into_iter().next() {
         return Err(Rejection::NoRoom {
             pod,
@@ -473,7 +470,12 @@ fn solved(
         } else {
             "nodes"
         },
-        removal.described.join(", "),
+        removal
+            .described
+            .iter()
+            .map(|(node, instance_type, price)| format!("{node} ({instance_type} at {price})"))
+            .collect::<Vec<_>>()
+            .join(", "),
         format_duration_ms(horizon_ms),
         evictions,
         if eviction_cost.counts_lost_work {
@@ -490,7 +492,7 @@ fn solved(
     );
     Ok(Decision {
         nodeclaims: nodeclaims.to_vec(),
-        nodes: removal.nodes.clone(),
+        nodes: removal.nodes.iter().map(|n| n.to_string()).collect(),
         replacement,
         saving,
         evictions,

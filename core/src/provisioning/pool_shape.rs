@@ -31,7 +31,9 @@ pub struct PoolShape {
     pub rooms: Vec<Resources>,
     /// Types compatible with the template, with room for the DaemonSets, offered in a zone and
     /// capacity type the template allows (whether the offering is available now aside).
-    pub types: Vec<usize>,
+    /// Shared with every solve's view of the pool (narrowed there only when an offering is
+    /// marked unavailable).
+    pub types: Arc<[usize]>,
     /// The largest room of each resource over `types`.
     pub max_room: Resources,
     /// `rooms` as rows of integers, for the largest room over a planned machine's types.
@@ -127,7 +129,7 @@ impl PoolShape {
             template,
             class_resources: Arc::clone(&class_resources),
             rooms,
-            types,
+            types: types.into(),
             max_room,
             room_rows,
             min_values,

@@ -161,7 +161,7 @@ struct PoolContext<'a> {
     /// Template, resources and room by type, kept by the core between solves.
     shape: Arc<PoolShape>,
     /// Types compatible with the template and offered, available now, where it allows.
-    types: Vec<usize>,
+    types: Arc<[usize]>,
     /// The largest room of `types` in every dimension: a new machine's before its first pod.
     max_room: Resources,
     /// Capacity of live NodeClaims (at their largest) and their number.
@@ -309,7 +309,7 @@ fn pool_domains(
             set.insert(v.to_string());
         }
     };
-    for &t in &ctx.types {
+    for &t in ctx.types.iter() {
         let it = &prepared.catalog.instance_types[t];
         match key {
             labels::ZONE => it.offerings.iter().for_each(|o| add(&o.zone)),
@@ -806,7 +806,7 @@ impl<'a> Solver<'a> {
                 continue;
             }
             let types: Vec<usize> = match &remaining {
-                None => ctx.types.clone(),
+                None => ctx.types.to_vec(),
                 Some(remaining) => ctx
                     .types
                     .iter()
@@ -1187,6 +1187,7 @@ impl<'a> ClusterView<'a> {
         let mut pools: Vec<&NodePool> = state.nodepools.values().collect();
         pools.sort_by(|a, b| NodePool::priority_order(a, b));
         let mut not_launching = Vec::new();
+        let mut usages = state.nodepool_usages();
         let contexts: Vec<PoolContext> = pools
             .iter()
             .filter_map(|pool| {
@@ -1206,7 +1207,7 @@ impl<'a> ClusterView<'a> {
                 };
                 let prepared = prepared?;
                 let shape = shapes.get(state, pool, nodeclass)?;
-                let (usage, count) = state.nodepool_usage(&pool.name);
+                let (usage, count) = usages.remove(pool.name.as_str()).unwrap_or_default();
                 // Only a type with an offering marked unavailable can have lost every allowed
                 // offering: the shape's types offer one the template allows.
                 let blocked: BTreeSet<usize> = state
@@ -1219,7 +1220,7 @@ impl<'a> ClusterView<'a> {
                 let (types, max_room) = if blocked.is_empty() {
                     (shape.types.clone(), shape.max_room.clone())
                 } else {
-                    let types: Vec<usize> = shape
+                    let types: Arc<[usize]> = shape
                         .types
                         .iter()
                         .copied()
