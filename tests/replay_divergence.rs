@@ -4,7 +4,9 @@
 use std::path::Path;
 use std::process::Command as Process;
 
-use nodewright_adapters::eventlog::{LogHeader, LogRecord, MemoryStore, NwlogReader, NwlogWriter};
+use nodewright_adapters::eventlog::{
+    LogError, LogHeader, LogRecord, MemoryStore, NwlogReader, NwlogWriter,
+};
 use nodewright_core::Command;
 use nodewright_replay::verify_file;
 use nodewright_testkit::scenario::builtin;
@@ -146,4 +148,39 @@ fn a_dropped_command_record_is_found_at_the_last_event() {
             .enumerate()
             .all(|(k, (i, _))| *i == event_index + 1 + k as u64)
     );
+}
+
+#[test]
+fn recorded_commands_that_do_not_decode_are_named_by_their_frame() {
+    let (header, records) = mixed_records();
+    let last_commands = records
+        .iter()
+        .rposition(|r| matches!(r, LogRecord::Commands(_)))
+        .expect("commands");
+    let dir = tempfile::tempdir().expect("temp dir");
+    let log = dir.path().join("damaged.nwlog");
+    write(&log, &header, &records[..last_commands]);
+    // A sound frame in its place whose record says one command, then bytes that are none:
+    // the replay compares commands by their bytes and must decode these to report them.
+    let mut frame = Vec::new();
+    nodewright_adapters::eventlog::frame::encode_frame(&[1, 1, 0xff, 0xff, 0xff], &mut frame)
+        .expect("a frame");
+    let mut bytes = std::fs::read(&log).expect("written");
+    let offset = bytes.len() as u64;
+    bytes.extend_from_slice(&frame);
+    std::fs::write(&log, bytes).expect("rewritten");
+    let error = verify_file(&log).expect_err("a record that does not decode");
+    match error {
+        nodewright_replay::ReplayError::Log(LogError::Undecodable {
+            frame_index,
+            byte_offset,
+            intact_records,
+            ..
+        }) => {
+            assert_eq!(frame_index, last_commands as u64 + 1);
+            assert_eq!(byte_offset, offset);
+            assert_eq!(intact_records, last_commands as u64);
+        }
+        other => panic!("expected the frame named, got {other}"),
+    }
 }

@@ -169,6 +169,18 @@ impl Replayer {
         })
     }
 
+    /// A whole `Commands` record of `count` commands that the caller checks itself, by its
+    /// bytes ([`nodewright_adapters::eventlog::EncodedCommands`]): counted as
+    /// [`Replayer::feed`] counts it, without decoding it. It ends any split commands being
+    /// joined, as every other record does.
+    pub fn feed_encoded_commands(&mut self, count: u64) {
+        self.records += 1;
+        self.commands += count;
+        if let Some(pieces) = self.pieces.as_mut() {
+            pieces.clear();
+        }
+    }
+
     pub fn header(&self) -> &LogHeader {
         &self.header
     }

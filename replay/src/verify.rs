@@ -4,7 +4,9 @@
 use std::collections::VecDeque;
 use std::path::Path;
 
-use nodewright_adapters::eventlog::{DecisionDigest, LogHeader, LogRecord, NwlogReader, Snapshot};
+use nodewright_adapters::eventlog::{
+    DecisionDigest, LogError, LogHeader, LogRecord, NwlogReader, ReadRecord, Snapshot, encode_each,
+};
 use nodewright_core::{Command, Event};
 
 use crate::replayer::{Replayer, Step};
@@ -115,12 +117,48 @@ pub fn verify_with_progress<S: std::io::Read>(
         })
     };
 
+    // The replayed commands' encodings, one after the other, and where each ends.
+    let (mut encoded, mut ends) = (Vec::new(), Vec::new());
+
     // The first divergence, with the events after it; `None` when the whole log replays.
     let divergence = loop {
-        let Some(entry) = reader.next_entry() else {
+        let Some(entry) = reader.next_entry_read(ReadRecord::read) else {
             break check(open.take(), Vec::new(), &before);
         };
-        let Some(step) = replay.feed(entry?.record)? else {
+        let entry = entry?;
+        let record = match entry.record {
+            ReadRecord::Decoded(record) => record,
+            ReadRecord::Commands(recorded) => {
+                replay.feed_encoded_commands(recorded.count());
+                if let Some(replayed) = &open {
+                    encode_each(replayed, &mut encoded, &mut ends);
+                    if recorded.holds(replayed.len(), &encoded) {
+                        let mut from = 0;
+                        for &end in &ends {
+                            digest.add_encoded(&encoded[from..end]);
+                            from = end;
+                        }
+                        open = None;
+                        continue;
+                    }
+                }
+                // Not the replayed commands byte for byte (or no event before them): compared
+                // as commands.
+                let recorded = recorded.decode().map_err(|reason| LogError::Undecodable {
+                    path: reader.path().map(Path::to_path_buf),
+                    frame_index: entry.frame_index,
+                    byte_offset: entry.byte_offset,
+                    intact_records: entry.frame_index - 1,
+                    reason,
+                })?;
+                digest.add_all(&recorded);
+                if let Some(d) = check(open.take(), recorded, &before) {
+                    break Some(with_following(&mut reader, d));
+                }
+                continue;
+            }
+        };
+        let Some(step) = replay.feed(record)? else {
             continue;
         };
         match step {

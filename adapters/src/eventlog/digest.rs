@@ -19,8 +19,13 @@ impl DecisionDigest {
         // Encoding a core command into a Vec cannot fail: every type in it is serde-derived
         // with no custom serializer that errors.
         let bytes = postcard::to_stdvec(command).unwrap_or_default();
+        self.add_encoded(&bytes);
+    }
+
+    /// Adds one command by its postcard encoding (what [`DecisionDigest::add`] encodes).
+    pub fn add_encoded(&mut self, bytes: &[u8]) {
         self.hasher.update((bytes.len() as u64).to_le_bytes());
-        self.hasher.update(&bytes);
+        self.hasher.update(bytes);
         self.commands += 1;
     }
 

@@ -23,6 +23,7 @@
 //! file, the frame and the byte offset, and says what to do.
 
 mod digest;
+mod encoded;
 mod error;
 pub mod frame;
 mod memory;
@@ -33,6 +34,7 @@ mod redb_store;
 mod upgrade;
 
 pub use digest::DecisionDigest;
+pub use encoded::{EncodedCommands, ReadRecord, encode_each};
 pub use error::LogError;
 pub use memory::MemoryStore;
 pub use nwlog::{DurableWrite, Entry, NwlogReader, NwlogWriter, read_nwlog, read_nwlog_bytes};

@@ -401,6 +401,16 @@ impl<H: Header, R: DeserializeOwned, S: Read> NwlogReader<H, R, S> {
     /// Reads the next record with its position; `None` at the end of the log, and after an
     /// error.
     pub fn next_entry(&mut self) -> Option<Result<Entry<R>, LogError>> {
+        self.next_entry_read(|payload| frame::decode_payload::<R>(&payload))
+    }
+
+    /// [`NwlogReader::next_entry`], the record's payload (unpacked) read by `read` instead of
+    /// decoded whole: e.g. [`super::ReadRecord::read`], which keeps recorded commands as their
+    /// bytes. A `read` error is the frame's [`LogError::Undecodable`].
+    pub fn next_entry_read<T>(
+        &mut self,
+        read: impl FnOnce(Vec<u8>) -> Result<T, String>,
+    ) -> Option<Result<Entry<T>, LogError>> {
         if self.finished {
             return None;
         }
@@ -424,10 +434,7 @@ impl<H: Header, R: DeserializeOwned, S: Read> NwlogReader<H, R, S> {
         };
         let stored_len = stored.bytes.len();
         // Every version lays records out alike; from version 4 on, a large one may be packed.
-        match stored
-            .payload()
-            .and_then(|payload| frame::decode_payload::<R>(&payload))
-        {
+        match stored.payload().and_then(read) {
             Ok(record) => {
                 self.next_frame += 1;
                 self.next_offset += (FRAME_HEAD_LEN + stored_len) as u64;

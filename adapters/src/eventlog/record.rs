@@ -111,6 +111,12 @@ pub struct CommandParts {
 }
 
 impl CommandParts {
+    /// Drops the pieces held: a record other than a piece came.
+    pub fn clear(&mut self) {
+        self.commands.clear();
+        self.next = 0;
+    }
+
     /// The record a reader acts on: the pieces of split commands are held until the last
     /// one, which comes out as the whole `Commands` record; every other record comes out as it
     /// is. A piece out of order (the torn rest of an interrupted append, written again after
@@ -138,8 +144,7 @@ impl CommandParts {
                 Some(LogRecord::Commands(std::mem::take(&mut self.commands)))
             }
             other => {
-                self.commands.clear();
-                self.next = 0;
+                self.clear();
                 Some(other)
             }
         }
