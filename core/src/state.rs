@@ -417,29 +417,42 @@ impl ClusterState {
     /// The labels a launched NodeClaim's node will carry.
     /// One label of [`ClusterState::nodeclaim_labels`], without building the map.
     pub fn nodeclaim_label<'a>(&'a self, claim: &'a NodeClaimState, key: &str) -> Option<&'a str> {
-        if let Some(instance) = &claim.instance {
-            if key == labels::ZONE {
-                return Some(&instance.zone);
-            }
-            if key == labels::CAPACITY_TYPE {
-                return Some(instance.capacity_type.as_str());
-            }
-            if let Some(it) = self
-                .catalog
+        self.nodeclaim_label_reader(claim)(key)
+    }
+
+    /// [`ClusterState::nodeclaim_label`] for many keys of one NodeClaim: its instance type is
+    /// looked up once.
+    pub fn nodeclaim_label_reader<'a>(
+        &'a self,
+        claim: &'a NodeClaimState,
+    ) -> impl Fn(&str) -> Option<&'a str> + 'a {
+        let instance = claim.instance.as_ref();
+        let it = instance.and_then(|instance| {
+            self.catalog
                 .as_ref()
                 .and_then(|c| c.catalog.get(&instance.instance_type))
-            {
-                // A Windows class's machines carry its OS labels, not the type's Linux ones
-                // (the claim's own labels say them).
-                let os_key = key == labels::OS || key == labels::WINDOWS_BUILD;
-                if !(os_key && self.os_of(claim) != NodeOs::Linux)
-                    && let Some(value) = it.labels.get(key)
-                {
-                    return Some(value);
+        });
+        move |key: &str| {
+            if let Some(instance) = instance {
+                if key == labels::ZONE {
+                    return Some(&instance.zone);
+                }
+                if key == labels::CAPACITY_TYPE {
+                    return Some(instance.capacity_type.as_str());
+                }
+                if let Some(it) = it {
+                    // A Windows class's machines carry its OS labels, not the type's Linux
+                    // ones (the claim's own labels say them).
+                    let os_key = key == labels::OS || key == labels::WINDOWS_BUILD;
+                    if !(os_key && self.os_of(claim) != NodeOs::Linux)
+                        && let Some(value) = it.labels.get(key)
+                    {
+                        return Some(value);
+                    }
                 }
             }
+            claim.spec.labels.get(key).map(String::as_str)
         }
-        claim.spec.labels.get(key).map(String::as_str)
     }
 
     /// The OS of a NodeClaim's machines: its EC2NodeClass's (Linux when the class is gone).

@@ -162,7 +162,7 @@ pub fn drifted(state: &ClusterState, inputs: &DriftInputs) -> Vec<(String, Strin
         } else {
             pool_requirements
                 .get(pool.name.as_str())
-                .and_then(|reqs| reqs.first_unmet_with(|key| state.nodeclaim_label(claim, key)))
+                .and_then(|reqs| reqs.first_unmet_with(state.nodeclaim_label_reader(claim)))
                 .map(|r| format!("its labels no longer meet the NodePool requirement {r}"))
         };
         if let Some(reason) = reason {
