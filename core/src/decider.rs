@@ -1044,10 +1044,19 @@ impl Core {
             }
         }
         let mut next = Wake::default();
-        let mut pools: Vec<_> = self.state.nodepools.values().cloned().collect();
-        pools.sort_by(|a, b| a.name.cmp(&b.name));
+        let mut pools: Vec<String> = self
+            .state
+            .nodepools
+            .values()
+            .map(|p| p.name.clone())
+            .collect();
+        pools.sort();
         let mut acted = false;
-        for pool in &pools {
+        for name in &pools {
+            // Terminating a machine changes no NodePool: each is still there.
+            let Some(pool) = self.state.nodepools.get(name) else {
+                continue;
+            };
             let (chosen, pool_next, blocked) =
                 emptiness::select(&self.state, pool, &nominated, now);
             for (candidate, detail) in chosen {

@@ -42,6 +42,9 @@ pub struct PoolShape {
     /// By catalog index, for `types`: the cheapest offering the template allows (whether it
     /// is available now aside).
     pub cheapest_allowed: Vec<Option<Price>>,
+    /// `types` by their cheapest allowed offering, cheapest first (ties by catalog index): a
+    /// search for a type below a price stops at the first one that is not.
+    pub types_by_price: Vec<usize>,
     /// Each type's requirements under this pool's node class when they are not the catalog's
     /// (a Windows class's), by catalog index: read through [`PoolShape::type_requirements`].
     class_requirements: Option<Vec<Requirements>>,
@@ -113,6 +116,8 @@ impl PoolShape {
                 .map(|o| o.price)
                 .min();
         }
+        let mut types_by_price = types.clone();
+        types_by_price.sort_by_key(|&t| (cheapest_allowed[t].is_none(), cheapest_allowed[t], t));
         let rooms: Vec<Resources> = resources
             .iter()
             .zip(&overhead)
@@ -134,6 +139,7 @@ impl PoolShape {
             room_rows,
             min_values,
             cheapest_allowed,
+            types_by_price,
             class_requirements,
             domains: Mutex::default(),
             catalog: Arc::clone(catalog),

@@ -164,7 +164,8 @@ struct PoolContext<'a> {
     types: Arc<[usize]>,
     /// The largest room of `types` in every dimension: a new machine's before its first pod.
     max_room: Resources,
-    /// Capacity of live NodeClaims (at their largest) and their number.
+    /// Capacity of live NodeClaims (at their largest) and their number; left at zero for a
+    /// NodePool without limits (nothing else reads it).
     usage: PoolUsage,
 }
 
@@ -1187,7 +1188,12 @@ impl<'a> ClusterView<'a> {
         let mut pools: Vec<&NodePool> = state.nodepools.values().collect();
         pools.sort_by(|a, b| NodePool::priority_order(a, b));
         let mut not_launching = Vec::new();
-        let mut usages = state.nodepool_usages();
+        // Usage is read only against a NodePool's limits: summed only when some pool has them.
+        let mut usages = if pools.iter().any(|p| !p.limits.is_empty()) {
+            state.nodepool_usages()
+        } else {
+            BTreeMap::new()
+        };
         let contexts: Vec<PoolContext> = pools
             .iter()
             .filter_map(|pool| {
@@ -1207,7 +1213,11 @@ impl<'a> ClusterView<'a> {
                 };
                 let prepared = prepared?;
                 let shape = shapes.get(state, pool, nodeclass)?;
-                let (usage, count) = usages.remove(pool.name.as_str()).unwrap_or_default();
+                let (usage, count) = if pool.limits.is_empty() {
+                    (Resources::default(), 0)
+                } else {
+                    usages.remove(pool.name.as_str()).unwrap_or_default()
+                };
                 // Only a type with an offering marked unavailable can have lost every allowed
                 // offering: the shape's types offer one the template allows.
                 let blocked: BTreeSet<usize> = state
@@ -1406,15 +1416,21 @@ impl<'a> ClusterView<'a> {
     /// allow and available now).
     pub fn could_be_cheaper(&self, needs: &NewMachineNeeds, price: crate::catalog::Price) -> bool {
         self.contexts.iter().any(|ctx| {
-            ctx.types.iter().any(|&t| {
-                ctx.shape.cheapest_allowed[t].is_some_and(|p| p < price)
-                    && needs.room.fits_in(ctx.room(t))
-                    && needs.alternatives.iter().all(|alternatives| {
-                        alternatives
-                            .iter()
-                            .any(|alt| ctx.shape.type_requirements(t).meets(alt))
-                    })
-            })
+            // `ctx.types` is the shape's types in catalog order, or a filter of them.
+            let narrowed = ctx.types.len() != ctx.shape.types.len();
+            ctx.shape
+                .types_by_price
+                .iter()
+                .take_while(|&&t| ctx.shape.cheapest_allowed[t].is_some_and(|p| p < price))
+                .filter(|&&t| !narrowed || ctx.types.binary_search(&t).is_ok())
+                .any(|&t| {
+                    needs.room.fits_in(ctx.room(t))
+                        && needs.alternatives.iter().all(|alternatives| {
+                            alternatives
+                                .iter()
+                                .any(|alt| ctx.shape.type_requirements(t).meets(alt))
+                        })
+                })
         })
     }
 
@@ -1434,6 +1450,9 @@ impl<'a> ClusterView<'a> {
             .iter()
             .map(|ctx| {
                 let mut usage = ctx.usage.clone();
+                if ctx.pool.limits.is_empty() {
+                    return usage;
+                }
                 for name in removed {
                     if let Some(claim) = state.nodeclaims.get(name)
                         && claim.spec.nodepool == ctx.pool.name
