@@ -29,9 +29,11 @@ use crate::scenario::{Action, DeleteKind, InterruptKind, InterruptTarget, Scenar
 mod executor;
 mod interruptions;
 mod listing;
+mod machines;
 mod metering;
 mod report;
 mod run;
+mod timeline;
 
 pub(crate) use report::build_report;
 pub use run::{Crash, PlantedBug, RunError, RunOptions, run, run_with, run_with_crash};
@@ -392,93 +394,7 @@ impl World {
     fn run_world_event(&mut self, event: WorldEvent, scenario: &Scenario) {
         let now = self.now_ms;
         match event {
-            WorldEvent::Timeline(i) => match &scenario.timeline[i].action {
-                Action::Scale {
-                    namespace,
-                    deployment,
-                    replicas,
-                } => {
-                    let key = (namespace.clone(), deployment.clone());
-                    self.cluster.scale_deployment(
-                        &key,
-                        *replicas,
-                        now,
-                        &mut self.rng,
-                        &mut self.outbox,
-                        &mut self.changes,
-                    );
-                }
-                Action::Delete {
-                    kind,
-                    namespace,
-                    name,
-                } => match kind {
-                    DeleteKind::Deployment | DeleteKind::ReplicaSet | DeleteKind::StatefulSet => {
-                        let key = (namespace.clone(), name.clone());
-                        self.cluster.delete_deployment(
-                            &key,
-                            now,
-                            &mut self.outbox,
-                            &mut self.changes,
-                        );
-                    }
-                    DeleteKind::Pod => self.cluster.delete_pod(
-                        &PodKey::new(namespace, name),
-                        false,
-                        now,
-                        &mut self.outbox,
-                        &mut self.changes,
-                    ),
-                    DeleteKind::NodePool => {
-                        self.nodepools.remove(name);
-                        self.emit(EventKind::NodePoolDeleted { name: name.clone() })
-                    }
-                    DeleteKind::EC2NodeClass => {
-                        self.nodeclasses.remove(name);
-                        self.emit(EventKind::NodeClassDeleted { name: name.clone() });
-                    }
-                    DeleteKind::Job => {
-                        let key = (namespace.clone(), name.clone());
-                        self.cluster
-                            .delete_job(&key, now, &mut self.outbox, &mut self.changes);
-                    }
-                    DeleteKind::CronJob => {
-                        let key = (namespace.clone(), name.clone());
-                        self.cluster
-                            .delete_cronjob(&key, now, &mut self.outbox, &mut self.changes);
-                    }
-                    DeleteKind::DaemonSet => {
-                        self.cluster
-                            .daemonsets
-                            .remove(&(namespace.clone(), name.clone()));
-                        self.emit(EventKind::DaemonSetDeleted {
-                            namespace: namespace.clone(),
-                            name: name.clone(),
-                        });
-                    }
-                    DeleteKind::PodDisruptionBudget => {
-                        self.cluster.pdbs.remove(&(namespace.clone(), name.clone()));
-                        self.emit(EventKind::PodDisruptionBudgetDeleted {
-                            namespace: namespace.clone(),
-                            name: name.clone(),
-                        });
-                    }
-                },
-                Action::Apply(manifests) => {
-                    let manifests = manifests.clone();
-                    self.apply(&manifests);
-                }
-                Action::Interrupt {
-                    kind,
-                    target,
-                    storm: None,
-                } => self.interrupt(kind, target),
-                Action::Interrupt {
-                    kind,
-                    target,
-                    storm: Some(storm),
-                } => self.storm(kind, target, storm),
-            },
+            WorldEvent::Timeline(i) => self.run_action(&scenario.timeline[i].action),
             WorldEvent::ListInstances => {
                 let instances = self.listed_instances();
                 self.emit(EventKind::InstancesListed { instances });
@@ -488,145 +404,8 @@ impl World {
                 self.interrupt(&kind, &InterruptTarget::NodeClaim(nodeclaim));
             }
             WorldEvent::InstanceReclaimed { instance_id } => self.end_instance(&instance_id),
-            WorldEvent::FleetCall { nodeclaim } => {
-                let Some(machine) = self.machines.get(&nodeclaim) else {
-                    return;
-                };
-                if machine.cancelled {
-                    self.answer(EventKind::NodeClaimTerminated { nodeclaim });
-                    return;
-                }
-                if self.api_call_fails(scenario) {
-                    // Throttled: the adapter retries with backoff, then gives up.
-                    let attempt = self.machines.get(&nodeclaim).map_or(0, |m| m.api_attempts) + 1;
-                    if let Some(m) = self.machines.get_mut(&nodeclaim) {
-                        m.api_attempts = attempt;
-                    }
-                    if attempt < API_ATTEMPTS {
-                        self.schedule(
-                            now + (API_BACKOFF_MS << (attempt - 1)),
-                            WorldEvent::FleetCall { nodeclaim },
-                        );
-                    } else {
-                        self.answer(EventKind::LaunchFailed {
-                            nodeclaim,
-                            code: "RequestLimitExceeded".to_string(),
-                            message: format!(
-                                "CreateFleet was throttled {API_ATTEMPTS} times in a row"
-                            ),
-                            unavailable: Vec::new(),
-                        });
-                    }
-                    return;
-                }
-                let Some(machine) = self.machines.get(&nodeclaim) else {
-                    return;
-                };
-                match self.cloud.create_fleet(&machine.spec, now, &mut self.rng) {
-                    Ok(instance) => {
-                        let latency = &scenario.cloud;
-                        let launch = latency.launch_latency_at(now);
-                        let join_after = self.rng.between(launch.min_ms, launch.max_ms)
-                            + self.rng.between(
-                                latency.registration_latency.min_ms,
-                                latency.registration_latency.max_ms,
-                            );
-                        if let Some(m) = self.machines.get_mut(&nodeclaim) {
-                            m.instance_id = Some(instance.instance_id.clone());
-                            m.launched_at_ms = Some(now);
-                            // The options were CreateFleet's, and it has answered (a launch
-                            // asked again is answered from the instance). A long run keeps
-                            // every machine it launched: thousands of option lists.
-                            m.spec.options = Vec::new().into();
-                        }
-                        self.schedule(
-                            now + join_after,
-                            WorldEvent::NodeJoin {
-                                instance_id: instance.instance_id.clone(),
-                            },
-                        );
-                        self.answer(EventKind::LaunchSucceeded {
-                            nodeclaim,
-                            instance,
-                        });
-                    }
-                    Err(e) => {
-                        for key in &e.unavailable {
-                            self.capacity_failures.push((key.clone(), now));
-                        }
-                        self.answer(EventKind::LaunchFailed {
-                            nodeclaim,
-                            code: e.code,
-                            message: e.message,
-                            unavailable: e.unavailable,
-                        })
-                    }
-                }
-            }
-            WorldEvent::NodeJoin { instance_id } => {
-                let Some(instance) = self.cloud.instance(&instance_id).cloned() else {
-                    return;
-                };
-                if instance.terminated_at_ms.is_some() {
-                    return;
-                }
-                let nodeclass = self
-                    .machines
-                    .get(&instance.nodeclaim)
-                    .map(|m| m.spec.nodeclass.clone());
-                let Some(mut node) = self.node_for(
-                    &instance.instance.instance_type,
-                    &instance.instance.zone,
-                    instance.instance.capacity_type,
-                    nodeclass.as_deref(),
-                ) else {
-                    return;
-                };
-                node.provider_id = Some(instance.instance.provider_id());
-                // Karpenter's labels of a node in a capacity reservation.
-                if let Some(id) = &instance.reservation {
-                    node.labels
-                        .insert(labels::CAPACITY_RESERVATION_ID.into(), id.clone());
-                    if let Some(r) = self
-                        .cloud
-                        .spec
-                        .capacity_reservations
-                        .iter()
-                        .find(|r| r.id == *id)
-                    {
-                        node.labels.insert(
-                            labels::CAPACITY_RESERVATION_TYPE.into(),
-                            r.kind.as_str().into(),
-                        );
-                    }
-                }
-                if let Some(m) = self.machines.get_mut(&instance.nodeclaim) {
-                    node.labels.extend(m.spec.labels.clone());
-                    node.annotations.extend(m.spec.annotations.clone());
-                    node.taints = m.spec.taints.clone();
-                    m.allocatable = Some(node.allocatable.clone());
-                    // The kubelet registers with the startup taints too; the simulation has no
-                    // agent to take a user's off, so only the sibling hold, which the core
-                    // releases, is modelled.
-                    node.taints.extend(
-                        m.spec
-                            .startup_taints
-                            .iter()
-                            .filter(|t| t.key == labels::SIBLING_HOLD_TAINT)
-                            .cloned(),
-                    );
-                    m.node = Some(node.name.clone());
-                }
-                let name = node.name.clone();
-                self.cluster.add_node(
-                    node,
-                    Some(instance.nodeclaim.clone()),
-                    now,
-                    &mut self.outbox,
-                );
-                self.cluster
-                    .start_daemons(&name, now, &mut self.outbox, &mut self.changes);
-            }
+            WorldEvent::FleetCall { nodeclaim } => self.fleet_call(nodeclaim, scenario),
+            WorldEvent::NodeJoin { instance_id } => self.node_join(&instance_id),
             WorldEvent::TerminationDone { nodeclaim } if self.api_call_fails(scenario) => {
                 // TerminateInstances throttled: retried after the backoff.
                 self.schedule(
@@ -634,28 +413,7 @@ impl World {
                     WorldEvent::TerminationDone { nodeclaim },
                 );
             }
-            WorldEvent::TerminationDone { nodeclaim } => {
-                let Some(machine) = self.machines.get(&nodeclaim) else {
-                    return;
-                };
-                let node = machine.node.clone();
-                if let Some(id) = &machine.instance_id {
-                    self.cloud.terminate(id, now);
-                }
-                if let Some(node) = &node {
-                    self.cluster.remove_node(
-                        node,
-                        now,
-                        &mut self.rng,
-                        &mut self.outbox,
-                        &mut self.changes,
-                    );
-                }
-                if let Some(m) = self.machines.get_mut(&nodeclaim) {
-                    m.terminated_at_ms.get_or_insert(now);
-                }
-                self.answer(EventKind::NodeClaimTerminated { nodeclaim });
-            }
+            WorldEvent::TerminationDone { nodeclaim } => self.termination_done(nodeclaim),
             WorldEvent::PodExit { pod } => {
                 self.cluster.pod_exited(
                     &pod,
