@@ -691,7 +691,10 @@ impl Core {
                 return self.collect_garbage(commands);
             }
             EventKind::InstancesRelisted { changed, gone } => {
-                self.listing = listing::rebuild(&self.listing, changed, gone);
+                // No change rebuilds the same listing.
+                if !(changed.is_empty() && gone.is_empty()) {
+                    self.listing = listing::rebuild(&self.listing, changed, gone);
+                }
                 return self.collect_garbage(commands);
             }
             EventKind::EvictionRefused { pod, .. } => {

@@ -66,6 +66,16 @@ pub fn rebuild(
 /// `None` when it would not (the instances listed before reordered, an id listed twice): then
 /// the listing is kept whole.
 pub fn changes(before: &[ListedInstance], after: &[ListedInstance]) -> Option<ListingChanges> {
+    // Most listings are the one before: no change, found without building the maps (each id
+    // listed once, as the walk below needs for an empty change to rebuild the listing).
+    if before == after && ids_listed_once(after) {
+        return Some(ListingChanges::default());
+    }
+    changes_by_walk(before, after)
+}
+
+/// [`changes`] without its shortcut for an unchanged listing.
+fn changes_by_walk(before: &[ListedInstance], after: &[ListedInstance]) -> Option<ListingChanges> {
     let old: BTreeMap<&str, &ListedInstance> =
         before.iter().map(|i| (i.instance_id.as_str(), i)).collect();
     let new: BTreeSet<&str> = after.iter().map(|i| i.instance_id.as_str()).collect();
@@ -86,6 +96,13 @@ pub fn changes(before: &[ListedInstance], after: &[ListedInstance]) -> Option<Li
             .collect(),
     };
     (rebuild(before, &found.changed, &found.gone) == after).then_some(found)
+}
+
+/// Whether no instance id is listed twice.
+fn ids_listed_once(listing: &[ListedInstance]) -> bool {
+    let mut ids: Vec<&str> = listing.iter().map(|i| i.instance_id.as_str()).collect();
+    ids.sort_unstable();
+    ids.windows(2).all(|pair| pair[0] != pair[1])
 }
 
 #[cfg(test)]
@@ -180,6 +197,15 @@ mod tests {
                     );
                 }
             }
+        }
+    }
+
+    proptest::proptest! {
+        /// The shortcut for a listing unchanged answers as the walk over it does, ids listed
+        /// twice included.
+        #[test]
+        fn an_unchanged_listing_changes_nothing_as_the_walk_finds(listing in any_listing()) {
+            proptest::prop_assert_eq!(changes(&listing, &listing), changes_by_walk(&listing, &listing));
         }
     }
 
