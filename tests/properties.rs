@@ -168,7 +168,7 @@ proptest! {
                 prop_assert!(total.fits_in(&alloc), "{} cannot hold {}", it.name, total);
                 let mut node_labels = it.labels.clone();
                 node_labels.extend(nodeclaim.labels.clone());
-                node_labels.insert(labels::ZONE.into(), o.zone.clone());
+                node_labels.insert(labels::ZONE.into(), o.zone.to_string());
                 node_labels.insert(labels::CAPACITY_TYPE.into(), o.capacity_type.as_str().into());
                 prop_assert!(pool.template_requirements().matches_labels(&node_labels), "{} breaks pool {}", it.name, pool.name);
                 for key in &reason.pods {

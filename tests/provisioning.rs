@@ -530,8 +530,8 @@ fn an_offering_that_ran_out_of_capacity_is_avoided_for_three_minutes() {
         .iter()
         .filter(|o| o.instance_type == claim.options[0].instance_type)
         .map(|o| OfferingKey {
-            instance_type: o.instance_type.clone(),
-            zone: o.zone.clone(),
+            instance_type: o.instance_type.to_string(),
+            zone: o.zone.to_string(),
             capacity_type: o.capacity_type,
         })
         .collect();
@@ -680,7 +680,7 @@ fn nested_virtualization_keeps_only_the_types_that_support_it() {
     assert!(!launches[0].options.is_empty());
     for option in launches[0].options.iter() {
         assert!(
-            supported.contains(&option.instance_type),
+            supported.contains(option.instance_type.as_str()),
             "{} does not support nested virtualization",
             option.instance_type
         );
@@ -691,7 +691,7 @@ fn nested_virtualization_keeps_only_the_types_that_support_it() {
     plain.nodepool(tutorial_pool());
     let launches = provision(&mut plain, vec![Pod::new("default", "vm", 1000, GIB)]);
     assert!(
-        !supported.contains(&launches[0].options[0].instance_type),
+        !supported.contains(launches[0].options[0].instance_type.as_str()),
         "{}",
         launches[0].options[0].instance_type
     );
@@ -737,8 +737,8 @@ fn when_every_offering_ran_out_of_capacity_the_pod_is_told_so_until_they_return(
         .options
         .iter()
         .map(|o| OfferingKey {
-            instance_type: o.instance_type.clone(),
-            zone: o.zone.clone(),
+            instance_type: o.instance_type.to_string(),
+            zone: o.zone.to_string(),
             capacity_type: o.capacity_type,
         })
         .collect();

@@ -402,7 +402,7 @@ impl Launcher {
                     FleetLaunchTemplateOverridesRequest::builder()
                         .instance_type(Ec2InstanceType::from(option.instance_type.as_str()))
                         .subnet_id(*subnet)
-                        .availability_zone(&option.zone)
+                        .availability_zone(option.zone.as_str())
                         .priority(priority as f64)
                         .build(),
                 ));

@@ -139,8 +139,8 @@ impl CoreHarness {
         let option = claim.options.first().expect("a launch has options").clone();
         let instance = Instance {
             instance_id: format!("i-{:017x}", self.next_instance),
-            instance_type: option.instance_type,
-            zone: option.zone,
+            instance_type: option.instance_type.to_string(),
+            zone: option.zone.to_string(),
             capacity_type: option.capacity_type,
             price: option.price,
         };

@@ -26,8 +26,8 @@ pub fn check_step(core: &Core, commands: &[Command], now_ms: u64) -> Vec<Violati
         if let Command::LaunchNodeClaim { nodeclaim, .. } = command {
             for o in nodeclaim.options.iter() {
                 let key = OfferingKey {
-                    instance_type: o.instance_type.clone(),
-                    zone: o.zone.clone(),
+                    instance_type: o.instance_type.to_string(),
+                    zone: o.zone.to_string(),
                     capacity_type: o.capacity_type,
                 };
                 if state.is_unavailable(&key, now_ms) {

@@ -24,6 +24,7 @@ use crate::model::labels;
 use crate::model::nodeclass::NodeOs;
 use crate::model::requirements::{Requirement, Requirements};
 use crate::model::resources::{AMD_GPU, AWS_NEURON, NVIDIA_GPU, Resources};
+use crate::model::shared_name::SharedName;
 
 /// A price in micro-USD per hour (0.096 USD/h = 96 000). Integers keep sums exact and
 /// decisions identical on every machine.
@@ -225,6 +226,10 @@ pub struct Catalog {
     /// Each type's offerings, cheapest first ([`Catalog::offerings_by_price`]).
     #[serde(skip)]
     pub offerings_by_price: Derived<Vec<Vec<usize>>>,
+    /// Each type's name, shared with the launch options that name it
+    /// ([`Catalog::shared_type_names`]).
+    #[serde(skip)]
+    pub shared_type_names: Derived<Vec<SharedName>>,
 }
 
 /// The node resources computed lately, by what they depend on besides the type.
@@ -252,6 +257,8 @@ pub struct ClassResources {
 pub struct OfferingZones {
     /// In name order.
     pub names: Vec<String>,
+    /// `names`, shared with the launch options that name them.
+    pub shared: Vec<SharedName>,
     /// `of_offering[t][o]`: the position in `names` of the zone of offering `o` of type `t`.
     pub of_offering: Vec<Vec<usize>>,
 }
@@ -280,7 +287,12 @@ impl OfferingZones {
                     .collect()
             })
             .collect();
-        OfferingZones { names, of_offering }
+        let shared = names.iter().map(SharedName::from).collect();
+        OfferingZones {
+            names,
+            shared,
+            of_offering,
+        }
     }
 }
 
@@ -347,6 +359,16 @@ impl Catalog {
         })
     }
 
+    /// Each type's name by position, shared (built the first time it is read).
+    pub fn shared_type_names(&self) -> &[SharedName] {
+        self.shared_type_names.get_or_init(|| {
+            self.instance_types
+                .iter()
+                .map(|it| SharedName::from(&it.name))
+                .collect()
+        })
+    }
+
     pub fn is_normalized(&self) -> bool {
         self.instance_types.is_sorted_by(|a, b| a.name <= b.name)
     }
@@ -407,6 +429,7 @@ impl Catalog {
         self.type_requirements = Derived::default();
         self.offering_zones = Derived::default();
         self.node_resources_memo = Derived::default();
+        self.shared_type_names = Derived::default();
     }
 
     pub fn price_of(

@@ -19,6 +19,7 @@ pub mod requirements;
 pub mod reservation;
 pub mod resource_rows;
 pub mod resources;
+pub mod shared_name;
 pub mod taints;
 pub mod value_set;
 

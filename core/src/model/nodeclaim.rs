@@ -9,14 +9,17 @@ use serde::{Deserialize, Serialize};
 use super::pod::PodKey;
 use super::requirements::RequirementSpec;
 use super::resources::Resources;
+use super::shared_name::SharedName;
 use super::taints::Taint;
 use crate::catalog::{CapacityType, Price};
 
 /// One way to fill a NodeClaim: an instance type in a zone with a capacity type, at a price.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 pub struct LaunchOption {
-    pub instance_type: String,
-    pub zone: String,
+    /// Shared with the catalog's names: a launch's options name the same few types and zones
+    /// hundreds of times.
+    pub instance_type: SharedName,
+    pub zone: SharedName,
     pub capacity_type: CapacityType,
     pub price: Price,
 }
@@ -25,8 +28,8 @@ impl LaunchOption {
     /// The offering it launches into.
     pub fn key(&self) -> OfferingKey {
         OfferingKey {
-            instance_type: self.instance_type.clone(),
-            zone: self.zone.clone(),
+            instance_type: self.instance_type.to_string(),
+            zone: self.zone.to_string(),
             capacity_type: self.capacity_type,
         }
     }

@@ -134,11 +134,13 @@ pub struct OfferingAt {
 
 impl OfferingAt {
     pub fn option(&self, prepared: &PreparedCatalog) -> LaunchOption {
-        let it = &prepared.catalog.instance_types[self.t];
-        let o = &it.offerings[self.o];
+        let catalog = &prepared.catalog;
+        let o = &catalog.instance_types[self.t].offerings[self.o];
         LaunchOption {
-            instance_type: it.name.clone(),
-            zone: o.zone.clone(),
+            instance_type: catalog.shared_type_names()[self.t].clone(),
+            zone: catalog.offering_zones().shared
+                [catalog.offering_zones().of_offering[self.t][self.o]]
+                .clone(),
             capacity_type: o.capacity_type,
             price: o.price,
         }

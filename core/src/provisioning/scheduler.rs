@@ -458,7 +458,7 @@ fn existing_targets<'a>(
                         if let Some(it) = prepared.catalog.get(&o.instance_type) {
                             l.extend(it.labels_under(state.os_of(claim)).into_owned());
                         }
-                        l.insert(labels::ZONE.to_string(), o.zone.clone());
+                        l.insert(labels::ZONE.to_string(), o.zone.to_string());
                         l.insert(
                             labels::CAPACITY_TYPE.to_string(),
                             o.capacity_type.as_str().to_string(),

@@ -100,16 +100,16 @@ impl SimCloud {
                 .then(|| self.reservation_with_room(&option.instance_type, &option.zone));
             if ice || reservation == Some(None) {
                 unavailable.push(OfferingKey {
-                    instance_type: option.instance_type.clone(),
-                    zone: option.zone.clone(),
+                    instance_type: option.instance_type.to_string(),
+                    zone: option.zone.to_string(),
                     capacity_type: option.capacity_type,
                 });
                 continue;
             }
             let instance = Instance {
                 instance_id: format!("i-{:017x}", rng.next_u64() >> 4),
-                instance_type: option.instance_type.clone(),
-                zone: option.zone.clone(),
+                instance_type: option.instance_type.to_string(),
+                zone: option.zone.to_string(),
                 capacity_type: option.capacity_type,
                 price: option.price,
             };

@@ -57,8 +57,8 @@ impl World {
                         options.insert(
                             0,
                             nodewright_core::model::nodeclaim::LaunchOption {
-                                instance_type: key.instance_type.clone(),
-                                zone: key.zone.clone(),
+                                instance_type: key.instance_type.as_str().into(),
+                                zone: key.zone.as_str().into(),
                                 capacity_type: key.capacity_type,
                                 price,
                             },
