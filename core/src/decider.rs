@@ -480,24 +480,31 @@ impl Core {
                     .as_deref()
                     .and_then(|id| self.state.nodeclaim_for_provider_id(id));
                 let first_seen = !self.state.nodes.contains_key(&node.name);
-                let entry = self
-                    .state
-                    .nodes
-                    .entry(node.name.clone())
-                    .or_insert_with(|| NodeState {
-                        node: node.as_ref().clone(),
-                        nodeclaim: claim_name.clone(),
-                        pods: BTreeMap::new(),
-                        last_pod_event_ms: now,
-                    });
-                let became_ready = node.ready && !entry.node.ready;
-                entry.node = node.as_ref().clone();
-                if entry.nodeclaim.is_none() {
-                    entry.nodeclaim = claim_name.clone();
-                }
-                if became_ready {
-                    entry.last_pod_event_ms = now;
-                }
+                // A node seen first is inserted as it is (not ready before it: it did not
+                // become ready); one known is updated.
+                let became_ready = match self.state.nodes.entry(node.name.clone()) {
+                    std::collections::btree_map::Entry::Vacant(vacant) => {
+                        vacant.insert(NodeState {
+                            node: node.as_ref().clone(),
+                            nodeclaim: claim_name.clone(),
+                            pods: BTreeMap::new(),
+                            last_pod_event_ms: now,
+                        });
+                        false
+                    }
+                    std::collections::btree_map::Entry::Occupied(mut known) => {
+                        let entry = known.get_mut();
+                        let became_ready = node.ready && !entry.node.ready;
+                        entry.node = node.as_ref().clone();
+                        if entry.nodeclaim.is_none() {
+                            entry.nodeclaim = claim_name.clone();
+                        }
+                        if became_ready {
+                            entry.last_pod_event_ms = now;
+                        }
+                        became_ready
+                    }
+                };
                 self.untaint_if_stale(node, commands);
                 if let Some(claim) = claim_name.as_deref()
                     && self.state.nodeclaims.contains_key(claim)

@@ -141,3 +141,74 @@ pub fn garbage(
     }
     out
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::catalog::{CapacityType, Price};
+    use crate::model::nodeclaim::{Instance, ListedInstance, NodeClaimSpec};
+    use crate::state::NodeClaimState;
+
+    fn claim(name: &str, instance_id: &str) -> NodeClaimState {
+        let mut claim = NodeClaimState::new(
+            NodeClaimSpec {
+                name: name.to_string(),
+                ..NodeClaimSpec::default()
+            },
+            0,
+        );
+        claim.instance = Some(Instance {
+            instance_id: instance_id.to_string(),
+            instance_type: "m5.large".to_string(),
+            zone: "us-east-1a".to_string(),
+            capacity_type: CapacityType::OnDemand,
+            price: Price(96_000),
+        });
+        claim.launched_at_ms = Some(0);
+        claim
+    }
+
+    fn listed(id: &str, nodeclaim: &str, running: bool) -> ListedInstance {
+        ListedInstance {
+            instance_id: id.to_string(),
+            nodeclaim: Some(nodeclaim.to_string()),
+            launched_at_ms: 0,
+            running,
+        }
+    }
+
+    #[test]
+    fn orphans_and_vanished_instances_are_found_and_an_id_listed_twice_reads_as_its_last() {
+        let mut state = ClusterState::default();
+        for (name, id) in [("a", "i-a"), ("b", "i-b"), ("c", "i-c")] {
+            state.nodeclaims.insert(name.to_string(), claim(name, id));
+        }
+        let now = GARBAGE_GRACE_MS + 1;
+        let listing = vec![
+            listed("i-a", "a", true),
+            // Listed twice: first running, then shutting down (the last one counts).
+            listed("i-b", "b", true),
+            listed("i-b", "b", false),
+            // No NodeClaim owns it.
+            listed("i-x", "gone", true),
+        ];
+        let found = garbage(&state, &listing, now);
+        let orphans: Vec<&str> = found.orphans.iter().map(|o| o.0.as_str()).collect();
+        assert_eq!(orphans, ["i-x"]);
+        let vanished: Vec<(&str, &str)> = found
+            .vanished
+            .iter()
+            .map(|(claim, why)| (claim.as_str(), why.as_str()))
+            .collect();
+        assert_eq!(
+            vanished,
+            [
+                ("b", "its instance i-b is shutting down or terminated"),
+                ("c", "its instance i-c is not in the cloud's listing"),
+            ]
+        );
+        // Within the grace period nothing is collected.
+        let early = garbage(&state, &listing, GARBAGE_GRACE_MS - 1);
+        assert!(early.orphans.is_empty() && early.vanished.is_empty());
+    }
+}
