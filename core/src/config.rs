@@ -1,10 +1,15 @@
 //! The core's configuration: Karpenter's settings with their defaults. It travels in the event
 //! log's header so that a replay runs with exactly the settings of the recording.
 
+#![warn(missing_docs)]
+
 use serde::{Deserialize, Serialize};
 
+/// Every setting a decision reads. The defaults are Karpenter's where it has the setting.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub struct Config {
+    /// The cluster's name (`CLUSTER_NAME`): the controller tags instances and scopes launch
+    /// tokens with it, and a store records the cluster it was decided for.
     pub cluster_name: String,
     /// Seeds the generator of NodeClaim names; nothing else in the core is random.
     pub seed: u64,
@@ -53,7 +58,9 @@ pub struct Config {
 /// `Ignore`: preferences play no part in provisioning.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub enum PreferencePolicy {
+    /// Preferences are tried as requirements first, then relaxed (Karpenter's default).
     Respect,
+    /// Preferences are not read.
     Ignore,
 }
 
@@ -61,7 +68,9 @@ pub enum PreferencePolicy {
 /// `BestEffort`: it is launched with as many distinct values as there are.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub enum MinValuesPolicy {
+    /// Not launched short of `minValues` (Karpenter's default).
     Strict,
+    /// Launched with the distinct values there are.
     BestEffort,
 }
 

@@ -1,5 +1,7 @@
 //! The decider: `handle(event) -> commands`, and `next_timer_ms()` — the core's one entry point.
 
+#![warn(missing_docs)]
+
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
@@ -121,6 +123,8 @@ impl Core {
     ///    terminator, warnings).
     pub const STATE_LAYOUT: u32 = 8;
 
+    /// A core that knows nothing yet, deciding under `config`: the first events tell it the
+    /// catalog, the NodePools and EC2NodeClasses, then the cluster.
     pub fn new(config: Config) -> Self {
         let state = ClusterState {
             capacity_settings: config.capacity_settings(),
@@ -175,6 +179,7 @@ impl Core {
         }
     }
 
+    /// The configuration it decides under.
     pub fn config(&self) -> &Config {
         &self.config
     }

@@ -1,6 +1,8 @@
 //! Events: everything the core learns about the world. Time arrives inside each event; the core
 //! never reads a clock.
 
+#![warn(missing_docs)]
+
 use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
@@ -17,60 +19,80 @@ use crate::model::pod::{Pod, PodKey};
 /// One observation, stamped with the time (milliseconds on the cluster's clock) it was made.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub struct Event {
+    /// When it was observed, in milliseconds on the cluster's clock.
     pub at_ms: u64,
+    /// What was observed.
     pub kind: EventKind,
 }
 
 impl Event {
+    /// An event of `kind` observed at `at_ms`.
     pub fn new(at_ms: u64, kind: EventKind) -> Self {
         Event { at_ms, kind }
     }
 }
 
+/// What was observed. The variants' order is the event log's format: a new kind is appended.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub enum EventKind {
     /// The instance types, offerings and prices the cloud offers now.
     CatalogUpdated(Arc<Catalog>),
+    /// A NodePool was created or changed.
     NodePoolApplied(Box<NodePool>),
+    /// A NodePool was deleted: its NodeClaims are drained and terminated.
     NodePoolDeleted {
+        /// The NodePool's name.
         name: String,
     },
+    /// An EC2NodeClass was created or changed.
     NodeClassApplied(Box<NodeClass>),
+    /// An EC2NodeClass was deleted.
     NodeClassDeleted {
+        /// The EC2NodeClass's name.
         name: String,
     },
     /// A pod was created or changed (bound or not: `node_name` says).
     PodApplied(Box<Pod>),
     /// The scheduler bound a pod to a node.
     PodBound {
+        /// The pod.
         pod: PodKey,
+        /// The node it was bound to.
         node: String,
     },
     /// A pod is gone (deleted, evicted, finished).
     PodDeleted {
+        /// The pod.
         pod: PodKey,
     },
     /// A node object appeared (or changed).
     NodeApplied(Box<Node>),
+    /// A node object was deleted.
     NodeDeleted {
+        /// The node's name.
         name: String,
     },
     /// The cloud started an instance for a NodeClaim.
     LaunchSucceeded {
+        /// The NodeClaim launched.
         nodeclaim: String,
+        /// The instance: its id, type, zone, capacity type and price.
         instance: Instance,
     },
     /// The cloud could not start an instance for a NodeClaim.
     LaunchFailed {
+        /// The NodeClaim that did not launch.
         nodeclaim: String,
         /// The error code EC2 gave (`InsufficientInstanceCapacity`, ...).
         code: String,
+        /// EC2's message.
         message: String,
         /// Offerings that had no capacity.
         unavailable: Vec<OfferingKey>,
     },
     /// The instance behind a NodeClaim is terminated; the NodeClaim is gone.
     NodeClaimTerminated {
+        /// The NodeClaim.
         nodeclaim: String,
     },
     /// A timer the core asked for fired.
@@ -78,29 +100,43 @@ pub enum EventKind {
     /// A DaemonSet was created or changed: its pods run on every node they fit, and count as
     /// overhead when sizing a machine.
     DaemonSetApplied(Box<DaemonSet>),
+    /// A DaemonSet was deleted.
     DaemonSetDeleted {
+        /// Its namespace.
         namespace: String,
+        /// Its name.
         name: String,
     },
+    /// A PodDisruptionBudget was created or changed.
     PodDisruptionBudgetApplied(Box<crate::model::pdb::PodDisruptionBudget>),
+    /// A PodDisruptionBudget was deleted.
     PodDisruptionBudgetDeleted {
+        /// Its namespace.
         namespace: String,
+        /// Its name.
         name: String,
     },
     /// The Eviction API refused to evict a pod (a PodDisruptionBudget allows no disruption).
     EvictionRefused {
+        /// The pod not evicted.
         pod: PodKey,
+        /// What the API said.
         reason: String,
     },
     /// An interruption message arrived (the SQS queue fed by EventBridge); `message_id` is the
     /// EventBridge event's id.
     InterruptionReceived {
+        /// The EventBridge event's id (a message delivered twice has the same).
         message_id: String,
+        /// The instance it is about.
         instance_id: String,
+        /// What it announces: a spot interruption, a rebalance recommendation, a scheduled
+        /// change, a state change.
         interruption: Interruption,
     },
     /// The cloud's listing of this cluster's instances (every garbage-collection period).
     InstancesListed {
+        /// Every instance listed, in the cloud's order.
         instances: Vec<crate::model::nodeclaim::ListedInstance>,
     },
     /// What an EC2NodeClass's selectors found in the cloud (subnets, security groups, AMIs).
@@ -110,6 +146,7 @@ pub enum EventKind {
     /// machine is drained and terminated, as Karpenter's termination finalizer does.
     /// Appended last: the variants' order is the log's format.
     NodeClaimDeleted {
+        /// The NodeClaim.
         nodeclaim: String,
     },
     /// The cloud's listing of this cluster's instances again, as what changed since the
@@ -118,7 +155,9 @@ pub enum EventKind {
     /// rebuild it exactly, which is nearly always: most listings are the one before.
     /// Appended last: the variants' order is the log's format.
     InstancesRelisted {
+        /// The instances new or different since the listing before, with their places.
         changed: Vec<crate::model::listing::ListedAt>,
+        /// The ids no longer listed.
         gone: Vec<String>,
     },
 }
