@@ -1,5 +1,7 @@
 //! NodeClaims (`karpenter.sh/v1`): one requested machine, from decision to termination.
 
+#![warn(missing_docs)]
+
 use std::collections::BTreeMap;
 use std::fmt;
 use std::sync::Arc;
@@ -19,8 +21,11 @@ pub struct LaunchOption {
     /// Shared with the catalog's names: a launch's options name the same few types and zones
     /// hundreds of times.
     pub instance_type: SharedName,
+    /// The zone.
     pub zone: SharedName,
+    /// On-demand, spot or reserved.
     pub capacity_type: CapacityType,
+    /// Per hour.
     pub price: Price,
 }
 
@@ -38,8 +43,11 @@ impl LaunchOption {
 /// Identifies one offering: (instance type, zone, capacity type).
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 pub struct OfferingKey {
+    /// The instance type.
     pub instance_type: String,
+    /// The zone.
     pub zone: String,
+    /// On-demand, spot or reserved.
     pub capacity_type: CapacityType,
 }
 
@@ -47,6 +55,7 @@ pub struct OfferingKey {
 /// without building one (two strings) per lookup: `map.get(&(type, zone, capacity) as &dyn
 /// OfferingParts)`. Ordered and compared as [`OfferingKey`] is, field by field.
 pub trait OfferingParts {
+    /// The instance type, the zone and the capacity type.
     fn parts(&self) -> (&str, &str, CapacityType);
 }
 
@@ -101,6 +110,7 @@ impl fmt::Display for OfferingKey {
 /// Why a machine was asked for: the pods it is for and what ruled the choice.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub struct LaunchReason {
+    /// The pending pods it is for (none for a static pool's machine).
     pub pods: Vec<PodKey>,
     /// One line a user reads: which pods, which constraints, which price.
     pub summary: String,
@@ -109,13 +119,22 @@ pub struct LaunchReason {
 /// The immutable spec of a NodeClaim, as the core decided it.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub struct NodeClaimSpec {
+    /// Its name: the NodePool's, then a suffix from the seeded name generator.
     pub name: String,
+    /// The NodePool it belongs to.
     pub nodepool: String,
+    /// The EC2NodeClass it launches with.
     pub nodeclass: String,
+    /// The labels its node gets (the template's, the requirements' single values, the pool).
     pub labels: BTreeMap<String, String>,
+    /// The annotations its node gets, with the NodePool's and EC2NodeClass's hashes drift
+    /// compares.
     pub annotations: BTreeMap<String, String>,
+    /// The NodePool's taints.
     pub taints: Vec<Taint>,
+    /// The NodePool's startup taints (and the sibling hold's, when the machine is held).
     pub startup_taints: Vec<Taint>,
+    /// What its machine must meet: the NodePool's and the pods' requirements together.
     pub requirements: Vec<RequirementSpec>,
     /// The sum of the requests of the pods it was launched for.
     pub requests: Resources,
@@ -123,15 +142,11 @@ pub struct NodeClaimSpec {
     /// the command and the log, and its options (often hundreds) are never changed after the
     /// decision; serialized as a plain sequence.
     pub options: Arc<[LaunchOption]>,
+    /// When it expires after launch (the NodePool's `expireAfter`); `None`: never.
     pub expire_after_ms: Option<u64>,
 }
 
 impl NodeClaimSpec {
-    /// The idempotency token of its launch (EC2 `ClientToken`, at most 64 ASCII characters): the
-    /// same for every attempt, so a launch repeated after a crash never makes a second machine.
-    /// EC2 remembers tokens per account and region, and NodeClaim names repeat between clusters
-    /// and logs (they come from a seeded generator), so `scope` must name the cluster and the
-    /// log: the EC2 adapter passes the cluster name and the log's creation nonce.
     /// What one CreateFleet request for this NodeClaim asks for, as EC2 is asked by Karpenter:
     /// one capacity type, the preferred one among the options (reserved, then spot, then
     /// on-demand), and its options cheapest first (ties by type, then zone). None when there
@@ -158,6 +173,11 @@ impl NodeClaimSpec {
         Some((capacity_type, options))
     }
 
+    /// The idempotency token of its launch (EC2 `ClientToken`, at most 64 ASCII characters): the
+    /// same for every attempt, so a launch repeated after a crash never makes a second machine.
+    /// EC2 remembers tokens per account and region, and NodeClaim names repeat between clusters
+    /// and logs (they come from a seeded generator), so `scope` must name the cluster and the
+    /// log: the EC2 adapter passes the cluster name and the log's creation nonce.
     pub fn client_token(&self, scope: &str) -> String {
         // FNV-1a: stable across versions and platforms, which a std hasher is not.
         let mut hash: u64 = 0xcbf2_9ce4_8422_2325;
@@ -177,9 +197,11 @@ impl NodeClaimSpec {
 /// One instance of this cluster as the cloud lists it (the garbage collector's view).
 #[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub struct ListedInstance {
+    /// The instance id.
     pub instance_id: String,
     /// Its `karpenter.sh/nodeclaim` tag.
     pub nodeclaim: Option<String>,
+    /// When it was launched.
     pub launched_at_ms: u64,
     /// False once it is shutting down or terminated.
     pub running: bool,
@@ -188,10 +210,15 @@ pub struct ListedInstance {
 /// The machine the cloud gave for a NodeClaim.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub struct Instance {
+    /// The instance id.
     pub instance_id: String,
+    /// The instance type it is.
     pub instance_type: String,
+    /// The zone it runs in.
     pub zone: String,
+    /// On-demand, spot or reserved.
     pub capacity_type: CapacityType,
+    /// What it costs per hour.
     pub price: Price,
 }
 
@@ -236,6 +263,8 @@ pub enum TerminationReason {
 }
 
 impl TerminationReason {
+    /// Whether nodewright chose it to save money (emptiness or consolidation), as the docs
+    /// call those disruptions voluntary; drift and the forced reasons are not.
     pub fn is_voluntary(self) -> bool {
         matches!(
             self,

@@ -1,5 +1,7 @@
 //! NodePools (`karpenter.sh/v1`): the template and policy for the machines nodewright launches.
 
+#![warn(missing_docs)]
+
 use std::collections::BTreeMap;
 use std::fmt;
 
@@ -14,17 +16,23 @@ use super::taints::Taint;
 /// Karpenter's default `expireAfter`.
 pub const DEFAULT_EXPIRE_AFTER_MS: u64 = 720 * 3600 * 1000;
 
+/// `spec.disruption.consolidationPolicy`: which machines consolidation may take away.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub enum ConsolidationPolicy {
+    /// Only machines that run no workload pod.
     WhenEmpty,
+    /// Also machines whose pods fit elsewhere, or on a cheaper replacement (the default).
     WhenEmptyOrUnderutilized,
 }
 
 /// The reasons a budget may restrict (empty list = all of them).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 pub enum DisruptionReason {
+    /// A machine that runs no workload pod.
     Empty,
+    /// A machine consolidation moves the pods off.
     Underutilized,
+    /// A machine that no longer matches its NodePool or EC2NodeClass.
     Drifted,
 }
 
@@ -37,7 +45,9 @@ impl fmt::Display for DisruptionReason {
 /// `nodes: "10%"` or `nodes: "5"`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub enum BudgetNodes {
+    /// At most this many nodes at once.
     Count(u32),
+    /// At most this share of the pool's nodes at once, rounded up.
     Percent(u32),
 }
 
@@ -51,16 +61,22 @@ impl BudgetNodes {
     }
 }
 
+/// One of `spec.disruption.budgets`: how many of the pool's nodes may be disrupted at once,
+/// when, and for which reasons.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub struct DisruptionBudget {
+    /// How many nodes.
     pub nodes: BudgetNodes,
     /// A cron schedule in UTC; with `duration_ms`, the budget is active only in those windows.
     pub schedule: Option<String>,
+    /// How long each window of `schedule` lasts.
     pub duration_ms: Option<u64>,
+    /// The reasons it restricts; empty: all of them.
     pub reasons: Vec<DisruptionReason>,
 }
 
 impl DisruptionBudget {
+    /// Karpenter's default: `nodes: 10%`, always, for every reason.
     pub fn default_budget() -> Self {
         DisruptionBudget {
             nodes: BudgetNodes::Percent(10),
@@ -70,6 +86,7 @@ impl DisruptionBudget {
         }
     }
 
+    /// Whether it restricts disruptions for `reason`.
     pub fn applies_to(&self, reason: DisruptionReason) -> bool {
         self.reasons.is_empty() || self.reasons.contains(&reason)
     }
@@ -78,26 +95,44 @@ impl DisruptionBudget {
 /// `nodeClassRef`.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub struct NodeClassRef {
+    /// `karpenter.k8s.aws`.
     pub group: String,
+    /// `EC2NodeClass`.
     pub kind: String,
+    /// The EC2NodeClass's name.
     pub name: String,
 }
 
+/// A NodePool, as the decisions read it.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub struct NodePool {
+    /// `metadata.name`.
     pub name: String,
     /// 1..100, higher first; `None` sorts after every weighted pool.
     pub weight: Option<u32>,
+    /// `spec.template.metadata.labels`: on every machine, and requirements of it.
     pub template_labels: BTreeMap<String, String>,
+    /// `spec.template.metadata.annotations`.
     pub template_annotations: BTreeMap<String, String>,
+    /// `spec.template.spec.requirements`, as written (with `minValues`).
     pub requirements: Vec<RequirementSpec>,
+    /// `spec.template.spec.taints`.
     pub taints: Vec<Taint>,
+    /// `spec.template.spec.startupTaints`: on a machine when it registers, taken off by
+    /// whatever readies it.
     pub startup_taints: Vec<Taint>,
+    /// `spec.template.spec.nodeClassRef`.
     pub node_class_ref: NodeClassRef,
+    /// `spec.template.spec.expireAfter` (default 720h).
     pub expire_after: MaybeNever,
+    /// `spec.template.spec.terminationGracePeriod`: how long a drain may wait on pods before
+    /// it deletes them.
     pub termination_grace_period_ms: Option<u64>,
+    /// `spec.disruption.consolidationPolicy`.
     pub consolidation_policy: ConsolidationPolicy,
+    /// `spec.disruption.consolidateAfter` (default 0s).
     pub consolidate_after: MaybeNever,
+    /// `spec.disruption.budgets` (default one: `nodes: 10%`).
     pub budgets: Vec<DisruptionBudget>,
     /// Limits by resource name (`cpu` in milli-cores, `memory` in bytes, `nodes`, extended).
     pub limits: BTreeMap<String, i64>,
