@@ -1,5 +1,7 @@
 //! EC2NodeClasses (`karpenter.k8s.aws/v1`): how a machine is launched on AWS.
 
+#![warn(missing_docs)]
+
 use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
@@ -7,30 +9,41 @@ use serde::{Deserialize, Serialize};
 /// One selector term (subnets, security groups, AMIs): by id, by name, by alias or by tags.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub struct SelectorTerm {
+    /// `id`: exactly this one.
     pub id: Option<String>,
+    /// `name` (security groups, AMIs).
     pub name: Option<String>,
+    /// `alias` (AMIs: `al2023@latest`, `bottlerocket@v1.20.0`).
     pub alias: Option<String>,
+    /// `owner` (AMIs, capacity reservations: an account id, `self` or `amazon`).
     pub owner: Option<String>,
+    /// `tags`: every one must match (`*` matches any value).
     pub tags: BTreeMap<String, String>,
 }
 
 /// The kubelet settings that change what fits on a node.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub struct KubeletConfig {
+    /// `kubelet.maxPods`: the node's pod capacity instead of the type's ENI-based one.
     pub max_pods: Option<i64>,
+    /// `kubelet.podsPerCore`: at most this many pods per vCPU (it caps the pod capacity).
     pub pods_per_core: Option<i64>,
-    /// `cpu` in milli-cores, `memory` and `ephemeral-storage` in bytes.
+    /// `kubelet.systemReserved`: `cpu` in milli-cores, `memory` and `ephemeral-storage` in bytes.
     pub system_reserved: BTreeMap<String, i64>,
+    /// `kubelet.kubeReserved`, as `system_reserved`; none: Karpenter's defaults by type.
     pub kube_reserved: BTreeMap<String, i64>,
     /// `memory.available` as bytes; a percentage is kept in `eviction_hard_memory_percent`.
     pub eviction_hard_memory_bytes: Option<i64>,
+    /// `evictionHard["memory.available"]` as a percentage of the memory.
     pub eviction_hard_memory_percent: Option<u32>,
 }
 
 /// A threshold of a kubelet eviction signal: an amount, or a share of the capacity.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub enum Threshold {
+    /// This many bytes.
     Bytes(i64),
+    /// This share of the capacity.
     Percent(u32),
 }
 
@@ -61,17 +74,30 @@ impl Default for NodeStorage {
     }
 }
 
+/// An EC2NodeClass, as the decisions and the launches read it.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub struct NodeClass {
+    /// `metadata.name`.
     pub name: String,
+    /// `amiFamily` (`AL2023`, `Bottlerocket`, `Windows2022`...), when given.
     pub ami_family: Option<String>,
+    /// `role`: the nodes' IAM role; without `instanceProfile`, the launch names an instance
+    /// profile after it.
     pub role: Option<String>,
+    /// `instanceProfile`: an existing instance profile instead of `role`.
     pub instance_profile: Option<String>,
+    /// `subnetSelectorTerms`: the subnets (and so the zones) its machines launch in.
     pub subnet_selector_terms: Vec<SelectorTerm>,
+    /// `securityGroupSelectorTerms`.
     pub security_group_selector_terms: Vec<SelectorTerm>,
+    /// `amiSelectorTerms`.
     pub ami_selector_terms: Vec<SelectorTerm>,
+    /// `kubelet`: the settings that change what fits on a node.
     pub kubelet: KubeletConfig,
+    /// `tags`: on every instance it launches.
     pub tags: BTreeMap<String, String>,
+    /// The storage the kubelet keeps pods' ephemeral data on.
+    ///
     /// Added after log format 1, so the last field: see [`crate::model::trailing`].
     #[serde(default, deserialize_with = "crate::model::trailing")]
     pub storage: NodeStorage,
@@ -88,10 +114,11 @@ pub struct NodeClass {
 /// The operating system a node class's machines run, as its AMI family sets it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum NodeOs {
+    /// Every AMI family but the Windows ones.
     Linux,
-    /// A Windows Server AMI family; `build` is the `node.kubernetes.io/windows-build` label
-    /// Karpenter gives its nodes.
+    /// A Windows Server AMI family.
     Windows {
+        /// The `node.kubernetes.io/windows-build` label Karpenter gives its nodes.
         build: &'static str,
     },
 }
@@ -124,6 +151,8 @@ impl NodeOs {
 }
 
 impl NodeClass {
+    /// A class with Karpenter's defaults for `amiFamily` (AL2023) and a role named after it,
+    /// selecting nothing yet.
     pub fn new(name: &str) -> Self {
         NodeClass {
             name: name.to_string(),
@@ -176,6 +205,7 @@ impl NodeClass {
 /// the controller saw.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub struct ResolvedNodeClass {
+    /// The EC2NodeClass's name.
     pub name: String,
     /// By id.
     pub subnets: Vec<ResolvedSubnet>,
@@ -198,23 +228,34 @@ impl ResolvedNodeClass {
     }
 }
 
+/// A subnet a class's selectors found.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub struct ResolvedSubnet {
+    /// `subnet-…`.
     pub id: String,
+    /// Its availability zone.
     pub zone: String,
+    /// Its zone's id, when EC2 gave it.
     pub zone_id: Option<String>,
+    /// Free IP addresses when it was looked at.
     pub available_ip_addresses: u32,
 }
 
+/// A security group a class's selectors found.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub struct ResolvedSecurityGroup {
+    /// `sg-…`.
     pub id: String,
+    /// Its name.
     pub name: String,
 }
 
+/// An AMI a class's selectors found.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub struct ResolvedAmi {
+    /// `ami-…`.
     pub id: String,
+    /// Its name.
     pub name: String,
     /// `amd64` or `arm64` (Kubernetes' names).
     pub architecture: String,
