@@ -5,6 +5,8 @@
 //! bounded by integer bounds (`Gt`, `Lt`). [`Requirements`] holds one requirement per key; two
 //! requirement sets intersect key by key.
 
+#![warn(missing_docs)]
+
 use std::collections::BTreeMap;
 use std::fmt;
 
@@ -17,17 +19,26 @@ use super::value_set::ValueSet;
 /// A node selector operator as users write it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 pub enum Operator {
+    /// One of `values`.
     In,
+    /// None of `values` (or no label at all).
     NotIn,
+    /// Any value.
     Exists,
+    /// No label.
     DoesNotExist,
+    /// An integer greater than the one value.
     Gt,
+    /// An integer less than the one value.
     Lt,
+    /// An integer at least the one value.
     Gte,
+    /// An integer at most the one value.
     Lte,
 }
 
 impl Operator {
+    /// The operator as written (`In`, `NotIn`...); `None` for any other word.
     pub fn parse(raw: &str) -> Option<Operator> {
         Some(match raw {
             "In" => Operator::In,
@@ -42,6 +53,7 @@ impl Operator {
         })
     }
 
+    /// Every operator as written, for an error that names them.
     pub const NAMES: &'static str = "In, NotIn, Exists, DoesNotExist, Gt, Lt, Gte, Lte";
 }
 
@@ -54,30 +66,52 @@ impl fmt::Display for Operator {
 /// One requirement as written in YAML: `{key, operator, values, minValues}`.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 pub struct RequirementSpec {
+    /// The label key.
     pub key: String,
+    /// How the values are read.
     pub operator: Operator,
+    /// The values, as written.
     pub values: Vec<String>,
+    /// `minValues`: a machine's options must span at least this many values of the key.
     pub min_values: Option<u32>,
 }
 
 /// Why a requirement as written cannot be used.
 #[derive(Debug, Clone, PartialEq, Eq, Error)]
 pub enum RequirementError {
+    /// `In`/`NotIn` without values.
     #[error("operator {operator} on key {key:?} needs at least one value in `values`")]
-    MissingValues { key: String, operator: Operator },
+    MissingValues {
+        /// The key.
+        key: String,
+        /// The operator.
+        operator: Operator,
+    },
+    /// `Exists`/`DoesNotExist` with values.
     #[error("operator {operator} on key {key:?} takes no values; remove `values`")]
-    UnexpectedValues { key: String, operator: Operator },
+    UnexpectedValues {
+        /// The key.
+        key: String,
+        /// The operator.
+        operator: Operator,
+    },
+    /// `Gt`/`Lt`/`Gte`/`Lte` without exactly one integer.
     #[error("operator {operator} on key {key:?} takes exactly one integer value, got {values:?}")]
     NotOneInteger {
+        /// The key.
         key: String,
+        /// The operator.
         operator: Operator,
+        /// The values given.
         values: Vec<String>,
     },
+    /// An empty key.
     #[error("key must not be empty")]
     EmptyKey,
 }
 
 impl RequirementSpec {
+    /// A requirement as written, without `minValues`.
     pub fn new(key: &str, operator: Operator, values: &[&str]) -> Self {
         RequirementSpec {
             key: key.to_string(),
@@ -157,18 +191,22 @@ impl fmt::Display for RequirementSpec {
 /// The set of values one label key may take.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub struct Requirement {
+    /// The label key.
     pub key: String,
     /// When true the set is "every value except `values`"; when false it is exactly `values`.
     pub complement: bool,
+    /// The values the set holds, or leaves out when `complement`.
     pub values: ValueSet,
     /// Only integer values strictly greater than this are allowed.
     pub greater_than: Option<i64>,
     /// Only integer values strictly less than this are allowed.
     pub less_than: Option<i64>,
+    /// `minValues` of the requirement it came from.
     pub min_values: Option<u32>,
 }
 
 impl Requirement {
+    /// `key In values`.
     pub fn values_in<I: IntoIterator<Item = String>>(key: &str, values: I) -> Self {
         Requirement {
             key: key.to_string(),
@@ -180,10 +218,12 @@ impl Requirement {
         }
     }
 
+    /// `key In [value]`.
     pub fn single(key: &str, value: &str) -> Self {
         Requirement::values_in(key, [value.to_string()])
     }
 
+    /// `key NotIn values`.
     pub fn values_not_in<I: IntoIterator<Item = String>>(key: &str, values: I) -> Self {
         Requirement {
             complement: true,
@@ -191,10 +231,12 @@ impl Requirement {
         }
     }
 
+    /// `key Exists`.
     pub fn exists(key: &str) -> Self {
         Requirement::values_not_in(key, [])
     }
 
+    /// `key DoesNotExist`.
     pub fn does_not_exist(key: &str) -> Self {
         Requirement::values_in(key, [])
     }
@@ -284,6 +326,7 @@ impl Requirement {
         }
     }
 
+    /// Whether no value satisfies it (`DoesNotExist`, or an intersection that left nothing).
     pub fn is_empty(&self) -> bool {
         self.len() == Some(0)
     }
@@ -390,8 +433,11 @@ impl fmt::Display for Requirement {
 /// Why two requirement sets cannot both hold.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Conflict {
+    /// The key they disagree on.
     pub key: String,
+    /// What the incoming set asks of it.
     pub wanted: String,
+    /// What the other set allows (empty: the key is not allowed at all).
     pub allowed: String,
 }
 
@@ -456,10 +502,12 @@ mod by_key_map {
 }
 
 impl Requirements {
+    /// No requirement: every label set meets it.
     pub fn new() -> Self {
         Requirements::default()
     }
 
+    /// The requirements as written, those on one key intersected.
     pub fn from_specs(specs: &[RequirementSpec]) -> Self {
         let mut out = Requirements::new();
         for spec in specs {
@@ -489,6 +537,7 @@ impl Requirements {
         self.by_key.binary_search_by(|r| r.key.as_str().cmp(key))
     }
 
+    /// The requirement on `key`.
     pub fn get(&self, key: &str) -> Option<&Requirement> {
         self.position(key).ok().map(|at| &self.by_key[at])
     }
@@ -507,14 +556,17 @@ impl Requirements {
         self.position(key).ok()
     }
 
+    /// Whether there is a requirement on `key`.
     pub fn has_key(&self, key: &str) -> bool {
         self.position(key).is_ok()
     }
 
+    /// The requirements, by key.
     pub fn iter(&self) -> impl Iterator<Item = &Requirement> {
         self.by_key.iter()
     }
 
+    /// How many keys have a requirement.
     pub fn len(&self) -> usize {
         self.by_key.len()
     }
@@ -524,6 +576,7 @@ impl Requirements {
         self.by_key.shrink_to_fit();
     }
 
+    /// Whether no key has a requirement.
     pub fn is_empty(&self) -> bool {
         self.by_key.is_empty()
     }
