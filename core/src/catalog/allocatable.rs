@@ -32,9 +32,13 @@ impl Default for CapacitySettings {
 /// Default hard eviction threshold `memory.available<100Mi`.
 const EVICTION_HARD_MEMORY_BYTES: i64 = 100 * MIB;
 
+/// What a node of a type offers: its capacity, and what pods may ask of it (the capacity less
+/// what the kubelet, the system and the eviction threshold keep).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct NodeResources {
+    /// The node's capacity.
     pub capacity: Resources,
+    /// Its allocatable: what pods' requests may add up to.
     pub allocatable: Resources,
 }
 

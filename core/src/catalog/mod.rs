@@ -1,5 +1,7 @@
 //! The instance catalog: instance types, their offerings (zone × capacity type) and prices.
 
+#![warn(missing_docs)]
+
 mod allocatable;
 pub mod builtin;
 mod prepared;
@@ -35,6 +37,7 @@ use crate::model::shared_name::SharedName;
 pub struct Price(pub u64);
 
 impl Price {
+    /// In USD per hour, for people.
     pub fn usd_per_hour(self) -> f64 {
         self.0 as f64 / 1_000_000.0
     }
@@ -46,17 +49,22 @@ impl fmt::Display for Price {
     }
 }
 
+/// How an offering is paid for (`karpenter.sh/capacity-type`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 pub enum CapacityType {
+    /// In a capacity reservation (paid for already).
     #[serde(rename = "reserved")]
     Reserved,
+    /// Spot: cheaper, and taken back with two minutes' notice.
     #[serde(rename = "spot")]
     Spot,
+    /// On-demand.
     #[serde(rename = "on-demand")]
     OnDemand,
 }
 
 impl CapacityType {
+    /// The label value (`reserved`, `spot`, `on-demand`).
     pub fn as_str(self) -> &'static str {
         match self {
             CapacityType::Reserved => "reserved",
@@ -65,6 +73,7 @@ impl CapacityType {
         }
     }
 
+    /// The capacity type a label value names.
     pub fn parse(raw: &str) -> Option<CapacityType> {
         Some(match raw {
             "reserved" => CapacityType::Reserved,
@@ -81,38 +90,55 @@ impl fmt::Display for CapacityType {
     }
 }
 
+/// One way to buy a type: in a zone, with a capacity type, at a price.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Offering {
+    /// The zone.
     pub zone: String,
+    /// How it is paid for.
     pub capacity_type: CapacityType,
+    /// Per hour.
     pub price: Price,
 }
 
+/// A type's GPUs.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Gpu {
+    /// The model (`t4`, `a10g`).
     pub name: String,
+    /// `nvidia` or `amd`.
     pub manufacturer: String,
+    /// How many.
     pub count: u32,
     /// Per GPU.
     pub memory_mib: u64,
 }
 
+/// One EC2 instance type with its offerings.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct InstanceType {
+    /// `m5.large`.
     pub name: String,
     /// `amd64` or `arm64`.
     pub architecture: String,
+    /// vCPUs.
     pub vcpu: u32,
+    /// Memory in MiB, as EC2 states it (the node sees less: see `catalog::allocatable`).
     pub memory_mib: u64,
+    /// Its GPUs, if any.
     pub gpu: Option<Gpu>,
+    /// AWS Neuron devices (Inferentia, Trainium).
     pub neuron_count: u32,
+    /// Network interfaces: with `ipv4_per_eni`, the pod capacity under the VPC CNI.
     pub max_enis: u32,
+    /// IPv4 addresses per network interface.
     pub ipv4_per_eni: u32,
     /// Every well-known label of the type (`kubernetes.io/arch`, `karpenter.k8s.aws/instance-*`).
     pub labels: BTreeMap<String, String>,
+    /// Where and how it can be bought, and at what price.
     pub offerings: Vec<Offering>,
 }
 
@@ -195,7 +221,9 @@ impl InstanceType {
 /// Every instance type of one region.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub struct Catalog {
+    /// The region (`us-east-1`).
     pub region: String,
+    /// The types, in name order once [`Catalog::normalized`].
     pub instance_types: Vec<InstanceType>,
     /// The types whose processors support nested virtualization (`nested-virtualization` in
     /// DescribeInstanceTypes' `ProcessorInfo.SupportedFeatures`), by name. Added after log
@@ -238,8 +266,11 @@ pub type NodeResourcesMemo = std::sync::Mutex<Vec<(ResourcesKey, Arc<ClassResour
 /// What node resources depend on besides the type.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ResourcesKey {
+    /// The class's kubelet settings.
     pub kubelet: crate::model::nodeclass::KubeletConfig,
+    /// The class's storage.
     pub storage: crate::model::nodeclass::NodeStorage,
+    /// The cluster's settings.
     pub settings: CapacitySettings,
 }
 
@@ -247,7 +278,9 @@ pub struct ResourcesKey {
 /// capacities as rows of integers.
 #[derive(Debug)]
 pub struct ClassResources {
+    /// By catalog index.
     pub resources: Vec<NodeResources>,
+    /// The capacities as rows of integers, by catalog index.
     pub capacity_rows: crate::model::resource_rows::ResourceRows,
 }
 
@@ -297,6 +330,7 @@ impl OfferingZones {
 }
 
 impl ReservationKind {
+    /// The label value (`default`, `capacity-block`).
     pub fn as_str(self) -> &'static str {
         match self {
             ReservationKind::Default => "default",
@@ -313,6 +347,7 @@ pub fn reserved_price(on_demand: Price) -> Price {
 }
 
 impl Catalog {
+    /// The type named `name` (the catalog normalized: a binary search).
     pub fn get(&self, name: &str) -> Option<&InstanceType> {
         self.position(name).map(|i| &self.instance_types[i])
     }
@@ -369,6 +404,7 @@ impl Catalog {
         })
     }
 
+    /// Whether the types are in name order.
     pub fn is_normalized(&self) -> bool {
         self.instance_types.is_sorted_by(|a, b| a.name <= b.name)
     }
@@ -417,6 +453,7 @@ impl Catalog {
             .sum()
     }
 
+    /// The catalog with its types in name order (what every lookup by name relies on).
     pub fn normalized(mut self) -> Catalog {
         self.forget_derived();
         self.instance_types.sort_by(|a, b| a.name.cmp(&b.name));
@@ -432,6 +469,7 @@ impl Catalog {
         self.shared_type_names = Derived::default();
     }
 
+    /// The price of one offering, if the catalog has it.
     pub fn price_of(
         &self,
         instance_type: &str,

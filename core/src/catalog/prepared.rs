@@ -18,6 +18,7 @@ pub struct PreparedCatalog {
 }
 
 impl PreparedCatalog {
+    /// The catalog in name order, with its reservations' offerings added.
     pub fn new(catalog: impl Into<Arc<Catalog>>) -> Self {
         let catalog: Arc<Catalog> = catalog.into();
         let catalog = if catalog.is_normalized() && catalog.reservations.is_empty() {
