@@ -1,5 +1,7 @@
 //! Pod affinity, anti-affinity and topology spread, as read from a pod spec.
 
+#![warn(missing_docs)]
+
 use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
@@ -10,6 +12,7 @@ use super::requirements::{Operator, RequirementSpec};
 /// selector matches every pod; `None` where Kubernetes says "no selector" matches none.
 #[derive(Debug, Clone, Default, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 pub struct LabelSelector {
+    /// `matchLabels`: every one must be on the pod.
     pub match_labels: BTreeMap<String, String>,
     /// Operators In, NotIn, Exists, DoesNotExist.
     pub match_expressions: Vec<RequirementSpec>,
@@ -25,6 +28,7 @@ impl LabelSelector {
         }
     }
 
+    /// Whether a pod with these labels is selected.
     pub fn matches(&self, labels: &BTreeMap<String, String>) -> bool {
         self.match_labels
             .iter()
@@ -47,33 +51,46 @@ impl LabelSelector {
 /// of `topology_key`.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 pub struct PodAffinityTerm {
+    /// `labelSelector`: the pods it counts.
     pub selector: LabelSelector,
     /// Empty = the pod's own namespace.
     pub namespaces: Vec<String>,
+    /// `topologyKey`: the node label whose values are the domains.
     pub topology_key: String,
     /// `None` for a required term; the weight (1..100) of a preferred one.
     pub weight: Option<i32>,
 }
 
+/// `whenUnsatisfiable` of a topology spread constraint.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 pub enum WhenUnsatisfiable {
+    /// A placement that breaks the skew is not made (a requirement).
     DoNotSchedule,
+    /// The skew is a preference.
     ScheduleAnyway,
 }
 
 /// `Honor` or `Ignore` (nodeAffinityPolicy, nodeTaintsPolicy).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 pub enum InclusionPolicy {
+    /// Only the domains the policy's rule allows count.
     Honor,
+    /// Every domain counts.
     Ignore,
 }
 
+/// One of a pod's `topologySpreadConstraints`.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 pub struct TopologySpreadConstraint {
+    /// `maxSkew`: how many more matching pods one domain may have than the emptiest.
     pub max_skew: u32,
+    /// `topologyKey`: the node label whose values are the domains.
     pub topology_key: String,
+    /// `whenUnsatisfiable`.
     pub when_unsatisfiable: WhenUnsatisfiable,
+    /// `labelSelector`: the pods counted.
     pub selector: LabelSelector,
+    /// `minDomains`: with fewer domains than this, the emptiest counts as holding none.
     pub min_domains: Option<u32>,
     /// Default Honor: only domains the pod's node affinity allows count.
     pub node_affinity_policy: InclusionPolicy,
@@ -86,6 +103,7 @@ pub struct TopologySpreadConstraint {
 /// A host port a container binds on its node.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 pub struct HostPort {
+    /// The port.
     pub port: u16,
     /// TCP, UDP or SCTP.
     pub protocol: String,

@@ -1,5 +1,7 @@
 //! Pods as the core sees them: what they request and where they may run.
 
+#![warn(missing_docs)]
+
 use std::collections::BTreeMap;
 use std::fmt;
 
@@ -14,11 +16,14 @@ use super::taints::Toleration;
 /// `namespace/name`, the pod's identity in logs, reports and commands.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 pub struct PodKey {
+    /// Its namespace.
     pub namespace: String,
+    /// Its name.
     pub name: String,
 }
 
 impl PodKey {
+    /// The key of `namespace/name`.
     pub fn new(namespace: &str, name: &str) -> Self {
         PodKey {
             namespace: namespace.to_string(),
@@ -36,21 +41,27 @@ impl fmt::Display for PodKey {
 /// Who owns a pod (DaemonSet pods are overhead, not workload).
 #[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub struct OwnerRef {
+    /// `DaemonSet`, `ReplicaSet`, `Job`, `StatefulSet`...
     pub kind: String,
+    /// The owner's name.
     pub name: String,
 }
 
 /// A pod, with its scheduling constraints already read out of its spec.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub struct Pod {
+    /// `namespace/name`.
     pub key: PodKey,
+    /// Its labels (what selectors and spread constraints match).
     pub labels: BTreeMap<String, String>,
+    /// Its annotations (`karpenter.sh/do-not-disrupt` among them).
     pub annotations: BTreeMap<String, String>,
     /// The pod's effective request: the sum over containers, raised to the largest init
     /// container, plus overhead; `pods` is 1.
     pub requests: Resources,
     /// True when some container sets neither a CPU nor a memory request (scheduled as zero).
     pub missing_requests: bool,
+    /// `nodeSelector`.
     pub node_selector: BTreeMap<String, String>,
     /// Required node affinity: alternatives (OR) of requirement lists (AND).
     pub required_node_affinity: Vec<Vec<RequirementSpec>>,
@@ -60,13 +71,20 @@ pub struct Pod {
     pub pod_affinity: Vec<PodAffinityTerm>,
     /// Pod anti-affinity terms, required (`weight: None`) and preferred.
     pub pod_anti_affinity: Vec<PodAffinityTerm>,
+    /// `topologySpreadConstraints`.
     pub topology_spread: Vec<TopologySpreadConstraint>,
+    /// The host ports its containers bind.
     pub host_ports: Vec<HostPort>,
+    /// `tolerations`.
     pub tolerations: Vec<Toleration>,
+    /// Its priority: it weighs in the cost of evicting it, and critical pods leave a draining
+    /// node last.
     pub priority: i32,
+    /// Its controller, if any.
     pub owner: Option<OwnerRef>,
     /// Set when the pod is bound to a node.
     pub node_name: Option<String>,
+    /// When it was created.
     pub created_at_ms: u64,
 }
 
@@ -94,6 +112,7 @@ impl Pod {
         }
     }
 
+    /// Whether a DaemonSet owns it (overhead on every node, not workload).
     pub fn is_daemonset_pod(&self) -> bool {
         self.owner.as_ref().is_some_and(|o| o.kind == "DaemonSet")
     }

@@ -1,17 +1,24 @@
 //! Taints and tolerations with Kubernetes' matching rules.
 
+#![warn(missing_docs)]
+
 use std::fmt;
 
 use serde::{Deserialize, Serialize};
 
+/// What a taint does to pods that do not tolerate it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 pub enum TaintEffect {
+    /// No new pod lands.
     NoSchedule,
+    /// New pods land elsewhere when they can.
     PreferNoSchedule,
+    /// No new pod lands, and running ones are evicted.
     NoExecute,
 }
 
 impl TaintEffect {
+    /// The effect as Kubernetes spells it; `None` for any other word.
     pub fn parse(raw: &str) -> Option<TaintEffect> {
         Some(match raw {
             "NoSchedule" => TaintEffect::NoSchedule,
@@ -31,14 +38,19 @@ impl TaintEffect {
     }
 }
 
+/// A node taint.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 pub struct Taint {
+    /// Its key.
     pub key: String,
+    /// Its value, if any.
     pub value: Option<String>,
+    /// Its effect.
     pub effect: TaintEffect,
 }
 
 impl Taint {
+    /// A taint of `key`, `value` and `effect`.
     pub fn new(key: &str, value: Option<&str>, effect: TaintEffect) -> Self {
         Taint {
             key: key.to_string(),
@@ -57,17 +69,23 @@ impl fmt::Display for Taint {
     }
 }
 
+/// How a toleration matches a taint's value.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub enum TolerationOperator {
+    /// The values are equal (the default).
     Equal,
+    /// Any value.
     Exists,
 }
 
+/// A pod's toleration.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub struct Toleration {
     /// Empty with `Exists` tolerates every taint.
     pub key: Option<String>,
+    /// How the value is matched.
     pub operator: TolerationOperator,
+    /// The value `Equal` compares with.
     pub value: Option<String>,
     /// `None` tolerates every effect.
     pub effect: Option<TaintEffect>,
