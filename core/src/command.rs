@@ -1,8 +1,6 @@
 //! Commands: what the core asks the world to do. Each carries the reason a user reads in the
 //! log, in the Kubernetes event, and in `nodewright explain`.
 
-#![warn(missing_docs)]
-
 use serde::{Deserialize, Serialize};
 
 use crate::model::nodeclaim::{LaunchReason, NodeClaimSpec, TerminationReason};

@@ -1,8 +1,6 @@
 //! The core's configuration: Karpenter's settings with their defaults. It travels in the event
 //! log's header so that a replay runs with exactly the settings of the recording.
 
-#![warn(missing_docs)]
-
 use serde::{Deserialize, Serialize};
 
 /// Every setting a decision reads. The defaults are Karpenter's where it has the setting.

@@ -1,7 +1,5 @@
 //! The decider: `handle(event) -> commands`, and `next_timer_ms()` — the core's one entry point.
 
-#![warn(missing_docs)]
-
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 

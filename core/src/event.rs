@@ -1,8 +1,6 @@
 //! Events: everything the core learns about the world. Time arrives inside each event; the core
 //! never reads a clock.
 
-#![warn(missing_docs)]
-
 use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};

@@ -26,24 +26,32 @@ pub const LEAVING_STATES: [&str; 4] = ["stopping", "stopped", "shutting-down", "
 pub enum Action {
     /// Nothing but the record: why.
     Record {
+        /// The NodeClaim, when one owns the instance.
         nodeclaim: Option<String>,
+        /// Why nothing more is done.
         why: String,
     },
     /// A machine already being terminated: only the notice's consequences (the offering, the
     /// drain's deadline).
     Hasten {
+        /// The NodeClaim.
         nodeclaim: String,
+        /// The drain is forced from then on.
         deadline_ms: Option<u64>,
+        /// The offering the interruption proves short of capacity.
         unavailable: Option<OfferingKey>,
+        /// What the message said.
         why: String,
     },
     /// Launch replacements for the machine's pods and drain it now.
     ReplaceAndDrain {
+        /// The NodeClaim.
         nodeclaim: String,
         /// The drain is forced from then on: the instance is gone anyway.
         deadline_ms: Option<u64>,
         /// The offering the interruption proves short of capacity.
         unavailable: Option<OfferingKey>,
+        /// What the message said.
         why: String,
     },
 }

@@ -10,8 +10,11 @@ use crate::wake::Wake;
 /// A NodeClaim that missed a deadline.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Overdue {
+    /// The NodeClaim.
     pub nodeclaim: String,
+    /// The deadline it missed (launch or registration timeout, expiration...).
     pub reason: TerminationReason,
+    /// How late, for people.
     pub detail: String,
 }
 

@@ -10,10 +10,12 @@ pub struct SplitMix64 {
 }
 
 impl SplitMix64 {
+    /// A generator seeded with `seed`.
     pub fn new(seed: u64) -> Self {
         SplitMix64 { state: seed }
     }
 
+    /// The next number.
     pub fn next_u64(&mut self) -> u64 {
         self.state = self.state.wrapping_add(0x9e37_79b9_7f4a_7c15);
         let mut z = self.state;
@@ -43,6 +45,7 @@ pub struct NameGenerator {
 }
 
 impl NameGenerator {
+    /// The generator of a core configured with `seed`.
     pub fn new(seed: u64) -> Self {
         NameGenerator {
             rng: SplitMix64::new(seed ^ 0x6e6f_6465_7772_6974),

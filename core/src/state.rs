@@ -30,12 +30,19 @@ pub use pod_table::{PodId, PodTable};
 /// Where a NodeClaim is in its life.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct NodeClaimState {
+    /// What the core decided.
     pub spec: NodeClaimSpec,
+    /// When it was decided.
     pub created_at_ms: u64,
+    /// Its instance, once the launch succeeded.
     pub instance: Option<Instance>,
+    /// When the launch succeeded.
     pub launched_at_ms: Option<u64>,
+    /// Its node, once registered.
     pub node_name: Option<String>,
+    /// When its node registered.
     pub registered_at_ms: Option<u64>,
+    /// When its node was first ready and no longer held for its siblings.
     pub initialized_at_ms: Option<u64>,
     /// Set once the core has asked for termination.
     pub terminating: Option<(TerminationReason, u64)>,
@@ -56,6 +63,7 @@ impl NodeClaimState {
         }
     }
 
+    /// Whether its node has been ready and no longer held for its siblings.
     pub fn is_initialized(&self) -> bool {
         self.initialized_at_ms.is_some()
     }
@@ -64,7 +72,9 @@ impl NodeClaimState {
 /// A node and what runs on it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct NodeState {
+    /// The node as last seen.
     pub node: Node,
+    /// Its NodeClaim, when nodewright launched it.
     pub nodeclaim: Option<String>,
     /// The pods bound to it, in key order, with their ids in [`ClusterState::pods`].
     pub pods: BTreeMap<PodKey, PodId>,
@@ -73,16 +83,22 @@ pub struct NodeState {
 }
 
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
+/// The cluster as the core knows it: the state every decision reads.
 pub struct ClusterState {
     /// Shared, so that simulations (consolidation, drift) copy the cluster cheaply. Not in a
     /// snapshot: it is most of the state's bytes and changes rarely, so a snapshot names the
     /// event that carried it instead ([`crate::Core::install_catalog`]).
     #[serde(skip)]
     pub catalog: Option<Arc<PreparedCatalog>>,
+    /// NodePools by name.
     pub nodepools: BTreeMap<String, NodePool>,
+    /// EC2NodeClasses by name.
     pub nodeclasses: BTreeMap<String, NodeClass>,
+    /// Every pod, under a dense id.
     pub pods: PodTable,
+    /// Nodes by name.
     pub nodes: BTreeMap<String, NodeState>,
+    /// NodeClaims by name, from decision until terminated.
     pub nodeclaims: BTreeMap<String, NodeClaimState>,
     /// Offerings that recently failed for lack of capacity, with the time they may be tried again.
     pub unavailable: BTreeMap<OfferingKey, u64>,
@@ -99,12 +115,14 @@ pub struct ClusterState {
 }
 
 impl ClusterState {
+    /// The pods waiting for a node (DaemonSet pods aside).
     pub fn pending_pods(&self) -> impl Iterator<Item = &Pod> {
         self.pods
             .values()
             .filter(|p| p.node_name.is_none() && !p.is_daemonset_pod())
     }
 
+    /// Whether an offering is marked unavailable at `now_ms`.
     pub fn is_unavailable(&self, key: &OfferingKey, now_ms: u64) -> bool {
         self.unavailable
             .get(key)
@@ -462,6 +480,8 @@ impl ClusterState {
             .map_or(NodeOs::Linux, |class| class.os())
     }
 
+    /// The labels a NodeClaim's node carries: its own, its instance type's, its zone and capacity
+    /// type.
     pub fn nodeclaim_labels(&self, claim: &NodeClaimState) -> BTreeMap<String, String> {
         let mut out = claim.spec.labels.clone();
         if let Some(instance) = &claim.instance {

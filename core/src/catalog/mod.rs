@@ -1,7 +1,5 @@
 //! The instance catalog: instance types, their offerings (zone × capacity type) and prices.
 
-#![warn(missing_docs)]
-
 mod allocatable;
 pub mod builtin;
 mod prepared;

@@ -33,14 +33,18 @@ pub const MAX_MULTI_NODE_CANDIDATES: usize = 100;
 /// Spot-to-spot replacement needs this many cheaper spot instance types (Karpenter's rule).
 pub const MIN_SPOT_TO_SPOT_OPTIONS: usize = 15;
 
+/// A consolidation found: which machines go, and what (if anything) replaces them.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct Decision {
+    /// The NodeClaims taken away.
     pub nodeclaims: Vec<String>,
+    /// Their nodes.
     pub nodes: Vec<String>,
     /// The machine that takes the pods that do not fit elsewhere; `None` deletes.
     pub replacement: Option<PlannedClaim>,
     /// Per hour.
     pub saving: Price,
+    /// The pods moved.
     pub evictions: usize,
     /// Why it is allowed: the pods, the prices, the payback rule, the budget.
     pub detail: String,
@@ -131,38 +135,59 @@ pub fn candidates(
 pub enum Rejection {
     /// A NodeClaim is gone, or it has no node or no instance (yet or any more).
     Gone {
+        /// The NodeClaim.
         nodeclaim: String,
+        /// What is missing.
         what: &'static str,
     },
     /// A NodeClaim's NodePool is gone.
-    NodePoolGone { nodepool: String },
+    NodePoolGone {
+        /// The NodePool.
+        nodepool: String,
+    },
     /// A NodePool's disruption budget allows fewer disruptions than the nodes it would lose.
     Budget {
+        /// The NodePool.
         nodepool: String,
+        /// How many disruptions its budgets allow now.
         allowed: u32,
         /// The budget as the NodePool states it; `None` when its schedule does not parse.
         why: String,
     },
     /// A pod would fit nowhere else.
     NoRoom {
+        /// The pod.
         pod: PodKey,
+        /// What ruled out each place.
         reason: Box<Unplaceable>,
     },
     /// Their pods would need more than one new machine.
     NeedsMachines(usize),
     /// No replacement is cheaper than the nodes together.
-    NotCheaper { price: Price },
+    NotCheaper {
+        /// What the nodes cost together, per hour.
+        price: Price,
+    },
     /// Spot replaced by spot needs enough cheaper spot instance types to choose from.
-    TooFewSpotTypes { found: usize },
+    TooFewSpotTypes {
+        /// How many there were.
+        found: usize,
+    },
     /// The saving over the payback horizon does not pay for the evictions.
     PaybackNotMet {
+        /// The saving per hour.
         saving: Price,
+        /// The horizon the saving is counted over.
         horizon_ms: u64,
+        /// The saving over the horizon.
         earned_usd: f64,
+        /// The pods moved.
         evictions: usize,
+        /// What one eviction is priced at.
         per_eviction_usd: f64,
         /// Set when the work lost is counted.
         lost_work_usd: Option<f64>,
+        /// What the evictions cost together.
         cost_usd: f64,
     },
 }

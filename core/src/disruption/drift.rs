@@ -17,7 +17,9 @@ use crate::model::nodepool::NodePool;
 use crate::model::requirements::Requirements;
 use crate::state::ClusterState;
 
+/// The annotation on a NodeClaim with the hash of its NodePool's template when it launched.
 pub const NODEPOOL_HASH: &str = "karpenter.sh/nodepool-hash";
+/// The annotation on a NodeClaim with the hash of its EC2NodeClass when it launched.
 pub const NODECLASS_HASH: &str = "karpenter.k8s.aws/ec2nodeclass-hash";
 
 /// FNV-1a of the JSON form: stable across runs and machines (ordered maps, no floats).
@@ -84,6 +86,7 @@ pub struct DriftInputs {
 }
 
 impl DriftInputs {
+    /// The hashes and requirements of every NodePool and EC2NodeClass of the state.
     pub fn of(state: &ClusterState) -> Self {
         DriftInputs {
             pool_hashes: state

@@ -12,8 +12,11 @@ use crate::wake::Wake;
 /// A node that may be removed as empty, and since when.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct EmptyCandidate {
+    /// The NodeClaim.
     pub nodeclaim: String,
+    /// Its node.
     pub node: String,
+    /// Since when it has run no workload pod.
     pub empty_since_ms: u64,
 }
 

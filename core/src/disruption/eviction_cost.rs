@@ -19,6 +19,7 @@ pub fn loses_work(pod: &Pod) -> bool {
 /// The cost of the evictions of one consolidation, summed pod by pod.
 #[derive(Debug, Clone, Copy, Default, PartialEq)]
 pub struct EvictionCost {
+    /// The pods evicted.
     pub evictions: usize,
     /// The restarts: evictions × the cost per evicted pod.
     pub restarts_usd: f64,
@@ -66,6 +67,7 @@ impl EvictionCost {
         }
     }
 
+    /// The whole cost: restarts and work lost.
     pub fn usd(&self) -> f64 {
         self.restarts_usd + self.lost_work_usd
     }

@@ -25,7 +25,9 @@ pub struct CronSchedule {
 /// Why a schedule does not parse.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct CronError {
+    /// The schedule as written.
     pub schedule: String,
+    /// What is wrong with it.
     pub problem: String,
 }
 
@@ -105,6 +107,7 @@ fn parse_field(
 }
 
 impl CronSchedule {
+    /// Reads a five-field cron schedule (or a macro such as `@daily`), in UTC.
     pub fn parse(schedule: &str) -> Result<CronSchedule, CronError> {
         let err = |problem: String| CronError {
             schedule: schedule.to_string(),

@@ -1,7 +1,5 @@
 //! Pod affinity, anti-affinity and topology spread, as read from a pod spec.
 
-#![warn(missing_docs)]
-
 use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};

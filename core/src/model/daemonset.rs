@@ -7,7 +7,10 @@ use super::pod::Pod;
 /// A DaemonSet: its pod template (the pod's name is empty).
 #[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub struct DaemonSet {
+    /// Its namespace.
     pub namespace: String,
+    /// Its name.
     pub name: String,
+    /// The pod it runs on every node (its requests are each node's overhead).
     pub template: Pod,
 }

@@ -13,6 +13,7 @@ use super::labels::DO_NOT_DISRUPT;
 pub enum Protection {
     /// No annotation, or a value that is neither `"true"` nor a duration.
     None,
+    /// `"true"`: for as long as it is there.
     Forever,
     /// Protected until this time (ms).
     Until(u64),
@@ -31,6 +32,7 @@ impl Protection {
         }
     }
 
+    /// Whether it protects at `now_ms`.
     pub fn active_at(self, now_ms: u64) -> bool {
         match self {
             Protection::None => false,

@@ -13,7 +13,9 @@ pub struct DurationError(pub String);
 /// A duration that may be `Never` (Karpenter's `expireAfter: Never`, `consolidateAfter: Never`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 pub enum MaybeNever {
+    /// `Never`.
     Never,
+    /// This many milliseconds.
     After(u64),
 }
 

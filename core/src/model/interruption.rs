@@ -10,14 +10,23 @@ use serde::{Deserialize, Serialize};
 pub enum Interruption {
     /// EC2 Spot Instance Interruption Warning: the instance is reclaimed at `deadline_ms`
     /// (the message's time plus two minutes, on the cluster's clock).
-    SpotInterruption { deadline_ms: u64 },
+    SpotInterruption {
+        /// When the instance is reclaimed.
+        deadline_ms: u64,
+    },
     /// EC2 Instance Rebalance Recommendation: the instance is at elevated risk.
     RebalanceRecommendation,
     /// AWS Health Event of category scheduledChange for EC2 (`event_type`, e.g.
     /// `AWS_EC2_INSTANCE_RETIREMENT_SCHEDULED`).
-    ScheduledChange { event_type: String },
+    ScheduledChange {
+        /// The Health event's type.
+        event_type: String,
+    },
     /// EC2 Instance State-change Notification.
-    StateChange { state: String },
+    StateChange {
+        /// The new state (`stopping`, `stopped`, `shutting-down`, `terminated`).
+        state: String,
+    },
 }
 
 impl Interruption {

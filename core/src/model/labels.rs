@@ -1,7 +1,5 @@
 //! Well-known label and annotation keys, with Karpenter's spelling.
 
-#![warn(missing_docs)]
-
 /// The CPU architecture (`amd64`, `arm64`).
 pub const ARCH: &str = "kubernetes.io/arch";
 /// The operating system (`linux`, `windows`).

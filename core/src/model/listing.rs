@@ -14,7 +14,9 @@ use crate::model::nodeclaim::ListedInstance;
 /// An instance new or different since the last listing, and where the new listing has it.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub struct ListedAt {
+    /// Its place in the new listing.
     pub position: u32,
+    /// The instance as listed.
     pub instance: ListedInstance,
 }
 
@@ -22,7 +24,9 @@ pub struct ListedAt {
 /// those no longer listed.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct ListingChanges {
+    /// The instances new or different, with their places.
     pub changed: Vec<ListedAt>,
+    /// The ids no longer listed.
     pub gone: Vec<String>,
 }
 

@@ -11,14 +11,21 @@ use super::taints::Taint;
 /// A node as registered with the API server.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub struct Node {
+    /// The node's name.
     pub name: String,
     /// `aws:///<zone>/<instance-id>`; links the node to its NodeClaim.
     pub provider_id: Option<String>,
+    /// Its labels (zone, instance type, NodePool...).
     pub labels: BTreeMap<String, String>,
+    /// Its annotations.
     pub annotations: BTreeMap<String, String>,
+    /// Its taints.
     pub taints: Vec<Taint>,
+    /// What pods' requests may add up to on it.
     pub allocatable: Resources,
+    /// Its `Ready` condition.
     pub ready: bool,
+    /// `spec.unschedulable` (cordoned).
     pub unschedulable: bool,
 }
 

@@ -1,7 +1,5 @@
 //! NodeClaims (`karpenter.sh/v1`): one requested machine, from decision to termination.
 
-#![warn(missing_docs)]
-
 use std::collections::BTreeMap;
 use std::fmt;
 use std::sync::Arc;

@@ -1,7 +1,5 @@
 //! EC2NodeClasses (`karpenter.k8s.aws/v1`): how a machine is launched on AWS.
 
-#![warn(missing_docs)]
-
 use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};

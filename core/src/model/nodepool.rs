@@ -1,7 +1,5 @@
 //! NodePools (`karpenter.sh/v1`): the template and policy for the machines nodewright launches.
 
-#![warn(missing_docs)]
-
 use std::collections::BTreeMap;
 use std::fmt;
 

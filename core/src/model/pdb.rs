@@ -9,7 +9,9 @@ use super::pod::Pod;
 /// `minAvailable` / `maxUnavailable`: a count or a percentage of the matching pods.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub enum IntOrPercent {
+    /// A number of pods.
     Int(i64),
+    /// A share of the matching pods.
     Percent(u32),
 }
 
@@ -41,15 +43,22 @@ impl IntOrPercent {
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+/// A PodDisruptionBudget.
 pub struct PodDisruptionBudget {
+    /// Its namespace: it selects pods there only.
     pub namespace: String,
+    /// Its name.
     pub name: String,
+    /// The pods it covers.
     pub selector: LabelSelector,
+    /// `minAvailable`.
     pub min_available: Option<IntOrPercent>,
+    /// `maxUnavailable`.
     pub max_unavailable: Option<IntOrPercent>,
 }
 
 impl PodDisruptionBudget {
+    /// Whether it covers `pod` (same namespace, selector matches).
     pub fn selects(&self, pod: &Pod) -> bool {
         pod.key.namespace == self.namespace && self.selector.matches(&pod.labels)
     }

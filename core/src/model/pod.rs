@@ -1,7 +1,5 @@
 //! Pods as the core sees them: what they request and where they may run.
 
-#![warn(missing_docs)]
-
 use std::collections::BTreeMap;
 use std::fmt;
 

@@ -9,14 +9,18 @@ use thiserror::Error;
 #[derive(Debug, Clone, PartialEq, Eq, Error)]
 pub enum QuantityError {
     #[error("quantity {0:?} is empty")]
+    /// Nothing to read.
     Empty(String),
     #[error(
         "quantity {0:?} is not a number with an optional suffix (examples: 500m, 2, 1.5, 512Mi, 4Gi, 1G)"
     )]
+    /// Not a number with a known suffix.
     Malformed(String),
     #[error("quantity {0:?} is negative; requests, limits and capacities must be zero or more")]
+    /// Below zero.
     Negative(String),
     #[error("quantity {0:?} is too large")]
+    /// Too large for the integer it is kept in.
     Overflow(String),
 }
 

@@ -5,8 +5,6 @@
 //! bounded by integer bounds (`Gt`, `Lt`). [`Requirements`] holds one requirement per key; two
 //! requirement sets intersect key by key.
 
-#![warn(missing_docs)]
-
 use std::collections::BTreeMap;
 use std::fmt;
 

@@ -13,13 +13,17 @@ use serde::{Deserialize, Serialize};
 pub struct CapacityReservation {
     /// `cr-0123...`.
     pub id: String,
+    /// The instance type it holds.
     pub instance_type: String,
+    /// Its zone.
     pub zone: String,
     /// The instances it holds for this cluster.
     pub count: u32,
+    /// On-Demand Capacity Reservation or Capacity Block.
     pub kind: ReservationKind,
     /// The account that owns it.
     pub owner_id: String,
+    /// Its tags (what selector terms by tags match).
     pub tags: BTreeMap<String, String>,
 }
 

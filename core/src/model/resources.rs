@@ -16,14 +16,18 @@ pub const AWS_NEURON: &str = "aws.amazon.com/neuron";
 /// A bundle of resource amounts. Missing extended resources are zero.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub struct Resources {
+    /// CPU in milli-cores.
     pub cpu_milli: i64,
+    /// Memory in bytes.
     pub memory_bytes: i64,
+    /// Pods.
     pub pods: i64,
     /// Extended resources by name; zero entries are never stored.
     pub extended: BTreeMap<String, i64>,
 }
 
 impl Resources {
+    /// CPU, memory and pods, no extended resource.
     pub fn new(cpu_milli: i64, memory_bytes: i64, pods: i64) -> Self {
         Resources {
             cpu_milli,
@@ -39,6 +43,7 @@ impl Resources {
         self
     }
 
+    /// Sets an extended resource (zero removes it).
     pub fn set_extended(&mut self, name: &str, amount: i64) {
         if amount == 0 {
             self.extended.remove(name);
@@ -47,6 +52,7 @@ impl Resources {
         }
     }
 
+    /// An extended resource's amount (zero when absent).
     pub fn extended(&self, name: &str) -> i64 {
         self.extended.get(name).copied().unwrap_or(0)
     }
@@ -110,12 +116,14 @@ impl Resources {
         }
     }
 
+    /// The sum.
     pub fn plus(&self, other: &Resources) -> Resources {
         let mut sum = self.clone();
         sum.add(other);
         sum
     }
 
+    /// The difference (it may go below zero).
     pub fn minus(&self, other: &Resources) -> Resources {
         let mut diff = self.clone();
         diff.sub(other);
@@ -212,6 +220,7 @@ impl Resources {
         out
     }
 
+    /// Whether every amount is zero.
     pub fn is_zero(&self) -> bool {
         self.cpu_milli == 0 && self.memory_bytes == 0 && self.pods == 0 && self.extended.is_empty()
     }

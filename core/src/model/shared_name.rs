@@ -14,6 +14,7 @@ use serde::{Deserialize, Deserializer, Serialize, Serializer};
 pub struct SharedName(Arc<str>);
 
 impl SharedName {
+    /// The name.
     pub fn as_str(&self) -> &str {
         &self.0
     }

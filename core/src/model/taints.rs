@@ -1,7 +1,5 @@
 //! Taints and tolerations with Kubernetes' matching rules.
 
-#![warn(missing_docs)]
-
 use std::fmt;
 
 use serde::{Deserialize, Serialize};

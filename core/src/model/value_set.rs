@@ -17,18 +17,22 @@ use serde::{Deserialize, Deserializer, Serialize};
 pub struct ValueSet(Vec<String>);
 
 impl ValueSet {
+    /// No value.
     pub fn new() -> Self {
         ValueSet(Vec::new())
     }
 
+    /// How many values.
     pub fn len(&self) -> usize {
         self.0.len()
     }
 
+    /// Whether there is no value.
     pub fn is_empty(&self) -> bool {
         self.0.is_empty()
     }
 
+    /// Whether `value` is in it.
     pub fn contains(&self, value: &str) -> bool {
         self.0.binary_search_by(|v| v.as_str().cmp(value)).is_ok()
     }
@@ -44,14 +48,17 @@ impl ValueSet {
         }
     }
 
+    /// The values, in ascending order.
     pub fn iter(&self) -> std::slice::Iter<'_, String> {
         self.0.iter()
     }
 
+    /// The smallest value.
     pub fn first(&self) -> Option<&String> {
         self.0.first()
     }
 
+    /// Keeps the values `keep` says yes to.
     pub fn retain(&mut self, keep: impl FnMut(&String) -> bool) {
         self.0.retain(keep);
     }

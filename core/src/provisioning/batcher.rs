@@ -3,6 +3,7 @@
 
 use serde::{Deserialize, Serialize};
 
+/// The open batch window, if any.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Batcher {
     opened_at_ms: Option<u64>,

@@ -9,6 +9,7 @@ use crate::model::nodeclaim::LaunchOption;
 use crate::model::requirements::Requirements;
 use crate::state::ClusterState;
 
+/// Whether the requirements allow an offering in this zone with this capacity type.
 pub fn offering_allowed(reqs: &Requirements, zone: &str, capacity_type: &str) -> bool {
     OfferingFilter::new(reqs).allows(zone, capacity_type)
 }
@@ -21,6 +22,7 @@ pub struct OfferingFilter<'a> {
 }
 
 impl<'a> OfferingFilter<'a> {
+    /// The zone and capacity-type requirements of `reqs`.
     pub fn new(reqs: &'a Requirements) -> Self {
         OfferingFilter {
             zone: reqs.get(labels::ZONE),
@@ -28,6 +30,7 @@ impl<'a> OfferingFilter<'a> {
         }
     }
 
+    /// Whether an offering in `zone` with `capacity_type` meets them.
     pub fn allows(&self, zone: &str, capacity_type: &str) -> bool {
         self.zone.is_none_or(|r| r.has(zone))
             && self.capacity_type.is_none_or(|r| r.has(capacity_type))
@@ -53,6 +56,8 @@ pub struct OfferingMask<'a> {
 }
 
 impl<'a> OfferingMask<'a> {
+    /// The mask of `filter` over the prepared catalog, with the state's unavailable offerings
+    /// at `now_ms`.
     pub fn new(
         state: &'a ClusterState,
         prepared: &'a PreparedCatalog,
@@ -127,12 +132,16 @@ impl<'a> OfferingMask<'a> {
 /// [`OfferingAt::option`] makes the launch option of the chosen ones.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct OfferingAt {
+    /// The type's index in the catalog.
     pub t: usize,
+    /// The offering's index in its type.
     pub o: usize,
+    /// Its price.
     pub price: Price,
 }
 
 impl OfferingAt {
+    /// The launch option it is (the type's and the zone's names shared with the catalog).
     pub fn option(&self, prepared: &PreparedCatalog) -> LaunchOption {
         let catalog = &prepared.catalog;
         let o = &catalog.instance_types[self.t].offerings[self.o];

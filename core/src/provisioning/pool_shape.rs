@@ -24,6 +24,7 @@ use super::overhead::daemonset_overhead;
 /// One NodePool's shape, with what it was computed from.
 #[derive(Debug)]
 pub struct PoolShape {
+    /// The NodePool's template requirements (its requirements, labels and name).
     pub template: Requirements,
     /// Node resources and capacity rows by catalog index (shared with the catalog's memo).
     pub class_resources: Arc<ClassResources>,
@@ -38,6 +39,7 @@ pub struct PoolShape {
     pub max_room: Resources,
     /// `rooms` as rows of integers, for the largest room over a planned machine's types.
     pub room_rows: ResourceRows,
+    /// The template's `minValues`, by key.
     pub min_values: Vec<(String, u32)>,
     /// By catalog index, for `types`: the cheapest offering the template allows (whether it
     /// is available now aside).
@@ -61,6 +63,8 @@ pub struct PoolShape {
 }
 
 impl PoolShape {
+    /// The shape of `pool` launched with `nodeclass`, under these DaemonSets and settings, in
+    /// the zones of the class's subnets (every zone when it has not been resolved).
     pub fn compute(
         catalog: &Arc<PreparedCatalog>,
         pool: &NodePool,

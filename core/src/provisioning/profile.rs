@@ -8,6 +8,8 @@ use crate::model::pod::Pod;
 use crate::model::requirements::{RequirementSpec, Requirements};
 use crate::model::taints::{Taint, TaintEffect};
 
+/// A pod's scheduling constraints as one solve reads them, with the preferences in force and
+/// what was relaxed so far.
 #[derive(Debug, Clone)]
 pub struct PodProfile {
     /// Required node affinity terms not yet given up; the first is the one in force.
@@ -16,15 +18,20 @@ pub struct PodProfile {
     preferred_terms: Vec<Vec<RequirementSpec>>,
     /// Pod affinity terms in force (required, then preferred ones not yet dropped).
     pub affinity: Vec<PodAffinityTerm>,
+    /// Pod anti-affinity terms in force, likewise.
     pub anti_affinity: Vec<PodAffinityTerm>,
+    /// Topology spread constraints in force (`ScheduleAnyway` ones until relaxed).
     pub spread: Vec<TopologySpreadConstraint>,
     /// Topology group of each entry of `affinity`, `anti_affinity`, `spread` (set when the
     /// profile is registered with the solve's topology).
     pub affinity_groups: Vec<usize>,
+    /// Likewise for `anti_affinity`.
     pub anti_affinity_groups: Vec<usize>,
+    /// Likewise for `spread`.
     pub spread_groups: Vec<usize>,
     /// Whether the pod matches each spread constraint's own selector (it counts itself).
     pub spread_self_match: Vec<bool>,
+    /// Set by the last relaxation: `PreferNoSchedule` taints no longer keep the pod off.
     pub tolerate_prefer_no_schedule: bool,
     /// The node requirements in force (selector ∩ first required term ∩ first preferred term).
     pub requirements: Requirements,
@@ -35,6 +42,7 @@ pub struct PodProfile {
 }
 
 impl PodProfile {
+    /// The pod's profile before any relaxation, its preferences read as `policy` says.
     pub fn new(pod: &Pod, policy: PreferencePolicy) -> Self {
         let respect = policy == PreferencePolicy::Respect;
         let mut preferred: Vec<(i32, Vec<RequirementSpec>)> = if respect {

@@ -30,8 +30,11 @@ use super::topology::{DomainSource, PodGroups, Scan, Topology};
 /// them all.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct PlannedClaim {
+    /// The NodePool that launches it.
     pub nodepool: String,
+    /// What its machine must meet: the pool's template and its pods' requirements.
     pub requirements: Requirements,
+    /// The pods it is for.
     pub pods: Vec<PodKey>,
     /// The pods' requests (without DaemonSet overhead).
     pub requests: Resources,
@@ -52,8 +55,11 @@ pub enum Unplaceable {
     /// It fits no existing node, and no NodePool can launch a machine for it: what ruled out
     /// each, and the preferences relaxed on the way.
     FitsNowhere {
+        /// What the pod asks.
         requests: Resources,
+        /// What ruled out each NodePool and node.
         ruled_out: Vec<String>,
+        /// The preferences relaxed on the way.
         relaxed: Vec<String>,
     },
 }
@@ -96,10 +102,12 @@ impl std::fmt::Display for Unplaceable {
     }
 }
 
+/// What one solve decided.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct SolveResult {
     /// Pods that fit existing or in-flight capacity: (pod, node or NodeClaim name).
     pub nominations: Vec<(PodKey, String)>,
+    /// The machines to launch for the rest.
     pub new_claims: Vec<PlannedClaim>,
     /// Pods that fit nowhere, with the reason a user can act on.
     pub unschedulable: Vec<(PodKey, Unplaceable)>,
@@ -121,6 +129,7 @@ pub struct NewMachineNeeds {
 pub struct CandidateVerdict {
     /// The node's name, or the NodeClaim's while the machine is on its way.
     pub name: String,
+    /// Whether it is a machine on its way (no node yet).
     pub on_its_way: bool,
     /// What rules it out; none when the pod fits.
     pub ruled_out: Option<String>,
@@ -1178,6 +1187,8 @@ pub struct ClusterView<'a> {
 }
 
 impl<'a> ClusterView<'a> {
+    /// The cluster as a solve sees it now: each launching NodePool's usable types and room,
+    /// and every node and machine on its way with what it can still take.
     pub fn new(
         state: &'a ClusterState,
         shapes: &PoolShapes,

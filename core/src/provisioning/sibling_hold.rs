@@ -49,12 +49,16 @@ pub struct SiblingHolds {
 /// A machine to release: take the hold taint off its node.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Release {
+    /// The NodeClaim.
     pub nodeclaim: String,
+    /// Its node.
     pub node: String,
+    /// Why now: its siblings registered, or the hold ran out.
     pub reason: String,
 }
 
 impl SiblingHolds {
+    /// Whether the NodeClaim's machine is held for its siblings.
     pub fn is_held(&self, nodeclaim: &str) -> bool {
         self.held.contains(nodeclaim)
     }

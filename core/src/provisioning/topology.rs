@@ -18,24 +18,35 @@ use crate::model::taints::{Taint, first_untolerated};
 
 use super::profile::PodProfile;
 
+/// What a topology group counts pods for.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
 pub enum GroupKind {
+    /// A topology spread constraint.
     Spread {
+        /// `maxSkew`.
         max_skew: u32,
+        /// `minDomains`.
         min_domains: Option<u32>,
+        /// `nodeAffinityPolicy: Honor`: only the domains the pod's node affinity allows count.
         honor_node_affinity: bool,
     },
+    /// A pod affinity term.
     Affinity,
+    /// A pod anti-affinity term.
     AntiAffinity,
     /// Counts the pods that *own* a required anti-affinity term: a pod matching the selector
     /// may not join their domains.
     InverseAntiAffinity,
 }
 
+/// What makes two pods' constraints one group: counted once for both.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
 pub struct GroupKey {
+    /// What it counts for.
     pub kind: GroupKind,
+    /// The node label whose values are its domains.
     pub topology_key: String,
+    /// The pods it counts.
     pub selector: LabelSelector,
     /// Sorted.
     pub namespaces: Vec<String>,
@@ -74,14 +85,18 @@ impl Group {
 /// Domains offered by one source (a NodePool, or an existing node), with its taints.
 #[derive(Debug, Clone, Default)]
 pub struct DomainSource {
+    /// Its taints.
     pub taints: Vec<Taint>,
+    /// The values each topology key can take there.
     pub domains: BTreeMap<String, BTreeSet<String>>,
 }
 
 /// A rule on the domain a pinned machine is in.
 #[derive(Debug, Clone)]
 pub enum DomainRule {
+    /// One of these domains.
     OneOf(Vec<String>),
+    /// None of these domains.
     NoneOf(Vec<String>),
 }
 
@@ -117,6 +132,7 @@ pub struct PodGroups {
     owned_inverse: Vec<usize>,
 }
 
+/// The topology groups of one solve and how many matching pods each domain holds.
 #[derive(Debug, Clone, Default)]
 pub struct Topology {
     groups: Vec<Group>,
@@ -142,6 +158,7 @@ fn namespaces_of(term: &PodAffinityTerm, pod: &Pod) -> Vec<String> {
 }
 
 impl Topology {
+    /// No group yet, over the domains these sources offer.
     pub fn new(sources: Vec<DomainSource>) -> Self {
         let mut universe: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
         for source in &sources {
@@ -159,6 +176,7 @@ impl Topology {
         }
     }
 
+    /// Whether no pod of the solve has a topology constraint.
     pub fn is_empty(&self) -> bool {
         self.groups.is_empty()
     }
