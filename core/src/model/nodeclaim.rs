@@ -261,8 +261,8 @@ pub enum TerminationReason {
 }
 
 impl TerminationReason {
-    /// Whether nodewright chose it to save money (emptiness or consolidation), as the docs
-    /// call those disruptions voluntary; drift and the forced reasons are not.
+    /// Whether nodewright chose it to save money (emptiness or consolidation); drift and the
+    /// forced reasons are not.
     pub fn is_voluntary(self) -> bool {
         matches!(
             self,
