@@ -122,8 +122,9 @@ impl ClusterState {
             .filter(|p| p.node_name.is_none() && !p.is_daemonset_pod())
     }
 
-    /// Whether an offering is marked unavailable at `now_ms`.
-    pub fn is_unavailable(&self, key: &OfferingKey, now_ms: u64) -> bool {
+    /// Whether an offering is marked unavailable at `now_ms` (an [`OfferingKey`], or its parts
+    /// borrowed: `&(type, zone, capacity type)`).
+    pub fn is_unavailable(&self, key: &dyn OfferingParts, now_ms: u64) -> bool {
         self.unavailable
             .get(key)
             .is_some_and(|until| *until > now_ms)
@@ -414,16 +415,21 @@ impl ClusterState {
         out
     }
 
-    /// What a NodePool uses now: capacity of its live NodeClaims, and how many there are.
-    pub fn nodepool_usage(&self, nodepool: &str) -> (Resources, i64) {
-        self.nodepool_usages().remove(nodepool).unwrap_or_default()
-    }
-
-    /// [`ClusterState::nodepool_usage`] of every NodePool with a live NodeClaim, in one walk.
-    pub fn nodepool_usages(&self) -> BTreeMap<&str, (Resources, i64)> {
+    /// What each NodePool with limits uses now (usage is read only against limits): the
+    /// capacity of its live NodeClaims (at their largest), and how many there are, in one walk
+    /// over the NodeClaims. A pool without limits, or without a live NodeClaim, is absent.
+    pub fn usage_under_limits(&self) -> BTreeMap<&str, (Resources, i64)> {
         let mut usages: BTreeMap<&str, (Resources, i64)> = BTreeMap::new();
+        if self.nodepools.values().all(|p| p.limits.is_empty()) {
+            return usages;
+        }
+        let limited = |name: &str| {
+            self.nodepools
+                .get(name)
+                .is_some_and(|p| !p.limits.is_empty())
+        };
         for claim in self.nodeclaims.values() {
-            if claim.terminating.is_none() {
+            if claim.terminating.is_none() && limited(&claim.spec.nodepool) {
                 let (usage, count) = usages.entry(claim.spec.nodepool.as_str()).or_default();
                 usage.add(&self.nodeclaim_limit_capacity(claim));
                 *count += 1;
@@ -432,14 +438,9 @@ impl ClusterState {
         usages
     }
 
-    /// The labels a launched NodeClaim's node will carry.
-    /// One label of [`ClusterState::nodeclaim_labels`], without building the map.
-    pub fn nodeclaim_label<'a>(&'a self, claim: &'a NodeClaimState, key: &str) -> Option<&'a str> {
-        self.nodeclaim_label_reader(claim)(key)
-    }
-
-    /// [`ClusterState::nodeclaim_label`] for many keys of one NodeClaim: its instance type is
-    /// looked up once.
+    /// The labels a launched NodeClaim's node will carry, one key at a time: a label of
+    /// [`ClusterState::nodeclaim_labels`] without building the map (its instance type looked
+    /// up once for every key asked).
     pub fn nodeclaim_label_reader<'a>(
         &'a self,
         claim: &'a NodeClaimState,

@@ -5,7 +5,7 @@ use std::collections::VecDeque;
 use std::path::Path;
 
 use nodewright_adapters::eventlog::{
-    DecisionDigest, LogError, LogHeader, LogRecord, NwlogReader, ReadRecord, Snapshot, encode_each,
+    DecisionDigest, LogHeader, LogRecord, NwlogReader, ReadRecord, Snapshot, encode_each,
 };
 use nodewright_core::{Command, Event};
 
@@ -126,6 +126,7 @@ pub fn verify_with_progress<S: std::io::Read>(
             break check(open.take(), Vec::new(), &before);
         };
         let entry = entry?;
+        let (frame_index, byte_offset) = (entry.frame_index, entry.byte_offset);
         let record = match entry.record {
             ReadRecord::Decoded(record) => record,
             ReadRecord::Commands(recorded) => {
@@ -144,13 +145,9 @@ pub fn verify_with_progress<S: std::io::Read>(
                 }
                 // Not the replayed commands byte for byte (or no event before them): compared
                 // as commands.
-                let recorded = recorded.decode().map_err(|reason| LogError::Undecodable {
-                    path: reader.path().map(Path::to_path_buf),
-                    frame_index: entry.frame_index,
-                    byte_offset: entry.byte_offset,
-                    intact_records: entry.frame_index - 1,
-                    reason,
-                })?;
+                let recorded = recorded
+                    .decode()
+                    .map_err(|reason| reader.undecodable(frame_index, byte_offset, reason))?;
                 digest.add_all(&recorded);
                 if let Some(d) = check(open.take(), recorded, &before) {
                     break Some(with_following(&mut reader, d));

@@ -1,7 +1,6 @@
 //! Invariants the simulator checks after every step. This first set covers what the
 //! provisioning and lifecycle rules promise; more come with disruption and interruption.
 
-use nodewright_core::model::nodeclaim::OfferingKey;
 use nodewright_core::model::pod::PodKey;
 use nodewright_core::{Command, Core, EventKind};
 
@@ -25,18 +24,15 @@ pub fn check_step(core: &Core, commands: &[Command], now_ms: u64) -> Vec<Violati
     for command in commands {
         if let Command::LaunchNodeClaim { nodeclaim, .. } = command {
             for o in nodeclaim.options.iter() {
-                let key = OfferingKey {
-                    instance_type: o.instance_type.to_string(),
-                    zone: o.zone.to_string(),
-                    capacity_type: o.capacity_type,
-                };
-                if state.is_unavailable(&key, now_ms) {
+                let parts = (o.instance_type.as_str(), o.zone.as_str(), o.capacity_type);
+                if state.is_unavailable(&parts, now_ms) {
                     out.push(violation(
                         now_ms,
                         "launch-into-unavailable-offering",
                         format!(
-                            "NodeClaim {} offers {key}, marked unavailable",
-                            nodeclaim.name
+                            "NodeClaim {} offers {}, marked unavailable",
+                            nodeclaim.name,
+                            o.key()
                         ),
                     ));
                 }
@@ -85,11 +81,9 @@ pub fn check_step(core: &Core, commands: &[Command], now_ms: u64) -> Vec<Violati
         }
     }
     // NodePool limits, counting every live NodeClaim at its largest possible capacity.
-    for pool in state.nodepools.values() {
-        if pool.limits.is_empty() {
-            continue;
-        }
-        let (usage, count) = state.nodepool_usage(&pool.name);
+    let mut usages = state.usage_under_limits();
+    for pool in state.nodepools.values().filter(|p| !p.limits.is_empty()) {
+        let (usage, count) = usages.remove(pool.name.as_str()).unwrap_or_default();
         for (resource, limit) in &pool.limits {
             let used = if resource == "nodes" {
                 count

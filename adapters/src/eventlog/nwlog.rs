@@ -447,14 +447,21 @@ impl<H: Header, R: DeserializeOwned, S: Read> NwlogReader<H, R, S> {
             }
             Err(reason) => {
                 self.finished = true;
-                Some(Err(LogError::Undecodable {
-                    path: self.path.clone(),
-                    frame_index,
-                    byte_offset,
-                    intact_records: frame_index - 1,
-                    reason,
-                }))
+                Some(Err(self.undecodable(frame_index, byte_offset, reason)))
             }
+        }
+    }
+
+    /// The error for the record of the frame at `frame_index` (starting at `byte_offset`) that
+    /// does not decode: also for one [`NwlogReader::next_entry_read`] kept partly undecoded and
+    /// whose rest turns out not to decode.
+    pub fn undecodable(&self, frame_index: u64, byte_offset: u64, reason: String) -> LogError {
+        LogError::Undecodable {
+            path: self.path.clone(),
+            frame_index,
+            byte_offset,
+            intact_records: frame_index - 1,
+            reason,
         }
     }
 

@@ -269,7 +269,6 @@ pub fn simulate_many(
 
 /// The nodes to take away, as a simulation reads them.
 struct Removal<'a> {
-    nodes: Vec<&'a str>,
     /// What they cost together per hour.
     price: Price,
     any_spot: bool,
@@ -280,7 +279,7 @@ struct Removal<'a> {
     per_pool: std::collections::BTreeMap<&'a str, u32>,
     /// What evicting their pods costs.
     eviction_cost: EvictionCost,
-    /// Each node with its instance type and price, for the decision's detail.
+    /// Each node with its instance type and price: the decision's nodes and its detail.
     described: Vec<(&'a str, &'a str, Price)>,
     /// Their NodeClaims.
     removed: BTreeSet<String>,
@@ -301,7 +300,6 @@ impl<'a> Removal<'a> {
             what,
         };
         let mut removal = Removal {
-            nodes: Vec::new(),
             price: Price(0),
             any_spot: false,
             any_on_demand: false,
@@ -344,7 +342,6 @@ impl<'a> Removal<'a> {
                 }
             }
             removal.pods.extend(movable);
-            removal.nodes.push(node);
             *removal
                 .per_pool
                 .entry(claim.spec.nodepool.as_str())
@@ -517,7 +514,11 @@ fn solved(
     );
     Ok(Decision {
         nodeclaims: nodeclaims.to_vec(),
-        nodes: removal.nodes.iter().map(|n| n.to_string()).collect(),
+        nodes: removal
+            .described
+            .iter()
+            .map(|(node, _, _)| node.to_string())
+            .collect(),
         replacement,
         saving,
         evictions,

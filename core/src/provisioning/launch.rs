@@ -145,11 +145,10 @@ impl OfferingAt {
     pub fn option(&self, prepared: &PreparedCatalog) -> LaunchOption {
         let catalog = &prepared.catalog;
         let o = &catalog.instance_types[self.t].offerings[self.o];
+        let zones = catalog.offering_zones();
         LaunchOption {
             instance_type: catalog.shared_type_names()[self.t].clone(),
-            zone: catalog.offering_zones().shared
-                [catalog.offering_zones().of_offering[self.t][self.o]]
-                .clone(),
+            zone: zones.shared[zones.of_offering[self.t][self.o]].clone(),
             capacity_type: o.capacity_type,
             price: o.price,
         }

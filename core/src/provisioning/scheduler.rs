@@ -18,7 +18,7 @@ use crate::model::nodepool::NodePool;
 use crate::model::pod::{Pod, PodKey};
 use crate::model::requirements::{Requirement, Requirements};
 use crate::model::resources::Resources;
-use crate::model::taints::{Taint, TaintEffect};
+use crate::model::taints::{Taint, TaintEffect, first_untolerated};
 use crate::state::{ClusterState, PreparedCatalog};
 
 use super::domain_pins::DomainIds;
@@ -549,15 +549,6 @@ fn in_flight_overhead(
 /// How many nodes and machines on their way [`ClusterView::new_machine_needs`] looks at for
 /// one pod before it counts the pod as one that may go elsewhere.
 const TARGETS_LOOKED_AT: usize = 16;
-
-/// Every amount below zero raised to zero (a node with no room left counts none).
-fn at_least_zero(r: &Resources) -> Resources {
-    let mut out = Resources::new(r.cpu_milli.max(0), r.memory_bytes.max(0), r.pods.max(0));
-    for (name, amount) in &r.extended {
-        out.set_extended(name, (*amount).max(0));
-    }
-    out
-}
 
 /// The labels every label set agrees on (what is known of a machine on its way).
 fn common_labels(sets: &[Cow<BTreeMap<String, String>>]) -> BTreeMap<String, String> {
@@ -1199,12 +1190,7 @@ impl<'a> ClusterView<'a> {
         let mut pools: Vec<&NodePool> = state.nodepools.values().collect();
         pools.sort_by(|a, b| NodePool::priority_order(a, b));
         let mut not_launching = Vec::new();
-        // Usage is read only against a NodePool's limits: summed only when some pool has them.
-        let mut usages = if pools.iter().any(|p| !p.limits.is_empty()) {
-            state.nodepool_usages()
-        } else {
-            BTreeMap::new()
-        };
+        let mut usages = state.usage_under_limits();
         let contexts: Vec<PoolContext> = pools
             .iter()
             .filter_map(|pool| {
@@ -1224,11 +1210,7 @@ impl<'a> ClusterView<'a> {
                 };
                 let prepared = prepared?;
                 let shape = shapes.get(state, pool, nodeclass)?;
-                let (usage, count) = if pool.limits.is_empty() {
-                    (Resources::default(), 0)
-                } else {
-                    usages.remove(pool.name.as_str()).unwrap_or_default()
-                };
+                let (usage, count) = usages.remove(pool.name.as_str()).unwrap_or_default();
                 // Only a type with an offering marked unavailable can have lost every allowed
                 // offering: the shape's types offer one the template allows.
                 let blocked: BTreeSet<usize> = state
@@ -1352,7 +1334,8 @@ impl<'a> ClusterView<'a> {
             let mut free = Resources::default();
             let mut of_claim: BTreeMap<String, Vec<usize>> = BTreeMap::new();
             for (i, target) in self.targets.iter().enumerate() {
-                free.add(&at_least_zero(&target.available));
+                // A node with no room left counts none.
+                free.add(&target.available.max(&Resources::default()));
                 if let Some(claim) = &target.nodeclaim {
                     of_claim.entry(claim.clone()).or_default().push(i);
                 }
@@ -1364,7 +1347,7 @@ impl<'a> ClusterView<'a> {
         let mut gone = vec![false; self.targets.len()];
         for claim in removed {
             for &i in targets_of_claim.get(claim).into_iter().flatten() {
-                free.sub(&at_least_zero(&self.targets[i].available));
+                free.sub(&self.targets[i].available.max(&Resources::default()));
                 gone[i] = true;
             }
         }
@@ -1391,10 +1374,7 @@ impl<'a> ClusterView<'a> {
                 }
                 if !pod.requests.fits_in(&target.available)
                     || port_conflict(pod, &target.host_ports).is_some()
-                    || target.taints.iter().any(|taint| {
-                        taint.effect != TaintEffect::PreferNoSchedule
-                            && !pod.tolerations.iter().any(|t| t.tolerates(taint))
-                    })
+                    || first_untolerated(&target.taints, &pod.tolerations).is_some()
                 {
                     return false;
                 }
@@ -1409,7 +1389,7 @@ impl<'a> ClusterView<'a> {
                     .push(alternatives.unwrap_or_else(|| pod.requirement_alternatives()));
             }
         }
-        let beyond = at_least_zero(&asked.minus(&free));
+        let beyond = asked.minus(&free).max(&Resources::default());
         if homeless_alternatives.is_empty() && beyond.is_zero() {
             return None;
         }

@@ -99,11 +99,7 @@ impl SimCloud {
             let reservation = (option.capacity_type == CapacityType::Reserved)
                 .then(|| self.reservation_with_room(&option.instance_type, &option.zone));
             if ice || reservation == Some(None) {
-                unavailable.push(OfferingKey {
-                    instance_type: option.instance_type.to_string(),
-                    zone: option.zone.to_string(),
-                    capacity_type: option.capacity_type,
-                });
+                unavailable.push(option.key());
                 continue;
             }
             let instance = Instance {
