@@ -1,5 +1,8 @@
 //! The lower bound on hand-checkable timelines: it equals the cheapest price per unit times
-//! the requests times the hours, over the types a pod may use, minus free capacity.
+//! the requests times the hours, over the types a pod may use, minus free capacity; a pod that
+//! asks for GPUs and one that does not, on machines of their own, each pay their fullest
+//! resource; a pod never pays less than a whole machine. And on random pods it never exceeds
+//! the cheapest placement found by trying every way to group them onto machines.
 
 use nodewright_core::Config;
 use nodewright_core::catalog::CapacityType;
@@ -8,7 +11,7 @@ use nodewright_core::model::nodeclass::NodeClass;
 use nodewright_core::model::nodepool::NodePool;
 use nodewright_core::model::pod::Pod;
 use nodewright_core::model::requirements::{Operator, RequirementSpec};
-use nodewright_core::model::resources::Resources;
+use nodewright_core::model::resources::{NVIDIA_GPU, Resources};
 use nodewright_core::state::PreparedCatalog;
 use nodewright_testkit::lower_bound::{BoundInput, PodSpan, lower_bound_usd};
 
@@ -77,34 +80,29 @@ fn input<'a>(
 }
 
 #[test]
-fn one_type_one_pod_one_hour() {
+fn one_type_a_pod_alone_pays_its_machine_and_more_pods_their_shares() {
     let (catalog, pools, classes) = world();
     let input = input(&catalog, &pools, &classes);
-    let pod = Pod::new("default", "a", 1000, GIB);
-    let span = || PodSpan {
-        pod: &pod,
-        from_ms: 0,
-        until_ms: HOUR,
-    };
-    let bound = lower_bound_usd(&input, std::iter::once(span()));
-    let expected = by_hand(&catalog, 1000, GIB, 1.0);
+    let (price, _) = type_of(&catalog, "m5.large");
+    let share = by_hand(&catalog, 500, GIB, 1.0);
+    assert!(share < price / 3.0, "{share} vs {price}");
+    let pods: Vec<Pod> = (0..5)
+        .map(|i| Pod::new("default", &format!("p{i}"), 500, GIB))
+        .collect();
+    // Alone for an hour: a quarter of the machine's CPU, yet the whole machine runs.
+    let alone = lower_bound_usd(&input, one_hour(&pods[..1]));
+    assert!((alone - price).abs() < 1e-9, "{alone} vs {price}");
+    // The first pod for an hour, the other four from half an hour to two hours: 2.5 CPUs are
+    // more than an m5.large holds, and 2 CPUs too (1.93 allocatable), so there the pods pay
+    // their shares.
+    let spans = pods.iter().enumerate().map(|(i, pod)| PodSpan {
+        pod,
+        from_ms: if i == 0 { 0 } else { HOUR / 2 },
+        until_ms: if i == 0 { HOUR } else { 2 * HOUR },
+    });
+    let bound = lower_bound_usd(&input, spans);
+    let expected = 0.5 * price + 0.5 * 5.0 * share + 4.0 * share;
     assert!((bound - expected).abs() < 1e-9, "{bound} vs {expected}");
-    // A second pod from half an hour to two hours: 2.5 pod-hours in all.
-    let b = Pod::new("default", "b", 1000, GIB);
-    let spans = [
-        span(),
-        PodSpan {
-            pod: &b,
-            from_ms: HOUR / 2,
-            until_ms: 2 * HOUR,
-        },
-    ];
-    let bound = lower_bound_usd(&input, spans.into_iter());
-    assert!(
-        (bound - 2.5 * expected).abs() < 1e-9,
-        "{bound} vs {}",
-        2.5 * expected
-    );
 }
 
 #[test]
@@ -133,6 +131,182 @@ fn a_pod_no_pool_allows_counts_nothing_and_free_capacity_is_taken_off() {
         }),
     );
     assert_eq!(bound, 0.0);
+}
+
+/// The cheapest on-demand price and the allocatable (default EC2NodeClass) of a type.
+fn type_of(catalog: &PreparedCatalog, name: &str) -> (f64, Resources) {
+    let index = catalog
+        .catalog
+        .instance_types
+        .iter()
+        .position(|t| t.name == name)
+        .unwrap_or_else(|| panic!("{name} is in the built-in catalog"));
+    let price = catalog.catalog.instance_types[index]
+        .offerings
+        .iter()
+        .filter(|o| o.capacity_type == CapacityType::OnDemand)
+        .map(|o| o.price)
+        .min()
+        .expect("on-demand")
+        .usd_per_hour();
+    let alloc = catalog
+        .node_resources(
+            &NodeClass::new("default"),
+            &Config::default().capacity_settings(),
+        )
+        .resources[index]
+        .allocatable
+        .clone();
+    (price, alloc)
+}
+
+fn gpu_pod(name: &str, cpu_milli: i64, memory: i64, gpus: i64) -> Pod {
+    let mut pod = Pod::new("default", name, cpu_milli, memory);
+    pod.requests.set_extended(NVIDIA_GPU, gpus);
+    pod
+}
+
+fn one_hour<'a>(pods: &'a [Pod]) -> impl Iterator<Item = PodSpan<'a>> {
+    pods.iter().map(|pod| PodSpan {
+        pod,
+        from_ms: 0,
+        until_ms: HOUR,
+    })
+}
+
+#[test]
+fn a_gpu_pod_and_a_pod_kept_off_gpu_machines_each_pay_their_fullest_resource() {
+    let catalog = PreparedCatalog::new(nodewright_testkit::us_east_1_catalog());
+    let pools = [pool(&["m5.large", "g4dn.xlarge"])];
+    let classes = [NodeClass::new("default")];
+    let input = input(&catalog, &pools, &classes);
+    let (gpu_price, _) = type_of(&catalog, "g4dn.xlarge");
+    let (m5_price, m5) = type_of(&catalog, "m5.large");
+    // Its GPU is the whole of a g4dn.xlarge; its CPU three quarters of one.
+    let trainer = gpu_pod("trainer", 3000, 4 * GIB, 1);
+    // Held to the m5.large; its memory is its fullest resource there.
+    let mut cache = Pod::new("default", "cache", 500, 6 * GIB);
+    cache
+        .node_selector
+        .insert(labels::INSTANCE_TYPE.to_string(), "m5.large".to_string());
+    let pods = [trainer, cache];
+    let bound = lower_bound_usd(&input, one_hour(&pods));
+    let cache_share = (500.0 / m5.cpu_milli as f64).max(6.0 * GIB as f64 / m5.memory_bytes as f64);
+    let expected = gpu_price + m5_price * cache_share;
+    assert!((bound - expected).abs() < 1e-9, "{bound} vs {expected}");
+    // Priced by one resource at a time, the GPU alone ($0.526) was the most the two could be
+    // shown to need; the cache's share of its machine comes on top now.
+    assert!(bound > gpu_price + 0.05, "{bound}");
+}
+
+#[test]
+fn pods_never_pay_less_than_the_machine_the_hardest_of_them_needs() {
+    let catalog = PreparedCatalog::new(nodewright_testkit::us_east_1_catalog());
+    let pools = [pool(&["g4dn.12xlarge"])];
+    let classes = [NodeClass::new("default")];
+    let input = input(&catalog, &pools, &classes);
+    let (price, alloc) = type_of(&catalog, "g4dn.12xlarge");
+    assert_eq!(alloc.extended.get(NVIDIA_GPU), Some(&4));
+    let pods: Vec<Pod> = (0..5)
+        .map(|i| gpu_pod(&format!("p{i}"), 1000, GIB, 1))
+        .collect();
+    // One pod: a quarter of the machine's GPUs, yet the whole machine runs.
+    let one = lower_bound_usd(&input, one_hour(&pods[..1]));
+    assert!((one - price).abs() < 1e-9, "{one} vs {price}");
+    // Five: more GPUs than one machine has, at its price per GPU.
+    let five = lower_bound_usd(&input, one_hour(&pods));
+    assert!(
+        (five - price * 5.0 / 4.0).abs() < 1e-9,
+        "{five} vs {}",
+        price * 1.25
+    );
+}
+
+/// Types of every kind for the random check: general, compute and memory machines of two
+/// sizes, and GPU machines of one and four GPUs.
+const MIXED_TYPES: [&str; 8] = [
+    "m5.large",
+    "m5.xlarge",
+    "c5.xlarge",
+    "r5.large",
+    "r5.xlarge",
+    "g4dn.xlarge",
+    "g4dn.2xlarge",
+    "g4dn.12xlarge",
+];
+
+/// The cheapest way to put `pods` on machines of `types`: every split of them into groups, each
+/// group on the cheapest type that holds it whole. A pod no type holds is left out (as the bound
+/// leaves it out).
+fn cheapest_placement(types: &[(f64, Resources)], pods: &[Pod]) -> f64 {
+    let placeable: Vec<&Pod> = pods
+        .iter()
+        .filter(|p| types.iter().any(|(_, a)| p.requests.fits_in(a)))
+        .collect();
+    fn machine(types: &[(f64, Resources)], group: &[&Pod]) -> Option<f64> {
+        let mut sum = Resources::default();
+        for pod in group {
+            sum.add(&pod.requests);
+        }
+        types
+            .iter()
+            .filter(|(_, a)| sum.fits_in(a))
+            .map(|(price, _)| *price)
+            .min_by(f64::total_cmp)
+    }
+    // Each pod joins one of the groups so far, or starts one.
+    fn split<'a>(
+        types: &[(f64, Resources)],
+        rest: &[&'a Pod],
+        groups: &mut Vec<Vec<&'a Pod>>,
+        best: &mut f64,
+    ) {
+        let Some((pod, rest)) = rest.split_first() else {
+            let cost: Option<f64> = groups.iter().map(|g| machine(types, g)).sum();
+            if let Some(cost) = cost {
+                *best = best.min(cost);
+            }
+            return;
+        };
+        for i in 0..groups.len() {
+            groups[i].push(pod);
+            split(types, rest, groups, best);
+            groups[i].pop();
+        }
+        groups.push(vec![pod]);
+        split(types, rest, groups, best);
+        groups.pop();
+    }
+    let mut best = f64::INFINITY;
+    split(types, &placeable, &mut Vec::new(), &mut best);
+    if placeable.is_empty() { 0.0 } else { best }
+}
+
+proptest::proptest! {
+    #![proptest_config(proptest::prelude::ProptestConfig::with_cases(64))]
+
+    #[test]
+    fn the_bound_never_exceeds_the_cheapest_placement(
+        pods in proptest::collection::vec((1u32..32, 1u32..64, 0i64..3), 1..6)
+    ) {
+        let catalog = PreparedCatalog::new(nodewright_testkit::us_east_1_catalog());
+        let pools = [pool(&MIXED_TYPES)];
+        let classes = [NodeClass::new("default")];
+        let input = input(&catalog, &pools, &classes);
+        let types: Vec<(f64, Resources)> =
+            MIXED_TYPES.iter().map(|t| type_of(&catalog, t)).collect();
+        let pods: Vec<Pod> = pods
+            .iter()
+            .enumerate()
+            .map(|(i, &(quarter_cpus, half_gib, gpus))| {
+                gpu_pod(&format!("p{i}"), 250 * i64::from(quarter_cpus), GIB / 2 * i64::from(half_gib), gpus)
+            })
+            .collect();
+        let bound = lower_bound_usd(&input, one_hour(&pods));
+        let best = cheapest_placement(&types, &pods);
+        proptest::prop_assert!(bound <= best + 1e-9, "bound {} above the cheapest placement {}", bound, best);
+        proptest::prop_assert!(bound >= 0.0);
+    }
 }
 
 // The cost above the bound, split by cause (`cost.above_bound`).
