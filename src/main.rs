@@ -106,6 +106,11 @@ enum Commands {
         /// Check that every event gives exactly the recorded commands.
         #[arg(long, conflicts_with = "policy")]
         verify: bool,
+        /// With --verify: threads that check the log's parts side by side (it is cut at the
+        /// snapshots this build wrote); the outcome is the same as one check from the start.
+        /// Default: the machine's cores.
+        #[arg(long, value_name = "N", requires = "verify", value_parser = clap::value_parser!(u32).range(1..=256))]
+        jobs: Option<u32>,
         /// What-if: the recorded world under these NodePools / EC2NodeClasses / settings;
         /// prints the decision diff and the change in cost, pending time and disruptions.
         #[arg(long, value_name = "F.yaml")]
@@ -348,7 +353,9 @@ fn main() -> ExitCode {
             what_if_log,
             ..
         } => what_if(&log, &policy, report.as_deref(), what_if_log.as_deref()),
-        Commands::Replay { log, verify, .. } => replay(&log, verify),
+        Commands::Replay {
+            log, verify, jobs, ..
+        } => replay(&log, verify, jobs),
         Commands::Explain {
             log,
             pod,
@@ -785,7 +792,7 @@ fn describe(commands: &[Command]) -> String {
         .join("\n")
 }
 
-fn replay(log: &Path, verify: bool) -> Result<u8> {
+fn replay(log: &Path, verify: bool, jobs: Option<u32>) -> Result<u8> {
     if !verify {
         anyhow::bail!(
             "say what to do with the log: `nodewright replay {0} --verify`, or `nodewright replay {0} --policy NEW.yaml` for a what-if",
@@ -809,7 +816,11 @@ fn replay(log: &Path, verify: bool) -> Result<u8> {
             p.events as f64 / started.elapsed().as_secs_f64().max(1e-9)
         );
     };
-    let verified = nodewright_replay::verify_file_with_progress(log, shown);
+    let jobs = jobs.map_or_else(
+        || std::thread::available_parallelism().map_or(1, |n| n.get()),
+        |n| n as usize,
+    );
+    let verified = nodewright_replay::verify_file_in_parts(log, jobs, shown);
     if tty {
         eprint!("\r{:70}\r", "");
     }

@@ -19,6 +19,6 @@ pub use explain::{Story, Subject, explain_file};
 pub use inspect::{LogSummary, inspect_file};
 pub use replayer::{Replayer, Step};
 pub use verify::{
-    Divergence, Progress, ReplayError, VerifyOutcome, verify, verify_file,
+    Divergence, Progress, ReplayError, VerifyOutcome, verify, verify_file, verify_file_in_parts,
     verify_file_with_progress,
 };

@@ -88,6 +88,45 @@ impl Replayer {
         }
     }
 
+    /// A replay that picks a log up at one of its snapshots, as if it had replayed every record
+    /// before it: `snapshot` (its parts joined) is the `records`-th record's, and `catalog` the
+    /// newest catalog event before it with its record index (what the snapshot names). For
+    /// checking a log's parts side by side ([`crate::verify`]).
+    pub fn resume(
+        header: LogHeader,
+        snapshot: &Snapshot,
+        records: u64,
+        catalog: Option<(u64, Event)>,
+    ) -> Result<Self, ReplayError> {
+        let named = catalog
+            .as_ref()
+            .filter(|(index, _)| Some(*index) == snapshot.catalog_record)
+            .map(|(_, event)| LogRecord::Event(event.clone()));
+        let core = snapshot.restore(&header.config, |_| named).map_err(|e| {
+            ReplayError::StartingSnapshot {
+                events: snapshot.events,
+                reason: e.to_string(),
+            }
+        })?;
+        let (catalog_record, catalog) = match catalog {
+            Some((index, event)) => (Some(index), Some(event)),
+            None => (None, None),
+        };
+        Ok(Replayer {
+            header,
+            core,
+            events: snapshot.events,
+            commands: snapshot.commands,
+            records,
+            catalog_record,
+            catalog,
+            opening: None,
+            started_at: None,
+            parts: SnapshotParts::default(),
+            pieces: None,
+        })
+    }
+
     /// Gives split commands as one [`Step::Recorded`] when their last piece comes (what a
     /// comparison with the core's commands needs), instead of piece by piece.
     pub fn joining_commands(mut self) -> Self {

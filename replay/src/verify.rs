@@ -5,11 +5,14 @@ use std::collections::VecDeque;
 use std::path::Path;
 
 use nodewright_adapters::eventlog::{
-    DecisionDigest, LogHeader, LogRecord, NwlogReader, ReadRecord, Snapshot, encode_each,
+    DecisionDigest, Entry, LogError, LogHeader, LogRecord, NwlogReader, ReadRecord, Snapshot,
+    encode_each,
 };
 use nodewright_core::{Command, Event};
 
 use crate::replayer::{Replayer, Step};
+
+mod parallel;
 
 pub use crate::replayer::ReplayError;
 
@@ -76,6 +79,17 @@ pub fn verify_file_with_progress(
     verify_with_progress(reader, total, progress)
 }
 
+/// [`verify_file_with_progress`] with `jobs` threads: the log is cut at the snapshots this
+/// build wrote and its parts are checked side by side, with the outcome of one check from the
+/// start (see [`parallel`]). `jobs` 1 checks it in one piece.
+pub fn verify_file_in_parts(
+    path: &Path,
+    jobs: usize,
+    progress: impl FnMut(Progress),
+) -> Result<VerifyOutcome, ReplayError> {
+    parallel::verify_file_in_parts(path, jobs, progress)
+}
+
 /// [`verify_file`] over any reader.
 pub fn verify<S: std::io::Read>(
     reader: NwlogReader<LogHeader, LogRecord, S>,
@@ -89,128 +103,230 @@ pub fn verify_with_progress<S: std::io::Read>(
     bytes_total: Option<u64>,
     mut progress: impl FnMut(Progress),
 ) -> Result<VerifyOutcome, ReplayError> {
-    let mut replay = Replayer::new(reader.header().clone()).joining_commands();
+    let header = reader.header().clone();
+    let mut check = Checker::new(
+        Replayer::new(header.clone()).joining_commands(),
+        VecDeque::new(),
+    );
+    let mut shown = 0;
+    // The first divergence, with the events after it; `None` when the whole log replays.
+    let divergence = loop {
+        let Some(entry) = reader.next_entry_read(ReadRecord::read) else {
+            break check.finish();
+        };
+        let entry = entry?;
+        if let Some(d) = check.record(entry, |frame, offset, reason| {
+            reader.undecodable(frame, offset, reason)
+        })? {
+            break Some(with_following(&mut reader, d));
+        }
+        let events = check.replay.events();
+        if events / PROGRESS_EVERY > shown {
+            shown = events / PROGRESS_EVERY;
+            progress(Progress {
+                events,
+                bytes_read: reader.next_byte_offset(),
+                bytes_total,
+            });
+        }
+    };
     let mut digest = DecisionDigest::new();
-    // The last events, newest last: the newest is the one whose recorded commands are awaited
-    // when `open` holds what the core returned for it.
-    let mut before: VecDeque<(u64, Event)> = VecDeque::with_capacity(CONTEXT + 1);
-    let mut open: Option<Vec<Command>> = None;
-    let mut snapshots = SnapshotCheck::default();
+    check.digested.add_to(&mut digest);
+    Ok(VerifyOutcome::of(
+        header,
+        check.replay.events(),
+        check.replay.started_at(),
+        &digest,
+        divergence,
+        check.snapshots,
+    ))
+}
 
-    // Compares the commands the core returned for the newest event with the recorded ones.
-    let check = |open: Option<Vec<Command>>,
-                 recorded: Vec<Command>,
-                 before: &VecDeque<(u64, Event)>|
-     -> Option<Divergence> {
-        let replayed = open?;
+impl VerifyOutcome {
+    /// The outcome of a check that replayed up to event count `events` (a cut log's count
+    /// starting at `started_at`), with the recorded commands hashed into `digest`.
+    fn of(
+        header: LogHeader,
+        events: u64,
+        started_at: Option<u64>,
+        digest: &DecisionDigest,
+        divergence: Option<Divergence>,
+        snapshots: SnapshotCheck,
+    ) -> VerifyOutcome {
+        VerifyOutcome {
+            header,
+            events: events - started_at.unwrap_or(0),
+            started_at_event: started_at,
+            commands: digest.commands(),
+            decision_digest: digest.hex(),
+            divergence,
+            snapshots_checked: snapshots.checked,
+            snapshot_divergence: snapshots.first_divergence,
+        }
+    }
+}
+
+/// Every command of a check in order, as its encoding, for the decision digest: kept rather
+/// than hashed as it comes, so that the checks of a log's parts hash in the log's order.
+#[derive(Debug, Default)]
+pub(crate) struct CommandBytes {
+    bytes: Vec<u8>,
+    ends: Vec<usize>,
+}
+
+impl CommandBytes {
+    /// Commands already encoded one after the other, `ends` where each ends.
+    fn push_encoded(&mut self, encoded: &[u8], ends: &[usize]) {
+        let base = self.bytes.len();
+        self.bytes.extend_from_slice(encoded);
+        self.ends.extend(ends.iter().map(|end| base + end));
+    }
+
+    fn push_all(&mut self, commands: &[Command]) {
+        let (mut encoded, mut ends) = (Vec::new(), Vec::new());
+        encode_each(commands, &mut encoded, &mut ends);
+        self.push_encoded(&encoded, &ends);
+    }
+
+    /// Hashes every command, in order, into `digest`.
+    pub(crate) fn add_to(&self, digest: &mut DecisionDigest) {
+        let mut from = 0;
+        for &end in &self.ends {
+            digest.add_encoded(&self.bytes[from..end]);
+            from = end;
+        }
+    }
+}
+
+/// The check of a run of records: the core deciding over them, and what it gave compared with
+/// what was recorded. A whole log is one run; `replay --verify` with jobs splits it at its
+/// snapshots ([`parallel`]).
+pub(crate) struct Checker {
+    pub(crate) replay: Replayer,
+    /// The last events, newest last: the newest is the one whose recorded commands are awaited
+    /// when `open` holds what the core returned for it.
+    pub(crate) before: VecDeque<(u64, Event)>,
+    open: Option<Vec<Command>>,
+    pub(crate) snapshots: SnapshotCheck,
+    pub(crate) digested: CommandBytes,
+    /// The replayed commands' encodings, one after the other, and where each ends.
+    encoded: Vec<u8>,
+    ends: Vec<usize>,
+}
+
+impl Checker {
+    /// A check over `replay`, with the events that came before (for a divergence's context).
+    pub(crate) fn new(replay: Replayer, before: VecDeque<(u64, Event)>) -> Checker {
+        Checker {
+            replay,
+            before,
+            open: None,
+            snapshots: SnapshotCheck::default(),
+            digested: CommandBytes::default(),
+            encoded: Vec::new(),
+            ends: Vec::new(),
+        }
+    }
+
+    /// Compares the commands the core returned for the newest event with the recorded ones.
+    fn check(&mut self, recorded: Vec<Command>) -> Option<Divergence> {
+        let replayed = self.open.take()?;
         if replayed == recorded {
             return None;
         }
-        let (event_index, event) = before.back().cloned()?;
+        let (event_index, event) = self.before.back().cloned()?;
         Some(Divergence {
             event_index,
             event,
             recorded,
             replayed,
-            before: before.iter().take(before.len() - 1).cloned().collect(),
+            before: self
+                .before
+                .iter()
+                .take(self.before.len() - 1)
+                .cloned()
+                .collect(),
             after: Vec::new(),
         })
-    };
+    }
 
-    // The replayed commands' encodings, one after the other, and where each ends.
-    let (mut encoded, mut ends) = (Vec::new(), Vec::new());
+    /// The end of the records: the last event's commands, if awaited, were recorded as none.
+    pub(crate) fn finish(&mut self) -> Option<Divergence> {
+        self.check(Vec::new())
+    }
 
-    // The first divergence, with the events after it; `None` when the whole log replays.
-    let divergence = loop {
-        let Some(entry) = reader.next_entry_read(ReadRecord::read) else {
-            break check(open.take(), Vec::new(), &before);
-        };
-        let entry = entry?;
-        let (frame_index, byte_offset) = (entry.frame_index, entry.byte_offset);
+    /// Checks the next record. `undecodable` names a recorded commands record whose bytes do
+    /// not decode. Returns the first divergence, when this record shows it (its `after` holds
+    /// at most the event that showed it).
+    pub(crate) fn record(
+        &mut self,
+        entry: Entry<ReadRecord>,
+        undecodable: impl FnOnce(u64, u64, String) -> LogError,
+    ) -> Result<Option<Divergence>, ReplayError> {
         let record = match entry.record {
             ReadRecord::Decoded(record) => record,
             ReadRecord::Commands(recorded) => {
-                replay.feed_encoded_commands(recorded.count());
-                if let Some(replayed) = &open {
-                    encode_each(replayed, &mut encoded, &mut ends);
-                    if recorded.holds(replayed.len(), &encoded) {
-                        let mut from = 0;
-                        for &end in &ends {
-                            digest.add_encoded(&encoded[from..end]);
-                            from = end;
-                        }
-                        open = None;
-                        continue;
+                self.replay.feed_encoded_commands(recorded.count());
+                if let Some(replayed) = &self.open {
+                    encode_each(replayed, &mut self.encoded, &mut self.ends);
+                    if recorded.holds(replayed.len(), &self.encoded) {
+                        self.digested.push_encoded(&self.encoded, &self.ends);
+                        self.open = None;
+                        return Ok(None);
                     }
                 }
                 // Not the replayed commands byte for byte (or no event before them): compared
                 // as commands.
                 let recorded = recorded
                     .decode()
-                    .map_err(|reason| reader.undecodable(frame_index, byte_offset, reason))?;
-                digest.add_all(&recorded);
-                if let Some(d) = check(open.take(), recorded, &before) {
-                    break Some(with_following(&mut reader, d));
-                }
-                continue;
+                    .map_err(|reason| undecodable(entry.frame_index, entry.byte_offset, reason))?;
+                self.digested.push_all(&recorded);
+                return Ok(self.check(recorded));
             }
         };
-        let Some(step) = replay.feed(record)? else {
-            continue;
+        let Some(step) = self.replay.feed(record)? else {
+            return Ok(None);
         };
-        match step {
+        Ok(match step {
             Step::Event {
                 index,
                 event,
                 given,
             } => {
-                if let Some(mut d) = check(open.take(), Vec::new(), &before) {
+                if let Some(mut d) = self.check(Vec::new()) {
                     d.after.push((index, event));
-                    break Some(with_following(&mut reader, d));
+                    return Ok(Some(d));
                 }
-                open = Some(given);
-                if before.len() > CONTEXT {
-                    before.pop_front();
+                self.open = Some(given);
+                if self.before.len() > CONTEXT {
+                    self.before.pop_front();
                 }
-                before.push_back((index, event));
-                let events = index + 1;
-                if events.is_multiple_of(PROGRESS_EVERY) {
-                    progress(Progress {
-                        events,
-                        bytes_read: reader.next_byte_offset(),
-                        bytes_total,
-                    });
-                }
+                self.before.push_back((index, event));
+                None
             }
             Step::Recorded(recorded) => {
-                digest.add_all(&recorded);
-                if let Some(d) = check(open.take(), recorded, &before) {
-                    break Some(with_following(&mut reader, d));
-                }
+                self.digested.push_all(&recorded);
+                self.check(recorded)
             }
             // What the core gave for the records before a cut log's snapshot was recorded
             // as nothing.
-            Step::Started { .. } => {
-                if let Some(d) = check(open.take(), Vec::new(), &before) {
-                    break Some(with_following(&mut reader, d));
-                }
-            }
+            Step::Started { .. } => self.check(Vec::new()),
             Step::Snapshot {
                 snapshot,
                 mut parts,
             } => {
-                if let Some(d) = check(open.take(), Vec::new(), &before) {
-                    break Some(with_following(&mut reader, d));
+                if let Some(d) = self.check(Vec::new()) {
+                    return Ok(Some(d));
                 }
                 match parts.join(snapshot) {
-                    Ok(recorded) => snapshots.compare(&recorded, &replay),
+                    Ok(recorded) => self.snapshots.compare(&recorded, &self.replay),
                     // Its parts are not all there: it holds no core at all.
-                    Err(_) => snapshots.broken(replay.events()),
+                    Err(_) => self.snapshots.broken(self.replay.events()),
                 }
+                None
             }
-        }
-    };
-    Ok(outcome(&replay, &digest, divergence, snapshots))
+        })
+    }
 }
 
 /// Reads on to the events after a divergence, until it shows [`CONTEXT`] of them (or the log
@@ -241,9 +357,9 @@ fn with_following<S: std::io::Read>(
 /// Snapshots written by this build must hold exactly the replayed core (others are skipped:
 /// another version's state has another shape).
 #[derive(Default)]
-struct SnapshotCheck {
-    checked: u64,
-    first_divergence: Option<u64>,
+pub(crate) struct SnapshotCheck {
+    pub(crate) checked: u64,
+    pub(crate) first_divergence: Option<u64>,
 }
 
 impl SnapshotCheck {
@@ -268,24 +384,5 @@ impl SnapshotCheck {
     fn broken(&mut self, events: u64) {
         self.checked += 1;
         self.first_divergence.get_or_insert(events);
-    }
-}
-
-fn outcome(
-    replay: &Replayer,
-    digest: &DecisionDigest,
-    divergence: Option<Divergence>,
-    snapshots: SnapshotCheck,
-) -> VerifyOutcome {
-    let started_at = replay.started_at();
-    VerifyOutcome {
-        header: replay.header().clone(),
-        events: replay.events() - started_at.unwrap_or(0),
-        started_at_event: started_at,
-        commands: digest.commands(),
-        decision_digest: digest.hex(),
-        divergence,
-        snapshots_checked: snapshots.checked,
-        snapshot_divergence: snapshots.first_divergence,
     }
 }

@@ -321,6 +321,23 @@ pub enum LogError {
 }
 
 impl LogError {
+    /// The record of frame `frame_index` (at `byte_offset` of the file at `path`) was read
+    /// whole but does not decode; every record before it is intact.
+    pub fn undecodable(
+        path: Option<PathBuf>,
+        frame_index: u64,
+        byte_offset: u64,
+        reason: String,
+    ) -> LogError {
+        LogError::Undecodable {
+            path,
+            frame_index,
+            byte_offset,
+            intact_records: frame_index.saturating_sub(1),
+            reason,
+        }
+    }
+
     /// Another process (or another handle in this one) has the store open: a leader that is
     /// still stopping, say. Opening it again later may succeed.
     pub fn is_store_in_use(&self) -> bool {

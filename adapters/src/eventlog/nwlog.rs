@@ -456,13 +456,7 @@ impl<H: Header, R: DeserializeOwned, S: Read> NwlogReader<H, R, S> {
     /// does not decode: also for one [`NwlogReader::next_entry_read`] kept partly undecoded and
     /// whose rest turns out not to decode.
     pub fn undecodable(&self, frame_index: u64, byte_offset: u64, reason: String) -> LogError {
-        LogError::Undecodable {
-            path: self.path.clone(),
-            frame_index,
-            byte_offset,
-            intact_records: frame_index - 1,
-            reason,
-        }
+        LogError::undecodable(self.path.clone(), frame_index, byte_offset, reason)
     }
 
     /// Reads every record; fails at the first damaged frame.

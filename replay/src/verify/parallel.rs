@@ -1,0 +1,425 @@
+//! `replay --verify` over a log's parts side by side. The log is read once, in order, and cut
+//! at every snapshot this build wrote (one it can restore): the records up to such a snapshot
+//! are one part, checked from the part's own start by one of `jobs` threads while the reading
+//! goes on, and the part after it starts from that snapshot. The parts' findings are joined in
+//! the log's order, into exactly what one check from the start finds:
+//!
+//! - a part ends with its snapshot, which its check compares with the replayed core; the next
+//!   part starts from the recorded snapshot, which is the replayed core when they are equal;
+//! - the first part (in the log's order) that diverges, or whose recorded commands do not
+//!   decode, ends the check: later parts are not counted, and their threads stop early;
+//! - the events after a divergence are read from the rest of its part and the parts after;
+//! - where the joined check could say something else than one check from the start — a
+//!   snapshot that differs from the replayed core (one check from the start goes on from the
+//!   replayed core), or one that does not restore — the log is checked again from the start,
+//!   in one piece.
+
+use std::collections::VecDeque;
+use std::path::Path;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Mutex, mpsc};
+
+use nodewright_adapters::eventlog::{
+    DecisionDigest, Entry, LogError, LogHeader, LogRecord, NwlogReader, ReadRecord, Snapshot,
+    SnapshotParts,
+};
+use nodewright_core::{Event, EventKind};
+
+use super::{
+    CONTEXT, Checker, Divergence, PROGRESS_EVERY, Progress, ReplayError, SnapshotCheck,
+    VerifyOutcome, verify_with_progress,
+};
+use crate::replayer::Replayer;
+
+/// Where a part's check starts.
+enum Start {
+    /// At the log's start (a cut log's starting snapshot included).
+    Beginning,
+    /// At a snapshot, the `records`-th record, with the newest catalog event before it.
+    Snapshot {
+        snapshot: Box<Snapshot>,
+        records: u64,
+        catalog: Option<(u64, Event)>,
+    },
+}
+
+/// A run of the log's records, checked by one thread.
+struct Part {
+    /// Its place in the log: 0 for the first.
+    index: usize,
+    start: Start,
+    /// The events just before it, for a divergence's context.
+    before: VecDeque<(u64, Event)>,
+    records: Vec<Entry<ReadRecord>>,
+    /// Whether its last record is a snapshot the next part starts from.
+    closed_by_snapshot: bool,
+    /// Whether the log ends with it (not with a record that did not read).
+    ends_log: bool,
+}
+
+/// What the check of one part found.
+struct Found {
+    check: Checker,
+    /// The first divergence, its `after` filled from the rest of the part.
+    divergence: Option<Divergence>,
+    /// Whether the one check from the start would read on into the next part exactly as the
+    /// next part's check starts.
+    hands_on: bool,
+}
+
+/// What became of a part.
+enum Outcome {
+    Found(Box<Found>),
+    /// Its recorded commands did not decode, or its starting snapshot did not restore.
+    Failed(ReplayError),
+    /// A part before it already ended the check.
+    Skipped,
+}
+
+/// Checks the `.nwlog` at `path` with `jobs` threads (1: in one piece, as
+/// [`super::verify_file_with_progress`]); the outcome is the same as one check from the start.
+pub(crate) fn verify_file_in_parts(
+    path: &Path,
+    jobs: usize,
+    mut progress: impl FnMut(Progress),
+) -> Result<VerifyOutcome, ReplayError> {
+    let bytes_total = std::fs::metadata(path).ok().map(|m| m.len());
+    let in_one_piece = |progress: &mut dyn FnMut(Progress)| {
+        let reader: NwlogReader<LogHeader, LogRecord, _> = NwlogReader::open(path)?;
+        verify_with_progress(reader, bytes_total, progress)
+    };
+    if jobs <= 1 {
+        return in_one_piece(&mut progress);
+    }
+    let mut reader: NwlogReader<LogHeader, LogRecord, _> = NwlogReader::open(path)?;
+    let header = reader.header().clone();
+    // A part is handed over only when a thread takes it: the reading is at most one part
+    // ahead of the checks, so at most `jobs + 1` parts are held at once (a queue of parts
+    // waiting cost more memory, and time, than it saved).
+    let (send, receive) = mpsc::sync_channel::<Part>(0);
+    let receive = Mutex::new(receive);
+    let found: Mutex<Vec<(usize, Outcome)>> = Mutex::new(Vec::new());
+    // The first part (in the log's order) known to end the check; parts after it are skipped.
+    let ended_at = AtomicUsize::new(usize::MAX);
+    let read = std::thread::scope(|scope| {
+        for _ in 0..jobs {
+            scope.spawn(|| {
+                loop {
+                    // A poisoned lock: a thread panicked; the others stop, the scope reports it.
+                    let Ok(next) = receive.lock().map(|r| r.recv()) else {
+                        break;
+                    };
+                    let Ok(part) = next else { break };
+                    let index = part.index;
+                    let outcome = if index > ended_at.load(Ordering::SeqCst) {
+                        Outcome::Skipped
+                    } else {
+                        check_part(&header, path, part)
+                    };
+                    if ends_check(&outcome) {
+                        ended_at.fetch_min(index, Ordering::SeqCst);
+                    }
+                    if let Ok(mut found) = found.lock() {
+                        found.push((index, outcome));
+                    }
+                }
+            });
+        }
+        read_parts(&mut reader, send, bytes_total, &mut progress, &ended_at)
+    });
+    let mut found = found.into_inner().unwrap_or_default();
+    found.sort_by_key(|(index, _)| *index);
+    match join(path, header, found, read)? {
+        Some(outcome) => Ok(outcome),
+        None => in_one_piece(&mut progress),
+    }
+}
+
+/// Whether a part's outcome ends the check: a divergence, a failure, or a snapshot after which
+/// the parts cannot be joined.
+fn ends_check(outcome: &Outcome) -> bool {
+    match outcome {
+        Outcome::Found(found) => found.divergence.is_some() || !found.hands_on,
+        Outcome::Failed(_) => true,
+        Outcome::Skipped => false,
+    }
+}
+
+/// What reading the log ended with: its end, or a record that did not read (after the parts
+/// sent).
+type Read = Result<(), LogError>;
+
+/// Reads the log, cutting it into parts at the snapshots this build wrote, and sends each part
+/// when it is whole. Stops early when a part sent already ended the check.
+fn read_parts<S: std::io::Read>(
+    reader: &mut NwlogReader<LogHeader, LogRecord, S>,
+    send: mpsc::SyncSender<Part>,
+    bytes_total: Option<u64>,
+    progress: &mut dyn FnMut(Progress),
+    ended_at: &AtomicUsize,
+) -> Read {
+    let ours = Snapshot::this_producer();
+    let mut part = Part {
+        index: 0,
+        start: Start::Beginning,
+        before: VecDeque::new(),
+        records: Vec::new(),
+        closed_by_snapshot: false,
+        ends_log: false,
+    };
+    // Events before the next record (a cut log's count starting at its snapshot's), the
+    // newest catalog event with its record index, and the snapshot parts read since the last
+    // snapshot.
+    let mut events = 0u64;
+    let mut catalog: Option<(u64, Event)> = None;
+    let mut parts = SnapshotParts::default();
+    let mut shown = 0;
+    while let Some(entry) = reader.next_entry_read(ReadRecord::read) {
+        if ended_at.load(Ordering::SeqCst) < part.index {
+            return Ok(());
+        }
+        let entry = match entry {
+            Ok(entry) => entry,
+            Err(e) => {
+                // The records before it are checked first: a divergence among them is what
+                // one check from the start reports.
+                let _ = send.send(part);
+                return Err(e);
+            }
+        };
+        let record_index = entry.record_index;
+        let mut cut: Option<Start> = None;
+        match &entry.record {
+            ReadRecord::Decoded(LogRecord::Event(event)) => {
+                if matches!(event.kind, EventKind::CatalogUpdated(_)) {
+                    catalog = Some((record_index, event.clone()));
+                }
+                events += 1;
+            }
+            ReadRecord::Decoded(LogRecord::SnapshotPart(bytes)) => parts.push(bytes.clone()),
+            ReadRecord::Decoded(LogRecord::Snapshot(snapshot)) => {
+                let joined = parts.join(snapshot.clone());
+                if snapshot.events > events {
+                    // A cut log's starting snapshot: its part starts there.
+                    events = snapshot.events;
+                } else if let Ok(joined) = joined
+                    && joined.producer == ours
+                    && joined.catalog_record == catalog.as_ref().map(|(i, _)| *i)
+                {
+                    cut = Some(Start::Snapshot {
+                        snapshot: Box::new(joined),
+                        records: record_index + 1,
+                        catalog: catalog.clone(),
+                    });
+                }
+            }
+            ReadRecord::Decoded(_) | ReadRecord::Commands(_) => {}
+        }
+        part.records.push(entry);
+        if let Some(start) = cut {
+            let before = last_events(&part.records, part.before.clone(), events);
+            let next = Part {
+                index: part.index + 1,
+                start,
+                before,
+                records: Vec::new(),
+                closed_by_snapshot: false,
+                ends_log: false,
+            };
+            part.closed_by_snapshot = true;
+            let whole = std::mem::replace(&mut part, next);
+            if send.send(whole).is_err() {
+                return Ok(());
+            }
+        }
+        if events / PROGRESS_EVERY > shown {
+            shown = events / PROGRESS_EVERY;
+            progress(Progress {
+                events,
+                bytes_read: reader.next_byte_offset(),
+                bytes_total,
+            });
+        }
+    }
+    // The last part; a log that ends with a snapshot sends an empty one.
+    part.ends_log = true;
+    let _ = send.send(part);
+    Ok(())
+}
+
+/// The last [`CONTEXT`] events of a part's records (`earlier`: those before the part), with
+/// their indexes; `events` is the count after the records.
+fn last_events(
+    records: &[Entry<ReadRecord>],
+    earlier: VecDeque<(u64, Event)>,
+    events: u64,
+) -> VecDeque<(u64, Event)> {
+    let mut last: Vec<(u64, Event)> = Vec::with_capacity(CONTEXT);
+    let mut index = events;
+    for entry in records.iter().rev() {
+        if last.len() == CONTEXT {
+            break;
+        }
+        if let ReadRecord::Decoded(LogRecord::Event(event)) = &entry.record {
+            index -= 1;
+            last.push((index, event.clone()));
+        }
+    }
+    let mut out: VecDeque<(u64, Event)> = earlier;
+    out.extend(last.into_iter().rev());
+    while out.len() > CONTEXT {
+        out.pop_front();
+    }
+    out
+}
+
+/// Checks one part from its start.
+fn check_part(header: &LogHeader, path: &Path, part: Part) -> Outcome {
+    let replay = match part.start {
+        Start::Beginning => Replayer::new(header.clone()),
+        Start::Snapshot {
+            snapshot,
+            records,
+            catalog,
+        } => match Replayer::resume(header.clone(), &snapshot, records, catalog) {
+            Ok(replay) => replay,
+            Err(e) => return Outcome::Failed(e),
+        },
+    };
+    let mut check = Checker::new(replay.joining_commands(), part.before);
+    let mut records = part.records.into_iter();
+    let mut divergence = None;
+    for entry in records.by_ref() {
+        let checked = check.record(entry, |frame, offset, reason| {
+            LogError::undecodable(Some(path.to_path_buf()), frame, offset, reason)
+        });
+        match checked {
+            Ok(None) => {}
+            Ok(Some(d)) => {
+                divergence = Some(d);
+                break;
+            }
+            Err(e) => return Outcome::Failed(e),
+        }
+    }
+    // The end of the log: the last event's commands, if awaited, were recorded as none.
+    if divergence.is_none() && part.ends_log {
+        divergence = check.finish();
+    }
+    if let Some(d) = divergence.as_mut() {
+        let mut index = d.after.last().map_or(d.event_index, |(i, _)| *i) + 1;
+        for entry in records {
+            if d.after.len() >= CONTEXT {
+                break;
+            }
+            if let ReadRecord::Decoded(LogRecord::Event(event)) = entry.record {
+                d.after.push((index, event));
+                index += 1;
+            }
+        }
+    }
+    // The snapshot closing the part holds the replayed core, so the next part, which starts
+    // from it, goes on as one check from the start would.
+    let hands_on = !part.closed_by_snapshot || check.snapshots.first_divergence.is_none();
+    Outcome::Found(Box::new(Found {
+        check,
+        divergence,
+        hands_on,
+    }))
+}
+
+/// Joins the parts' findings in order into the outcome of one check from the start; `None`
+/// when they cannot say it (a snapshot differs from the replayed core, or one does not
+/// restore): the log is then checked from the start in one piece.
+fn join(
+    path: &Path,
+    header: LogHeader,
+    found: Vec<(usize, Outcome)>,
+    read: Read,
+) -> Result<Option<VerifyOutcome>, ReplayError> {
+    let mut digest = DecisionDigest::new();
+    let mut snapshots = SnapshotCheck::default();
+    let mut started_at = None;
+    let mut events_replayed = 0;
+    let mut divergence = None;
+    for (expected, (index, outcome)) in found.into_iter().enumerate() {
+        if index != expected {
+            // A part never checked: the reading stopped before it (a damaged record), or it
+            // was skipped after the part that ended the check.
+            break;
+        }
+        let found = match outcome {
+            Outcome::Found(found) => found,
+            Outcome::Failed(ReplayError::StartingSnapshot { .. }) => return Ok(None),
+            Outcome::Failed(e) => return Err(e),
+            Outcome::Skipped => break,
+        };
+        let Found {
+            check,
+            divergence: diverged,
+            hands_on,
+        } = *found;
+        if index == 0 {
+            started_at = check.replay.started_at();
+        }
+        check.digested.add_to(&mut digest);
+        snapshots.checked += check.snapshots.checked;
+        snapshots.first_divergence = snapshots
+            .first_divergence
+            .or(check.snapshots.first_divergence);
+        events_replayed = check.replay.events();
+        if !hands_on {
+            return Ok(None);
+        }
+        if let Some(mut d) = diverged {
+            // Its context runs on past its part: read from the log (the parts after it were
+            // not checked).
+            if d.after.len() < CONTEXT {
+                let last = d.after.last().map_or(d.event_index, |(i, _)| *i);
+                d.after
+                    .extend(events_after(path, last, CONTEXT - d.after.len()));
+            }
+            divergence = Some(d);
+            break;
+        }
+    }
+    if divergence.is_none() {
+        // No divergence in the parts checked: a record that did not read is the log's error.
+        read?;
+    }
+    Ok(Some(VerifyOutcome::of(
+        header,
+        events_replayed,
+        started_at,
+        &digest,
+        divergence,
+        snapshots,
+    )))
+}
+
+/// Up to `wanted` events of the log at `path` after the one of index `last`, with their
+/// indexes (fewer where the log ends, or stops reading).
+fn events_after(path: &Path, last: u64, wanted: usize) -> Vec<(u64, Event)> {
+    let Ok(mut reader) = NwlogReader::<LogHeader, LogRecord, _>::open(path) else {
+        return Vec::new();
+    };
+    let mut events = 0u64;
+    let mut after = Vec::new();
+    while let Some(Ok(entry)) = reader.next_entry() {
+        match entry.record {
+            LogRecord::Event(event) => {
+                if events > last {
+                    after.push((events, event));
+                    if after.len() == wanted {
+                        break;
+                    }
+                }
+                events += 1;
+            }
+            // A cut log counts its events from its starting snapshot's.
+            LogRecord::Snapshot(snapshot) if snapshot.events > events => events = snapshot.events,
+            _ => {}
+        }
+    }
+    after
+}
