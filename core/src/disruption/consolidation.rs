@@ -411,6 +411,51 @@ fn simulate_in(
     solved(view, state, config, nodeclaims, &removal, now_ms)
 }
 
+/// What a search asks of taking `nodeclaims` away: the decision, if it is one. A search keeps
+/// no reason for a no, so besides what [`simulate_in`] rules out before solving, it takes a
+/// sure no from the payback rule without solving ([`payback_out_of_reach`]; debug builds check
+/// that the simulation says no too).
+fn decides(
+    view: &ClusterView,
+    state: &ClusterState,
+    config: &Config,
+    nodeclaims: &[String],
+    now_ms: u64,
+) -> Option<Decision> {
+    let removal = Removal::of(state, config, nodeclaims, now_ms).ok()?;
+    if payback_out_of_reach(config, &removal) {
+        debug_assert!(
+            solved(view, state, config, nodeclaims, &removal, now_ms).is_err(),
+            "the payback rule is out of reach, yet the simulation takes it"
+        );
+        return None;
+    }
+    if let Some(rejection) = ruled_out_before_solve(view, &removal) {
+        debug_assert!(
+            solved(view, state, config, nodeclaims, &removal, now_ms).is_err(),
+            "ruled out before the solve ({rejection}), yet the simulation takes it"
+        );
+        return None;
+    }
+    solved(view, state, config, nodeclaims, &removal, now_ms).ok()
+}
+
+/// Whether the payback rule fails whatever the simulation finds: the saving is at most the
+/// nodes' whole price (no replacement), and even that over the horizon does not pay for the
+/// evictions. Computed as [`solved`] computes what is earned, so that no rounding tells them
+/// apart.
+fn payback_out_of_reach(config: &Config, removal: &Removal) -> bool {
+    let zero_rule =
+        config.consolidation_payback_horizon_ms == 0 && config.eviction_cost_micro_usd == 0;
+    if zero_rule {
+        return false;
+    }
+    let eviction_cost = &removal.eviction_cost;
+    let horizon_ms = eviction_cost.horizon_ms(config, config.consolidation_payback_horizon_ms);
+    let horizon_h = horizon_ms as f64 / 3_600_000.0;
+    removal.price.usd_per_hour() * horizon_h <= eviction_cost.usd()
+}
+
 /// A rejection found without solving: a budget that does not allow it, or a new machine
 /// that could not be cheaper.
 fn ruled_out_before_solve(view: &ClusterView, removal: &Removal) -> Option<Rejection> {
@@ -633,12 +678,12 @@ fn multi_node(
     let mut best = None;
     while lo <= hi {
         let mid = (lo + hi) / 2;
-        match simulate_in(view, state, config, &names[..mid], now_ms) {
-            Ok(d) => {
+        match decides(view, state, config, &names[..mid], now_ms) {
+            Some(d) => {
                 best = Some(d);
                 lo = mid + 1;
             }
-            Err(_) => hi = mid - 1,
+            None => hi = mid - 1,
         }
     }
     best
@@ -652,7 +697,7 @@ fn single_node(
     candidates: &[String],
     now_ms: u64,
 ) -> Option<Decision> {
-    candidates.iter().find_map(|nodeclaim| {
-        simulate_in(view, state, config, std::slice::from_ref(nodeclaim), now_ms).ok()
-    })
+    candidates
+        .iter()
+        .find_map(|nodeclaim| decides(view, state, config, std::slice::from_ref(nodeclaim), now_ms))
 }

@@ -46,6 +46,34 @@ impl ResourceRows {
         self.cells.is_empty()
     }
 
+    /// `resources` as a row over these rows' names, for [`ResourceRows::holds`]; none when it
+    /// asks for an extended resource no row has (then no row holds it).
+    pub fn row_of(&self, resources: &Resources) -> Option<Vec<i64>> {
+        if resources
+            .extended
+            .iter()
+            .any(|(name, &amount)| amount > 0 && self.extended.binary_search(name).is_err())
+        {
+            return None;
+        }
+        let mut row = vec![resources.cpu_milli, resources.memory_bytes, resources.pods];
+        // An extended resource it does not name is not compared (as `fits_in` does not): the
+        // least amount there is.
+        row.extend(
+            self.extended
+                .iter()
+                .map(|name| resources.extended.get(name).copied().unwrap_or(i64::MIN)),
+        );
+        Some(row)
+    }
+
+    /// Whether row `i` holds `row` (made by [`ResourceRows::row_of`]) amount by amount: what
+    /// [`Resources::fits_in`] says of the resources `row` was made of and the `i`-th row's.
+    pub fn holds(&self, i: usize, row: &[i64]) -> bool {
+        let cells = &self.cells[i * self.width..(i + 1) * self.width];
+        row.iter().zip(cells).all(|(want, has)| want <= has)
+    }
+
     /// The component-wise maximum of the rows at `indices`, starting from zero: exactly
     /// [`Resources::max_assign`] of each row into `Resources::default()`, in any order.
     pub fn max_of(&self, indices: impl IntoIterator<Item = usize>) -> Resources {
@@ -95,6 +123,21 @@ mod tests {
     }
 
     proptest! {
+        /// A row of requests is held by a row of the table exactly where the requests fit in
+        /// it, extended resources no row has included.
+        #[test]
+        fn holds_is_fits_in(
+            rows in proptest::collection::vec(resources(), 1..6),
+            wanted in resources(),
+        ) {
+            let table = ResourceRows::new(&rows);
+            let row = table.row_of(&wanted);
+            for (i, r) in rows.iter().enumerate() {
+                let held = row.as_ref().is_some_and(|row| table.holds(i, row));
+                prop_assert_eq!(held, wanted.fits_in(r), "row {}", i);
+            }
+        }
+
         /// Rows with and without extended resources, negative amounts included: the maximum
         /// over any subset is `max_assign`'s.
         #[test]

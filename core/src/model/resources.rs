@@ -158,6 +158,19 @@ impl Resources {
         self.first_excess(capacity).is_none()
     }
 
+    /// Every amount of `self` fits in `capacity` beside `used` (what `capacity` already
+    /// holds): `self + used ≤ capacity`, amount by amount, as `self.fits_in(capacity - used)`
+    /// without building the difference.
+    pub fn fits_beside(&self, used: &Resources, capacity: &Resources) -> bool {
+        self.cpu_milli + used.cpu_milli <= capacity.cpu_milli
+            && self.memory_bytes + used.memory_bytes <= capacity.memory_bytes
+            && self.pods + used.pods <= capacity.pods
+            && self
+                .extended
+                .iter()
+                .all(|(name, amount)| amount + used.extended(name) <= capacity.extended(name))
+    }
+
     /// The first resource (in a stable order) whose amount exceeds `capacity`, if any.
     pub fn first_excess<'a>(&'a self, capacity: &Resources) -> Option<&'a str> {
         if self.cpu_milli > capacity.cpu_milli {
@@ -273,6 +286,29 @@ pub fn format_bytes(bytes: i64) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn resources(cpu: i64, memory: i64, pods: i64, gpus: i64) -> Resources {
+        let mut r = Resources::new(cpu, memory, pods);
+        r.set_extended(NVIDIA_GPU, gpus);
+        r
+    }
+
+    proptest::proptest! {
+        /// Fitting beside what a capacity already holds is fitting in what it has left.
+        #[test]
+        fn fitting_beside_is_fitting_in_what_is_left(
+            req in (0i64..8, 0i64..8, 0i64..3, 0i64..3),
+            used in (0i64..8, 0i64..8, 0i64..3, 0i64..3),
+            cap in (0i64..12, 0i64..12, 0i64..4, 0i64..4),
+        ) {
+            let req = resources(req.0, req.1, req.2, req.3);
+            let used = resources(used.0, used.1, used.2, used.3);
+            let capacity = resources(cap.0, cap.1, cap.2, cap.3);
+            let mut left = capacity.clone();
+            left.sub(&used);
+            proptest::prop_assert_eq!(req.fits_beside(&used, &capacity), req.fits_in(&left));
+        }
+    }
 
     #[test]
     fn arithmetic_keeps_extended_resources_exact() {

@@ -164,6 +164,14 @@ impl<'a> Target<'a> {
     }
 }
 
+/// What one solve placed on a target so far: the requests it took (no allocation until it
+/// takes some) and the host ports.
+#[derive(Debug, Default)]
+struct Taken {
+    requests: Resources,
+    host_ports: Vec<HostPort>,
+}
+
 /// The solver's view of one NodePool for this batch.
 struct PoolContext<'a> {
     pool: &'a NodePool,
@@ -681,7 +689,11 @@ struct Solver<'a> {
     prepared: Option<&'a PreparedCatalog>,
     contexts: &'a [PoolContext<'a>],
     usage: Vec<PoolUsage>,
-    targets: Vec<Target<'a>>,
+    /// The view's existing nodes and machines on their way (less those a simulation takes
+    /// away), borrowed: what a solve changes of them is in `taken`.
+    targets: Vec<&'a Target<'a>>,
+    /// What this solve placed on each target: its requests and host ports.
+    taken: Vec<Taken>,
     planned: Vec<Planned>,
     /// Planned machines, fewest pods first.
     order: ClaimOrder,
@@ -707,10 +719,12 @@ impl<'a> Solver<'a> {
         if !blocked_everywhere {
             // 1. Existing nodes and machines on their way.
             for ti in 0..self.targets.len() {
-                let target = &self.targets[ti];
-                if !pod.requests.fits_in(&target.available)
+                let target = self.targets[ti];
+                let taken = &self.taken[ti];
+                if !pod.requests.fits_beside(&taken.requests, &target.available)
                     || untolerated(profile, pod, &target.taints).is_some()
                     || port_conflict(pod, &target.host_ports).is_some()
+                    || port_conflict(pod, &taken.host_ports).is_some()
                     || !target
                         .label_sets
                         .iter()
@@ -733,9 +747,9 @@ impl<'a> Solver<'a> {
                     }
                     self.topology.record(groups, ti, &reqs);
                 }
-                let target = &mut self.targets[ti];
-                target.available.sub(&pod.requests);
-                target.host_ports.extend(pod.host_ports.iter().cloned());
+                let taken = &mut self.taken[ti];
+                taken.requests.add(&pod.requests);
+                taken.host_ports.extend(pod.host_ports.iter().cloned());
                 result
                     .nominations
                     .push((pod.key.clone(), target.name.clone()));
@@ -947,13 +961,17 @@ impl<'a> Solver<'a> {
                     .unwrap_or(0)
             })
             .collect();
+        // The requests as a row over the pool's rooms: a type's room is compared by integers.
+        let wanted = ctx.shape.room_rows.row_of(&requests);
         let types: Vec<usize> = planned
             .claim
             .types
             .iter()
             .copied()
             .filter(|&t| {
-                requests.fits_in(ctx.room(t))
+                wanted
+                    .as_ref()
+                    .is_some_and(|row| ctx.shape.room_rows.holds(t, row))
                     && changed_reqs
                         .iter()
                         .zip(&hints)
@@ -1497,12 +1515,12 @@ impl<'a> ClusterView<'a> {
         } else {
             pods.iter().map(|p| topology.prepare(p)).collect()
         };
-        let targets: Vec<Target> = self
+        let targets: Vec<&Target> = self
             .targets
             .iter()
             .filter(|t| t.nodeclaim.as_ref().is_none_or(|c| !removed.contains(c)))
-            .cloned()
             .collect();
+        let taken = (0..targets.len()).map(|_| Taken::default()).collect();
         if !topology.is_empty() {
             let by_name: BTreeMap<&str, usize> = targets
                 .iter()
@@ -1533,6 +1551,7 @@ impl<'a> ClusterView<'a> {
             contexts: &self.contexts,
             usage,
             targets,
+            taken,
             planned: Vec::new(),
             order: ClaimOrder::default(),
             topology,
