@@ -10,14 +10,14 @@
 //! other settings zero: any saving, Karpenter's rule). It is re-checked after the validation
 //! period before it acts.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 
 use super::budget::allowed_disruptions;
 use super::eviction_cost::EvictionCost;
 use crate::catalog::{CapacityType, Price};
 use crate::config::Config;
 use crate::model::duration::format_duration_ms;
-use crate::model::nodepool::{ConsolidationPolicy, DisruptionReason};
+use crate::model::nodepool::{ConsolidationPolicy, DisruptionReason, NodePool};
 use crate::model::pod::{Pod, PodKey};
 use crate::provisioning::launch::OfferingAt;
 use crate::provisioning::pool_shape::PoolShapes;
@@ -276,7 +276,7 @@ struct Removal<'a> {
     /// Their workload pods, to go elsewhere (as bound now: a solve reads no pod's node).
     pods: Vec<&'a Pod>,
     /// How many nodes each NodePool would lose.
-    per_pool: std::collections::BTreeMap<&'a str, u32>,
+    per_pool: BTreeMap<&'a str, u32>,
     /// What evicting their pods costs.
     eviction_cost: EvictionCost,
     /// Each node with its instance type and price: the decision's nodes and its detail.
@@ -289,7 +289,23 @@ struct Removal<'a> {
 }
 
 impl<'a> Removal<'a> {
+    /// What taking `nodeclaims` away means, its budgets checked.
     fn of(
+        state: &'a ClusterState,
+        config: &Config,
+        nodeclaims: &[String],
+        now_ms: u64,
+    ) -> Result<Self, Rejection> {
+        let mut removal = Removal::unbudgeted(state, config, nodeclaims, now_ms)?;
+        removal.budgets = budgets_allow(state, &removal.per_pool, |pool| {
+            allowed_disruptions(state, pool, DisruptionReason::Underutilized, now_ms)
+        });
+        Ok(removal)
+    }
+
+    /// What taking `nodeclaims` away means, its budgets not looked at yet: `budgets` holds
+    /// no text until the caller sets it ([`Removal::of`], or a search's [`BudgetsNow`]).
+    fn unbudgeted(
         state: &'a ClusterState,
         config: &Config,
         nodeclaims: &[String],
@@ -304,7 +320,7 @@ impl<'a> Removal<'a> {
             any_spot: false,
             any_on_demand: false,
             pods: Vec::new(),
-            per_pool: std::collections::BTreeMap::new(),
+            per_pool: BTreeMap::new(),
             eviction_cost: EvictionCost::default(),
             described: Vec::new(),
             removed: nodeclaims.iter().cloned().collect(),
@@ -347,8 +363,47 @@ impl<'a> Removal<'a> {
                 .entry(claim.spec.nodepool.as_str())
                 .or_insert(0) += 1;
         }
-        removal.budgets = budgets_allow(state, &removal.per_pool, now_ms);
         Ok(removal)
+    }
+}
+
+/// What a NodePool's budgets allow now, with the budget in words; or why none applies
+/// ([`allowed_disruptions`]).
+type AllowedNow = Result<(u32, String), String>;
+
+/// What each NodePool's disruption budgets allow now, asked once per NodePool in a search
+/// (every simulation of a search sees the same cluster at the same time).
+struct BudgetsNow<'a> {
+    state: &'a ClusterState,
+    now_ms: u64,
+    allowed: std::cell::RefCell<BTreeMap<String, AllowedNow>>,
+}
+
+impl<'a> BudgetsNow<'a> {
+    fn new(state: &'a ClusterState, now_ms: u64) -> Self {
+        BudgetsNow {
+            state,
+            now_ms,
+            allowed: std::cell::RefCell::new(BTreeMap::new()),
+        }
+    }
+
+    /// [`budgets_allow`] for a removal, each pool's budget from the first time it was asked.
+    fn allow(&self, per_pool: &BTreeMap<&str, u32>) -> Result<Vec<String>, Rejection> {
+        budgets_allow(self.state, per_pool, |pool| {
+            self.allowed
+                .borrow_mut()
+                .entry(pool.name.clone())
+                .or_insert_with(|| {
+                    allowed_disruptions(
+                        self.state,
+                        pool,
+                        DisruptionReason::Underutilized,
+                        self.now_ms,
+                    )
+                })
+                .clone()
+        })
     }
 }
 
@@ -356,8 +411,8 @@ impl<'a> Removal<'a> {
 /// budgets as stated, for the decision's detail.
 fn budgets_allow(
     state: &ClusterState,
-    per_pool: &std::collections::BTreeMap<&str, u32>,
-    now_ms: u64,
+    per_pool: &BTreeMap<&str, u32>,
+    mut allowed_now: impl FnMut(&NodePool) -> AllowedNow,
 ) -> Result<Vec<String>, Rejection> {
     let mut texts = Vec::new();
     for (&pool_name, &wanted) in per_pool {
@@ -367,14 +422,11 @@ fn budgets_allow(
             .ok_or_else(|| Rejection::NodePoolGone {
                 nodepool: pool_name.to_string(),
             })?;
-        let (allowed, text) =
-            allowed_disruptions(state, pool, DisruptionReason::Underutilized, now_ms).map_err(
-                |why| Rejection::Budget {
-                    nodepool: pool_name.to_string(),
-                    allowed: 0,
-                    why,
-                },
-            )?;
+        let (allowed, text) = allowed_now(pool).map_err(|why| Rejection::Budget {
+            nodepool: pool_name.to_string(),
+            allowed: 0,
+            why,
+        })?;
         if allowed < wanted {
             return Err(Rejection::Budget {
                 nodepool: pool_name.to_string(),
@@ -419,10 +471,12 @@ fn decides(
     view: &ClusterView,
     state: &ClusterState,
     config: &Config,
+    budgets: &BudgetsNow,
     nodeclaims: &[String],
     now_ms: u64,
 ) -> Option<Decision> {
-    let removal = Removal::of(state, config, nodeclaims, now_ms).ok()?;
+    let mut removal = Removal::unbudgeted(state, config, nodeclaims, now_ms).ok()?;
+    removal.budgets = budgets.allow(&removal.per_pool);
     if payback_out_of_reach(config, &removal) {
         debug_assert!(
             solved(view, state, config, nodeclaims, &removal, now_ms).is_err(),
@@ -655,10 +709,14 @@ pub fn search(
     }
     let names: Vec<String> = candidates.into_iter().map(|(_, n)| n).collect();
     let view = ClusterView::new(state, shapes, config, now_ms);
-    if let Some(decision) = multi_node(&view, state, config, &names, now_ms) {
+    let budgets = BudgetsNow::new(state, now_ms);
+    if let Some(decision) = multi_node(&view, state, config, &budgets, &names, now_ms) {
         return (Some(decision), None);
     }
-    (single_node(&view, state, config, &names, now_ms), next)
+    (
+        single_node(&view, state, config, &budgets, &names, now_ms),
+        next,
+    )
 }
 
 /// Multi-node consolidation: the largest prefix (at least two) of the first 100 candidates
@@ -667,6 +725,7 @@ fn multi_node(
     view: &ClusterView,
     state: &ClusterState,
     config: &Config,
+    budgets: &BudgetsNow,
     candidates: &[String],
     now_ms: u64,
 ) -> Option<Decision> {
@@ -678,7 +737,7 @@ fn multi_node(
     let mut best = None;
     while lo <= hi {
         let mid = (lo + hi) / 2;
-        match decides(view, state, config, &names[..mid], now_ms) {
+        match decides(view, state, config, budgets, &names[..mid], now_ms) {
             Some(d) => {
                 best = Some(d);
                 lo = mid + 1;
@@ -694,10 +753,18 @@ fn single_node(
     view: &ClusterView,
     state: &ClusterState,
     config: &Config,
+    budgets: &BudgetsNow,
     candidates: &[String],
     now_ms: u64,
 ) -> Option<Decision> {
-    candidates
-        .iter()
-        .find_map(|nodeclaim| decides(view, state, config, std::slice::from_ref(nodeclaim), now_ms))
+    candidates.iter().find_map(|nodeclaim| {
+        decides(
+            view,
+            state,
+            config,
+            budgets,
+            std::slice::from_ref(nodeclaim),
+            now_ms,
+        )
+    })
 }
