@@ -29,27 +29,7 @@ fn pool(types: &[&str]) -> NodePool {
 
 /// The bound by hand for pods of `cpu`/`memory` on the one type `m5.large`, on-demand.
 fn by_hand(catalog: &PreparedCatalog, cpu_milli: i64, memory: i64, hours: f64) -> f64 {
-    let config = Config::default();
-    let index = catalog
-        .catalog
-        .instance_types
-        .iter()
-        .position(|t| t.name == "m5.large")
-        .expect("m5.large");
-    let it = &catalog.catalog.instance_types[index];
-    let price = it
-        .offerings
-        .iter()
-        .filter(|o| o.capacity_type == CapacityType::OnDemand)
-        .map(|o| o.price)
-        .min()
-        .expect("on-demand")
-        .usd_per_hour();
-    let alloc = catalog
-        .node_resources(&NodeClass::new("default"), &config.capacity_settings())
-        .resources[index]
-        .allocatable
-        .clone();
+    let (price, alloc) = type_of(catalog, "m5.large");
     let per_cpu = price / alloc.cpu_milli as f64 * cpu_milli as f64;
     let per_memory = price / alloc.memory_bytes as f64 * memory as f64;
     per_cpu.max(per_memory) * hours

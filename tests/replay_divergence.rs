@@ -4,9 +4,7 @@
 use std::path::Path;
 use std::process::Command as Process;
 
-use nodewright_adapters::eventlog::{
-    LogError, LogHeader, LogRecord, MemoryStore, NwlogReader, NwlogWriter,
-};
+use nodewright_adapters::eventlog::{LogError, LogHeader, LogRecord, NwlogWriter};
 use nodewright_core::Command;
 use nodewright_replay::verify_file;
 use nodewright_testkit::scenario::builtin;
@@ -15,19 +13,7 @@ use nodewright_testkit::sim;
 /// The records of the `mixed` scenario's log.
 fn mixed_records() -> (LogHeader, Vec<LogRecord>) {
     let scenario = builtin("mixed").expect("built in").expect("loads");
-    let store: MemoryStore<LogHeader, LogRecord> =
-        MemoryStore::new(LogHeader::new(scenario.config.clone(), &scenario.name));
-    let (_, store) = sim::run(&scenario, store).expect("runs");
-    let mut bytes = Vec::new();
-    store.write_nwlog(&mut bytes).expect("encodes");
-    let mut reader: NwlogReader<LogHeader, LogRecord, _> =
-        NwlogReader::new(&bytes[..]).expect("a log");
-    let header = reader.header().clone();
-    let mut records = Vec::new();
-    while let Some(entry) = reader.next_entry() {
-        records.push(entry.expect("readable").record);
-    }
-    (header, records)
+    sim::logged_records(&scenario, sim::RunOptions::default()).expect("runs and reads back")
 }
 
 /// The events' indexes of the records: `Some(i)` for the i-th event.

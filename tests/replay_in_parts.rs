@@ -6,9 +6,7 @@
 use std::path::Path;
 use std::process::Command as Process;
 
-use nodewright_adapters::eventlog::{
-    LogHeader, LogRecord, MemoryStore, NwlogReader, NwlogWriter, Snapshot,
-};
+use nodewright_adapters::eventlog::{LogHeader, LogRecord, NwlogWriter, Snapshot};
 use nodewright_core::Command;
 use nodewright_replay::{VerifyOutcome, verify_file, verify_file_in_parts};
 use nodewright_testkit::scenario::builtin;
@@ -17,23 +15,11 @@ use nodewright_testkit::sim::{self, RunOptions};
 /// The records of the `mixed` scenario's log, snapshotted every 16 events (many parts).
 fn mixed_records() -> (LogHeader, Vec<LogRecord>) {
     let scenario = builtin("mixed").expect("built in").expect("loads");
-    let store: MemoryStore<LogHeader, LogRecord> =
-        MemoryStore::new(LogHeader::new(scenario.config.clone(), &scenario.name));
     let options = RunOptions {
         snapshot_every: 16,
         ..RunOptions::default()
     };
-    let (_, store) = sim::run_with(&scenario, store, options).expect("runs");
-    let mut bytes = Vec::new();
-    store.write_nwlog(&mut bytes).expect("encodes");
-    let mut reader: NwlogReader<LogHeader, LogRecord, _> =
-        NwlogReader::new(&bytes[..]).expect("a log");
-    let header = reader.header().clone();
-    let mut records = Vec::new();
-    while let Some(entry) = reader.next_entry() {
-        records.push(entry.expect("readable").record);
-    }
-    (header, records)
+    sim::logged_records(&scenario, options).expect("runs and reads back")
 }
 
 fn write(path: &Path, header: &LogHeader, records: &[LogRecord]) {

@@ -108,7 +108,7 @@ pub fn verify_with_progress<S: std::io::Read>(
         Replayer::new(header.clone()).joining_commands(),
         VecDeque::new(),
     );
-    let mut shown = 0;
+    let mut shown = Shown::default();
     // The first divergence, with the events after it; `None` when the whole log replays.
     let divergence = loop {
         let Some(entry) = reader.next_entry_read(ReadRecord::read) else {
@@ -120,15 +120,12 @@ pub fn verify_with_progress<S: std::io::Read>(
         })? {
             break Some(with_following(&mut reader, d));
         }
-        let events = check.replay.events();
-        if events / PROGRESS_EVERY > shown {
-            shown = events / PROGRESS_EVERY;
-            progress(Progress {
-                events,
-                bytes_read: reader.next_byte_offset(),
-                bytes_total,
-            });
-        }
+        shown.tell(
+            check.replay.events(),
+            reader.next_byte_offset(),
+            bytes_total,
+            &mut progress,
+        );
     };
     let mut digest = DecisionDigest::new();
     check.digested.add_to(&mut digest);
@@ -162,6 +159,30 @@ impl VerifyOutcome {
             divergence,
             snapshots_checked: snapshots.checked,
             snapshot_divergence: snapshots.first_divergence,
+        }
+    }
+}
+
+/// How far the progress told has come: every [`PROGRESS_EVERY`] events, once.
+#[derive(Default)]
+pub(crate) struct Shown(u64);
+
+impl Shown {
+    /// Tells `progress` where a replay is, when it passed another [`PROGRESS_EVERY`] events.
+    pub(crate) fn tell(
+        &mut self,
+        events: u64,
+        bytes_read: u64,
+        bytes_total: Option<u64>,
+        progress: &mut dyn FnMut(Progress),
+    ) {
+        if events / PROGRESS_EVERY > self.0 {
+            self.0 = events / PROGRESS_EVERY;
+            progress(Progress {
+                events,
+                bytes_read,
+                bytes_total,
+            });
         }
     }
 }

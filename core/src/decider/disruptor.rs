@@ -240,16 +240,7 @@ impl Core {
             };
             reason.summary = format!("{why}; {}", reason.summary);
             launched.push(spec.name.clone());
-            // A new machine has deadlines of its own.
-            self.caches.claim_deadline_ms = None;
-            self.state.nodeclaims.insert(
-                spec.name.clone(),
-                NodeClaimState::new(spec.clone(), self.now_ms),
-            );
-            commands.push(Command::LaunchNodeClaim {
-                nodeclaim: Box::new(spec),
-                reason,
-            });
+            self.launch(spec, reason, commands);
         }
         launched
     }

@@ -109,7 +109,12 @@ impl Core {
     }
 
     /// Records a new machine and asks for it.
-    fn launch(&mut self, spec: NodeClaimSpec, reason: LaunchReason, commands: &mut Vec<Command>) {
+    pub(super) fn launch(
+        &mut self,
+        spec: NodeClaimSpec,
+        reason: LaunchReason,
+        commands: &mut Vec<Command>,
+    ) {
         // A new machine has deadlines of its own.
         self.caches.claim_deadline_ms = None;
         self.state.nodeclaims.insert(

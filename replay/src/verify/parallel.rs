@@ -26,8 +26,8 @@ use nodewright_adapters::eventlog::{
 use nodewright_core::{Event, EventKind};
 
 use super::{
-    CONTEXT, Checker, Divergence, PROGRESS_EVERY, Progress, ReplayError, SnapshotCheck,
-    VerifyOutcome, verify_with_progress,
+    CONTEXT, Checker, Divergence, Progress, ReplayError, Shown, SnapshotCheck, VerifyOutcome,
+    verify_with_progress,
 };
 use crate::replayer::Replayer;
 
@@ -97,19 +97,26 @@ pub(crate) fn verify_file_in_parts(
     // ahead of the checks, so at most `jobs + 1` parts are held at once (a queue of parts
     // waiting cost more memory, and time, than it saved).
     let (send, receive) = mpsc::sync_channel::<Part>(0);
-    let receive = Mutex::new(receive);
+    let receive = Mutex::new(Some(receive));
+    let live = AtomicUsize::new(jobs);
     let found: Mutex<Vec<(usize, Outcome)>> = Mutex::new(Vec::new());
     // The first part (in the log's order) known to end the check; parts after it are skipped.
     let ended_at = AtomicUsize::new(usize::MAX);
     let read = std::thread::scope(|scope| {
         for _ in 0..jobs {
             scope.spawn(|| {
+                let _leaving = Leaving {
+                    live: &live,
+                    receive: &receive,
+                };
                 loop {
-                    // A poisoned lock: a thread panicked; the others stop, the scope reports it.
-                    let Ok(next) = receive.lock().map(|r| r.recv()) else {
-                        break;
+                    // No part left (the reading ended), or a thread panicked while it took one:
+                    // this one stops too, and the scope reports the panic.
+                    let next = match receive.lock() {
+                        Ok(receiver) => receiver.as_ref().map(|r| r.recv()),
+                        Err(_) => None,
                     };
-                    let Ok(part) = next else { break };
+                    let Some(Ok(part)) = next else { break };
                     let index = part.index;
                     let outcome = if index > ended_at.load(Ordering::SeqCst) {
                         Outcome::Skipped
@@ -132,6 +139,26 @@ pub(crate) fn verify_file_in_parts(
     match join(path, header, found, read)? {
         Some(outcome) => Ok(outcome),
         None => in_one_piece(&mut progress),
+    }
+}
+
+/// A checking thread on its way out, even by a panic: the last one out drops the receiving end
+/// of the parts, so that the reading, waiting to hand a part over, stops instead of waiting
+/// for ever.
+struct Leaving<'s> {
+    live: &'s AtomicUsize,
+    receive: &'s Mutex<Option<mpsc::Receiver<Part>>>,
+}
+
+impl Drop for Leaving<'_> {
+    fn drop(&mut self) {
+        if self.live.fetch_sub(1, Ordering::SeqCst) == 1 {
+            let mut receiver = self
+                .receive
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner);
+            receiver.take();
+        }
     }
 }
 
@@ -173,7 +200,7 @@ fn read_parts<S: std::io::Read>(
     let mut events = 0u64;
     let mut catalog: Option<(u64, Event)> = None;
     let mut parts = SnapshotParts::default();
-    let mut shown = 0;
+    let mut shown = Shown::default();
     while let Some(entry) = reader.next_entry_read(ReadRecord::read) {
         if ended_at.load(Ordering::SeqCst) < part.index {
             return Ok(());
@@ -232,14 +259,7 @@ fn read_parts<S: std::io::Read>(
                 return Ok(());
             }
         }
-        if events / PROGRESS_EVERY > shown {
-            shown = events / PROGRESS_EVERY;
-            progress(Progress {
-                events,
-                bytes_read: reader.next_byte_offset(),
-                bytes_total,
-            });
-        }
+        shown.tell(events, reader.next_byte_offset(), bytes_total, progress);
     }
     // The last part; a log that ends with a snapshot sends an empty one.
     part.ends_log = true;

@@ -12,4 +12,6 @@ pub mod queue;
 pub mod rng;
 pub mod world;
 
-pub use world::{Crash, PlantedBug, RunError, RunOptions, run, run_with, run_with_crash};
+pub use world::{
+    Crash, PlantedBug, RunError, RunOptions, logged_records, run, run_with, run_with_crash,
+};

@@ -36,7 +36,9 @@ mod run;
 mod timeline;
 
 pub(crate) use report::build_report;
-pub use run::{Crash, PlantedBug, RunError, RunOptions, run, run_with, run_with_crash};
+pub use run::{
+    Crash, PlantedBug, RunError, RunOptions, logged_records, run, run_with, run_with_crash,
+};
 
 /// How long CreateFleet takes to answer.
 const FLEET_API_LATENCY_MS: u64 = 1_000;

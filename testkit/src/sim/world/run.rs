@@ -8,6 +8,28 @@ use super::*;
 pub enum RunError {
     #[error(transparent)]
     Driver(#[from] DriverError),
+    /// Its log, written out and read back ([`logged_records`]), did not read.
+    #[error(transparent)]
+    Log(#[from] nodewright_adapters::eventlog::LogError),
+}
+
+/// The records of a run of `scenario` as its `.nwlog` file holds them: run as `options` say
+/// into a store in memory, written out and read back — what a test that edits a log and replays
+/// it starts from.
+pub fn logged_records(
+    scenario: &Scenario,
+    options: RunOptions,
+) -> Result<(LogHeader, Vec<LogRecord>), RunError> {
+    let store: nodewright_adapters::eventlog::MemoryStore<LogHeader, LogRecord> =
+        nodewright_adapters::eventlog::MemoryStore::new(LogHeader::new(
+            scenario.config.clone(),
+            &scenario.name,
+        ));
+    let (_, store) = run_with(scenario, store, options)?;
+    let mut bytes = Vec::new();
+    store.write_nwlog(&mut bytes)?;
+    let (header, records) = nodewright_adapters::eventlog::read_nwlog_bytes(&bytes)?;
+    Ok((header, records))
 }
 
 /// Runs a scenario to its end through the real driver, logging into `store`.
