@@ -289,25 +289,11 @@ struct Removal<'a> {
 }
 
 impl<'a> Removal<'a> {
-    /// What taking `nodeclaims` away means, its budgets checked.
+    /// What taking `nodeclaims` away means, its budgets checked as `budgets` reads them.
     fn of(
         state: &'a ClusterState,
         config: &Config,
-        nodeclaims: &[String],
-        now_ms: u64,
-    ) -> Result<Self, Rejection> {
-        let mut removal = Removal::unbudgeted(state, config, nodeclaims, now_ms)?;
-        removal.budgets = budgets_allow(state, &removal.per_pool, |pool| {
-            allowed_disruptions(state, pool, DisruptionReason::Underutilized, now_ms)
-        });
-        Ok(removal)
-    }
-
-    /// What taking `nodeclaims` away means, its budgets not looked at yet: `budgets` holds
-    /// no text until the caller sets it ([`Removal::of`], or a search's [`BudgetsNow`]).
-    fn unbudgeted(
-        state: &'a ClusterState,
-        config: &Config,
+        budgets: &BudgetsNow,
         nodeclaims: &[String],
         now_ms: u64,
     ) -> Result<Self, Rejection> {
@@ -363,6 +349,7 @@ impl<'a> Removal<'a> {
                 .entry(claim.spec.nodepool.as_str())
                 .or_insert(0) += 1;
         }
+        removal.budgets = budgets.allow(&removal.per_pool);
         Ok(removal)
     }
 }
@@ -452,7 +439,8 @@ fn simulate_in(
     nodeclaims: &[String],
     now_ms: u64,
 ) -> Result<Decision, Rejection> {
-    let removal = Removal::of(state, config, nodeclaims, now_ms)?;
+    let budgets = BudgetsNow::new(state, now_ms);
+    let removal = Removal::of(state, config, &budgets, nodeclaims, now_ms)?;
     if let Some(rejection) = ruled_out_before_solve(view, &removal) {
         debug_assert!(
             solved(view, state, config, nodeclaims, &removal, now_ms).is_err(),
@@ -475,8 +463,7 @@ fn decides(
     nodeclaims: &[String],
     now_ms: u64,
 ) -> Option<Decision> {
-    let mut removal = Removal::unbudgeted(state, config, nodeclaims, now_ms).ok()?;
-    removal.budgets = budgets.allow(&removal.per_pool);
+    let removal = Removal::of(state, config, budgets, nodeclaims, now_ms).ok()?;
     if payback_out_of_reach(config, &removal) {
         debug_assert!(
             solved(view, state, config, nodeclaims, &removal, now_ms).is_err(),

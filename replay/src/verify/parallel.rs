@@ -51,10 +51,20 @@ struct Part {
     /// The events just before it, for a divergence's context.
     before: VecDeque<(u64, Event)>,
     records: Vec<Entry<ReadRecord>>,
-    /// Whether its last record is a snapshot the next part starts from.
-    closed_by_snapshot: bool,
-    /// Whether the log ends with it (not with a record that did not read).
-    ends_log: bool,
+    /// What comes after its last record.
+    end: PartEnd,
+}
+
+/// What ends a part.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum PartEnd {
+    /// Its last record is a snapshot the next part starts from.
+    Snapshot,
+    /// The log ends.
+    Log,
+    /// A record that did not read (the reading's error is the log's, if nothing before it
+    /// diverged).
+    Unread,
 }
 
 /// What the check of one part found.
@@ -191,8 +201,7 @@ fn read_parts<S: std::io::Read>(
         start: Start::Beginning,
         before: VecDeque::new(),
         records: Vec::new(),
-        closed_by_snapshot: false,
-        ends_log: false,
+        end: PartEnd::Unread,
     };
     // Events before the next record (a cut log's count starting at its snapshot's), the
     // newest catalog event with its record index, and the snapshot parts read since the last
@@ -250,10 +259,9 @@ fn read_parts<S: std::io::Read>(
                 start,
                 before,
                 records: Vec::new(),
-                closed_by_snapshot: false,
-                ends_log: false,
+                end: PartEnd::Unread,
             };
-            part.closed_by_snapshot = true;
+            part.end = PartEnd::Snapshot;
             let whole = std::mem::replace(&mut part, next);
             if send.send(whole).is_err() {
                 return Ok(());
@@ -262,7 +270,7 @@ fn read_parts<S: std::io::Read>(
         shown.tell(events, reader.next_byte_offset(), bytes_total, progress);
     }
     // The last part; a log that ends with a snapshot sends an empty one.
-    part.ends_log = true;
+    part.end = PartEnd::Log;
     let _ = send.send(part);
     Ok(())
 }
@@ -323,7 +331,7 @@ fn check_part(header: &LogHeader, path: &Path, part: Part) -> Outcome {
         }
     }
     // The end of the log: the last event's commands, if awaited, were recorded as none.
-    if divergence.is_none() && part.ends_log {
+    if divergence.is_none() && part.end == PartEnd::Log {
         divergence = check.finish();
     }
     if let Some(d) = divergence.as_mut() {
@@ -340,7 +348,7 @@ fn check_part(header: &LogHeader, path: &Path, part: Part) -> Outcome {
     }
     // The snapshot closing the part holds the replayed core, so the next part, which starts
     // from it, goes on as one check from the start would.
-    let hands_on = !part.closed_by_snapshot || check.snapshots.first_divergence.is_none();
+    let hands_on = part.end != PartEnd::Snapshot || check.snapshots.first_divergence.is_none();
     Outcome::Found(Box::new(Found {
         check,
         divergence,
