@@ -17,9 +17,13 @@
 //! - Whole machines: the machines running at a moment cost at least the cheapest machine that
 //!   holds the hardest live pod to house; pods that ask for GPUs, in groups that share no type,
 //!   need their group's machine each, which pods without GPUs can fill but not avoid.
+//! - Every placement, while few pods are alive: the machines running at a moment cost at least
+//!   the cheapest way to put the pods alive then, each whole, on machines of types they may run
+//!   on; `packing` finds it exactly while the search is small (at every moment of the openb
+//!   trace), and the bounds above stand alone where it gives up.
 //! - Capacity nodewright does not pay for (nodes that existed before) can hold at most their
 //!   allocatable `E`, worth at most `E · ν` with `ν` the dearest per-unit prices any pod paid;
-//!   that is taken off, and whole machines are not counted then.
+//!   that is taken off, and whole machines (and placements) are not counted then.
 //! - A pod counts from `L` after its creation, `L` the fastest launch plus registration of the
 //!   simulated cloud (no new machine can serve it sooner), until its deletion or the end of the
 //!   run, and only if the run ever placed it (a pod nothing can place adds no cost to anyone).
@@ -37,6 +41,10 @@ use nodewright_core::model::resources::{NVIDIA_GPU, Resources};
 use nodewright_core::model::taints::first_untolerated;
 use nodewright_core::provisioning::launch::OfferingFilter;
 use nodewright_core::state::PreparedCatalog;
+
+use packing::{PackedShape, Packing};
+
+mod packing;
 
 /// What the bound is computed over.
 pub struct BoundInput<'a> {
@@ -189,6 +197,9 @@ struct PricedShape {
     unit: Vec<[f64; RESOURCES]>,
     cheapest_machine: f64,
     gpu_types: Option<Vec<usize>>,
+    /// The types it may run on and its requests, for packing whole machines.
+    hosts: Vec<(usize, Host)>,
+    requests: [f64; RESOURCES],
 }
 
 impl PricedShape {
@@ -215,6 +226,8 @@ impl PricedShape {
             unit,
             cheapest_machine,
             gpu_types,
+            hosts: hosts.to_vec(),
+            requests,
         }
     }
 }
@@ -323,6 +336,22 @@ pub fn lower_bound_usd<'a>(input: &BoundInput, spans: impl Iterator<Item = PodSp
     // before could take that pod instead.
     let whole_machines = existing == [0.0; RESOURCES];
     let (group, groups) = gpu_groups(&priced);
+    // The exact placement of the live pods on whole machines, while it is quick to find.
+    let (mut packing, class) = if whole_machines {
+        let shapes: Vec<PackedShape> = priced
+            .iter()
+            .map(|s| PackedShape {
+                requests: s.requests,
+                hosts: &s.hosts,
+            })
+            .collect();
+        let (packing, class) = Packing::new(&shapes);
+        (Some(packing), class)
+    } else {
+        (None, Vec::new())
+    };
+    let mut packed = 0.0f64;
+    let mut changed = false;
     let mut alive = vec![0u32; priced.len()];
     // Per group, what its pods pay under each weighting.
     let mut demand = vec![vec![0.0f64; grid.len()]; groups];
@@ -343,6 +372,13 @@ pub fn lower_bound_usd<'a>(input: &BoundInput, spans: impl Iterator<Item = PodSp
                         }
                     }
                 }
+                if std::mem::take(&mut changed) {
+                    packed = packing
+                        .as_mut()
+                        .and_then(Packing::cheapest_now)
+                        .unwrap_or(0.0);
+                }
+                hardest = hardest.max(packed);
             }
             let rate = (0..grid.len())
                 .map(|g| rate_under(&demand, &machines, g) - free[g])
@@ -352,6 +388,10 @@ pub fn lower_bound_usd<'a>(input: &BoundInput, spans: impl Iterator<Item = PodSp
         }
         let count = &mut alive[shape];
         *count = count.saturating_add_signed(sign);
+        if let Some(packing) = packing.as_mut() {
+            packing.count(class[shape], sign);
+            changed = true;
+        }
         for (d, p) in demand[group[shape]].iter_mut().zip(&priced[shape].price) {
             *d += f64::from(sign) * p;
         }
