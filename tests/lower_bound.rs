@@ -292,6 +292,32 @@ fn a_crowd_too_large_to_search_leaves_the_counts_right_for_later() {
     );
 }
 
+#[test]
+fn a_type_holds_what_its_roomiest_node_class_allows() {
+    // Two versions of the EC2NodeClass: the first reserves 300m more CPU. Two pods that fit
+    // one m5.large only under the second version run on one machine (at the same price), and
+    // the bound must not ask for two.
+    let catalog = PreparedCatalog::new(nodewright_testkit::us_east_1_catalog());
+    let pools = [pool(&["m5.large"])];
+    let mut reserving = NodeClass::new("default");
+    reserving
+        .kubelet
+        .system_reserved
+        .insert("cpu".to_string(), 300);
+    let classes = [reserving, NodeClass::new("default")];
+    let input = input(&catalog, &pools, &classes);
+    let (price, roomy) = type_of(&catalog, "m5.large");
+    let half = roomy.cpu_milli / 2;
+    let pods: Vec<Pod> = (0..2)
+        .map(|i| Pod::new("default", &format!("p{i}"), half, GIB))
+        .collect();
+    let bound = lower_bound_usd(&input, one_hour(&pods));
+    assert!(
+        (bound - price).abs() < 1e-9,
+        "{bound} vs one machine at {price}"
+    );
+}
+
 /// Types of every kind for the random check: general, compute and memory machines of two
 /// sizes, and GPU machines of one and four GPUs.
 const MIXED_TYPES: [&str; 8] = [

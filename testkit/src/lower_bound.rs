@@ -113,7 +113,9 @@ const GPU: usize = 2;
 const WEIGHT_STEPS: usize = 10;
 
 /// One instance type a pod may run on: the cheapest offering of it some NodePool allows the pod,
-/// and its allocatable (milli-CPU, bytes, GPUs).
+/// and its allocatable (milli-CPU, bytes, GPUs) — the largest of each resource under any
+/// EC2NodeClass (version) a NodePool that allows the pod the type names, so that no machine of
+/// the type is priced below it or holds more.
 #[derive(Debug, Clone, Copy)]
 struct Host {
     usd: f64,
@@ -482,9 +484,12 @@ fn hosts_of(
                     by_type
                         .entry(t)
                         .and_modify(|h| {
-                            // The same type under another pool or class: the cheaper.
-                            if host.usd < h.usd {
-                                *h = host;
+                            // The same type under another pool or class: the cheaper price and
+                            // the larger allocatable of each resource, so that no machine of
+                            // the type is priced above it nor holds more than it.
+                            h.usd = h.usd.min(host.usd);
+                            for (most, a) in h.allocatable.iter_mut().zip(host.allocatable) {
+                                *most = most.max(a);
                             }
                         })
                         .or_insert(host);

@@ -43,8 +43,9 @@ pub(super) struct Packing {
     /// Per class, per type column, the price of a machine of that type for the class (infinite
     /// where it may not run).
     price: Vec<Vec<f64>>,
-    /// Per type column, its allocatable (the largest any shape saw for the type: NodeClasses may
-    /// reserve differently, and the larger only lowers the bound).
+    /// Per type column, its allocatable: the largest any shape's host of the type has (each is
+    /// the largest of every NodeClass the pod may run on it under, so no machine of the type
+    /// that could hold some of the pods holds more).
     allocatable: Vec<[f64; RESOURCES]>,
     /// Per class, the pods alive now.
     alive: Vec<u32>,
