@@ -167,3 +167,34 @@ pub(crate) fn io(action: impl Into<String>) -> impl FnOnce(std::io::Error) -> Er
     let action = action.into();
     move |source| Error::Io { action, source }
 }
+
+impl Error {
+    /// Whether a component stopped because a port it was given was taken: the ports are free
+    /// when chosen, and another process may bind one before the component does.
+    pub fn is_port_taken(&self) -> bool {
+        matches!(self, Error::Exited { tail, .. } if tail.contains("address already in use"))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::os::unix::process::ExitStatusExt;
+
+    use super::*;
+
+    fn exited(tail: &str) -> Error {
+        Error::Exited {
+            binary: "kube-apiserver",
+            step: "waiting for kube-apiserver's /readyz",
+            status: ExitStatus::from_raw(256),
+            log: PathBuf::from("kube-apiserver.log"),
+            tail: tail.to_owned(),
+        }
+    }
+
+    #[test]
+    fn only_a_bind_to_a_taken_port_is_a_port_taken() {
+        assert!(exited("failed to listen on 127.0.0.1:35443: listen tcp 127.0.0.1:35443: bind: address already in use").is_port_taken());
+        assert!(!exited("unknown flag: --nope").is_port_taken());
+    }
+}

@@ -72,6 +72,8 @@ pub const FAKE_NODE_ANNOTATION: (&str, &str) = ("kwok.x-k8s.io/node", "fake");
 pub const FAKE_NODE_LABEL: (&str, &str) = ("type", "kwok");
 
 /// How long etcd may take to answer `/health`.
+/// How many times a start is tried when a port it chose was taken before a component bound it.
+const PORT_ATTEMPTS: u32 = 3;
 const ETCD_TIMEOUT: Duration = Duration::from_secs(30);
 /// How long kube-apiserver may take to answer `/readyz` with `ok`.
 const APISERVER_TIMEOUT: Duration = Duration::from_secs(60);
@@ -119,6 +121,24 @@ impl ControlPlane {
     /// names the failed step and shows the end of the relevant log.
     pub async fn start() -> Result<ControlPlane, Error> {
         let binaries = binaries::locate().await?;
+        let mut attempt = 1;
+        loop {
+            match ControlPlane::start_once(&binaries).await {
+                // The ports are chosen free, then released for the components to bind: a
+                // connection another process opened meanwhile may have taken one. New ports.
+                Err(e) if e.is_port_taken() && attempt < PORT_ATTEMPTS => {
+                    eprintln!(
+                        "nodewright-controlplane: {e}\nnodewright-controlplane: a port was taken meanwhile; starting again on other ports"
+                    );
+                    attempt += 1;
+                }
+                result => return result,
+            }
+        }
+    }
+
+    /// One start, on ports free when it begins.
+    async fn start_once(binaries: &Binaries) -> Result<ControlPlane, Error> {
         let dir = tempfile::Builder::new()
             .prefix("nodewright-controlplane-")
             .tempdir()
@@ -128,7 +148,7 @@ impl ControlPlane {
             .map_err(error::io(format!("create {}", log_dir.display())))?;
 
         let mut processes = Processes::default();
-        match start_in(&binaries, dir.path(), &log_dir, &mut processes).await {
+        match start_in(binaries, dir.path(), &log_dir, &mut processes).await {
             Ok(started) => Ok(ControlPlane {
                 client: started.client,
                 server_url: started.server_url,
