@@ -5,7 +5,7 @@ use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 
-use crate::catalog::{self, CapacitySettings, ClassResources, NodeResources};
+use crate::catalog::{self, CapacitySettings, ClassResources, InstanceType, NodeResources};
 use crate::model::daemonset::DaemonSet;
 use crate::model::do_not_disrupt::Protection;
 use crate::model::labels;
@@ -445,12 +445,24 @@ impl ClusterState {
         &'a self,
         claim: &'a NodeClaimState,
     ) -> impl Fn(&str) -> Option<&'a str> + 'a {
+        self.nodeclaim_label_reader_of(claim, self.instance_type_of(claim))
+    }
+
+    /// The catalog's type of a launched NodeClaim's instance (`None` before its launch, or when
+    /// the catalog no longer offers the type).
+    pub fn instance_type_of(&self, claim: &NodeClaimState) -> Option<&InstanceType> {
+        let instance = claim.instance.as_ref()?;
+        self.catalog.as_ref()?.catalog.get(&instance.instance_type)
+    }
+
+    /// [`ClusterState::nodeclaim_label_reader`] with the claim's type looked up already
+    /// ([`ClusterState::instance_type_of`]).
+    pub fn nodeclaim_label_reader_of<'a>(
+        &'a self,
+        claim: &'a NodeClaimState,
+        it: Option<&'a InstanceType>,
+    ) -> impl Fn(&str) -> Option<&'a str> + 'a {
         let instance = claim.instance.as_ref();
-        let it = instance.and_then(|instance| {
-            self.catalog
-                .as_ref()
-                .and_then(|c| c.catalog.get(&instance.instance_type))
-        });
         move |key: &str| {
             if let Some(instance) = instance {
                 if key == labels::ZONE {

@@ -286,6 +286,11 @@ impl Checker {
     ) -> Result<Option<Divergence>, ReplayError> {
         let record = match entry.record {
             ReadRecord::Decoded(record) => record,
+            ReadRecord::Event(event) => LogRecord::Event(
+                event
+                    .decode()
+                    .map_err(|reason| undecodable(entry.frame_index, entry.byte_offset, reason))?,
+            ),
             ReadRecord::Commands(recorded) => {
                 self.replay.feed_encoded_commands(recorded.count());
                 if let Some(replayed) = &self.open {

@@ -2,8 +2,12 @@
 //! against a recording encodes the replayed ones and compares bytes, and decodes the recorded
 //! ones only when the bytes differ. Postcard writes one encoding of a value, so equal bytes
 //! are equal commands; bytes that differ are decoded and compared as commands.
+//!
+//! A reader that only cuts a log into parts, for others to check side by side, may keep events
+//! as their bytes too ([`ReadRecord::read_deferring_events`]): decoding them is most of what
+//! reading a log costs, and it is then done by whoever checks them.
 
-use nodewright_core::Command;
+use nodewright_core::{Command, Event};
 
 use super::frame;
 use super::record::LogRecord;
@@ -11,12 +15,19 @@ use super::record::LogRecord;
 /// The first byte of a `Commands` record's payload: postcard writes an enum's variant index as
 /// a varint, and `Commands` is variant 1 (the variants' order is the log's format).
 const COMMANDS_TAG: u8 = 1;
+/// The first byte of an `Event` record's payload: `Event` is variant 0.
+const EVENT_TAG: u8 = 0;
+/// An event's kind follows its time; `CatalogUpdated` is variant 0 of the kinds (their order is
+/// the log's format).
+const CATALOG_UPDATED: u32 = 0;
 
 /// A record as a check against replayed commands reads it.
 #[derive(Debug)]
 pub enum ReadRecord {
     /// A whole `Commands` record, undecoded.
     Commands(EncodedCommands),
+    /// An `Event` record, undecoded ([`ReadRecord::read_deferring_events`] only).
+    Event(EncodedEvent),
     /// Any other record, decoded.
     Decoded(LogRecord),
 }
@@ -36,6 +47,44 @@ impl ReadRecord {
             }));
         }
         frame::decode_payload(&payload).map(ReadRecord::Decoded)
+    }
+
+    /// As [`ReadRecord::read`], but an event is kept as its bytes too, unless it updates the
+    /// catalog (the one kind a reader cutting the log into parts must see) or its time and kind
+    /// do not read (then it is decoded at once, and fails as [`ReadRecord::read`] would).
+    pub fn read_deferring_events(payload: Vec<u8>) -> Result<ReadRecord, String> {
+        if payload.first() == Some(&EVENT_TAG)
+            && kind_of_event(&payload[1..]).is_some_and(|kind| kind != CATALOG_UPDATED)
+        {
+            return Ok(ReadRecord::Event(EncodedEvent { payload }));
+        }
+        ReadRecord::read(payload)
+    }
+}
+
+/// The variant index of an event's kind, from the event's bytes: its time (a varint), then the
+/// kind's index (a varint).
+fn kind_of_event(bytes: &[u8]) -> Option<u32> {
+    let (_at_ms, rest) = postcard::take_from_bytes::<u64>(bytes).ok()?;
+    let (kind, _) = postcard::take_from_bytes::<u32>(rest).ok()?;
+    Some(kind)
+}
+
+/// One `Event` record, as logged.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct EncodedEvent {
+    /// The record's whole payload.
+    payload: Vec<u8>,
+}
+
+impl EncodedEvent {
+    /// The event, decoded: the error is the one [`ReadRecord::read`] gives the same bytes.
+    pub fn decode(&self) -> Result<Event, String> {
+        match frame::decode_payload::<LogRecord>(&self.payload)? {
+            LogRecord::Event(event) => Ok(event),
+            // The tag was read when the record was: only an `Event` record gets here.
+            _ => Err("not an event record".to_string()),
+        }
     }
 }
 
@@ -150,6 +199,55 @@ mod tests {
             panic!("a snapshot part is decoded");
         };
         assert_eq!(decoded, LogRecord::SnapshotPart(vec![1, 2, 3]));
+    }
+
+    #[test]
+    fn an_event_is_kept_as_bytes_unless_it_updates_the_catalog() {
+        use std::sync::Arc;
+
+        use nodewright_core::EventKind;
+        use nodewright_core::catalog::Catalog;
+
+        let deferring = |record: &LogRecord| {
+            ReadRecord::read_deferring_events(postcard::to_stdvec(record).unwrap())
+        };
+        let event = Event::new(
+            1_234_567,
+            EventKind::PodDeleted {
+                pod: nodewright_core::model::pod::PodKey::new("default", "p"),
+            },
+        );
+        let ReadRecord::Event(kept) = deferring(&LogRecord::Event(event.clone())).unwrap() else {
+            panic!("an event is kept as bytes");
+        };
+        assert_eq!(kept.decode().unwrap(), event);
+        let catalog = LogRecord::Event(Event::new(
+            5,
+            EventKind::CatalogUpdated(Arc::new(Catalog::default())),
+        ));
+        let ReadRecord::Decoded(decoded) = deferring(&catalog).unwrap() else {
+            panic!("a catalog update is decoded");
+        };
+        assert_eq!(decoded, catalog);
+        // Commands and other records read as `read` reads them.
+        assert!(matches!(
+            deferring(&LogRecord::Commands(commands())).unwrap(),
+            ReadRecord::Commands(_)
+        ));
+        // A damaged event whose time and kind read fails when it is decoded, as `read` fails at
+        // once, with the same reason.
+        let mut damaged = postcard::to_stdvec(&LogRecord::Event(event)).unwrap();
+        damaged.truncate(damaged.len() - 1);
+        let ReadRecord::Event(kept) = ReadRecord::read_deferring_events(damaged.clone()).unwrap()
+        else {
+            panic!("its time and kind read");
+        };
+        assert_eq!(
+            kept.decode().unwrap_err(),
+            ReadRecord::read(damaged).unwrap_err()
+        );
+        // One whose kind does not read fails at once.
+        assert!(ReadRecord::read_deferring_events(vec![EVENT_TAG, 0x80]).is_err());
     }
 
     #[test]

@@ -34,7 +34,7 @@ mod redb_store;
 mod upgrade;
 
 pub use digest::DecisionDigest;
-pub use encoded::{EncodedCommands, ReadRecord, encode_each};
+pub use encoded::{EncodedCommands, EncodedEvent, ReadRecord, encode_each};
 pub use error::LogError;
 pub use memory::MemoryStore;
 pub use nwlog::{DurableWrite, Entry, NwlogReader, NwlogWriter, read_nwlog, read_nwlog_bytes};

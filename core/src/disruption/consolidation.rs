@@ -282,7 +282,10 @@ struct Removal<'a> {
     /// Each node with its instance type and price: the decision's nodes and its detail.
     described: Vec<(&'a str, &'a str, Price)>,
     /// Their NodeClaims.
-    removed: BTreeSet<String>,
+    nodeclaims: &'a [String],
+    /// Their NodeClaims as a set, made when a simulation first asks ([`Removal::removed`]):
+    /// most candidates of a search are ruled out before.
+    removed: std::cell::OnceCell<BTreeSet<String>>,
     /// Whether their NodePools' budgets allow it, with the budgets as stated: read once,
     /// before the solve and for the decision's detail.
     budgets: Result<Vec<String>, Rejection>,
@@ -294,7 +297,7 @@ impl<'a> Removal<'a> {
         state: &'a ClusterState,
         config: &Config,
         budgets: &BudgetsNow,
-        nodeclaims: &[String],
+        nodeclaims: &'a [String],
         now_ms: u64,
     ) -> Result<Self, Rejection> {
         let gone = |nodeclaim: &String, what| Rejection::Gone {
@@ -309,7 +312,8 @@ impl<'a> Removal<'a> {
             per_pool: BTreeMap::new(),
             eviction_cost: EvictionCost::default(),
             described: Vec::new(),
-            removed: nodeclaims.iter().cloned().collect(),
+            nodeclaims,
+            removed: std::cell::OnceCell::new(),
             budgets: Ok(Vec::new()),
         };
         for nodeclaim in nodeclaims {
@@ -352,6 +356,12 @@ impl<'a> Removal<'a> {
         removal.budgets = budgets.allow(&removal.per_pool);
         Ok(removal)
     }
+
+    /// Their NodeClaims, as a solve reads them.
+    fn removed(&self) -> &BTreeSet<String> {
+        self.removed
+            .get_or_init(|| self.nodeclaims.iter().cloned().collect())
+    }
 }
 
 /// What a NodePool's budgets allow now, with the budget in words; or why none applies
@@ -378,18 +388,19 @@ impl<'a> BudgetsNow<'a> {
     /// [`budgets_allow`] for a removal, each pool's budget from the first time it was asked.
     fn allow(&self, per_pool: &BTreeMap<&str, u32>) -> Result<Vec<String>, Rejection> {
         budgets_allow(self.state, per_pool, |pool| {
+            if let Some(allowed) = self.allowed.borrow().get(&pool.name) {
+                return allowed.clone();
+            }
+            let allowed = allowed_disruptions(
+                self.state,
+                pool,
+                DisruptionReason::Underutilized,
+                self.now_ms,
+            );
             self.allowed
                 .borrow_mut()
-                .entry(pool.name.clone())
-                .or_insert_with(|| {
-                    allowed_disruptions(
-                        self.state,
-                        pool,
-                        DisruptionReason::Underutilized,
-                        self.now_ms,
-                    )
-                })
-                .clone()
+                .insert(pool.name.clone(), allowed.clone());
+            allowed
         })
     }
 }
@@ -505,7 +516,7 @@ fn ruled_out_before_solve(view: &ClusterView, removal: &Removal) -> Option<Rejec
     }
     // At most one new machine takes what the remaining nodes cannot: if no type it could be
     // costs less than the nodes, the replacement the solve would find is not cheaper either.
-    let needs = view.new_machine_needs(&removal.pods, &removal.removed)?;
+    let needs = view.new_machine_needs(&removal.pods, removal.removed())?;
     (!view.could_be_cheaper(&needs, removal.price)).then_some(Rejection::NotCheaper {
         price: removal.price,
     })
@@ -522,7 +533,7 @@ fn solved(
     now_ms: u64,
 ) -> Result<Decision, Rejection> {
     let price = removal.price;
-    let result = view.solve(&removal.pods, &removal.removed);
+    let result = view.solve(&removal.pods, removal.removed());
     if let Some((pod, reason)) = result.unschedulable.into_iter().next() {
         return Err(Rejection::NoRoom {
             pod,

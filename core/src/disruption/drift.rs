@@ -134,6 +134,8 @@ pub fn drifted(state: &ClusterState, inputs: &DriftInputs) -> Vec<(String, Strin
         let Some(pool) = state.nodepools.get(&claim.spec.nodepool) else {
             continue;
         };
+        // Looked up once: whether it is still offered, and its labels.
+        let it = state.instance_type_of(claim);
         let reason = if claim
             .spec
             .annotations
@@ -153,10 +155,8 @@ pub fn drifted(state: &ClusterState, inputs: &DriftInputs) -> Vec<(String, Strin
                 class.name
             ))
         } else if let Some(instance) = &claim.instance
-            && state
-                .catalog
-                .as_ref()
-                .is_some_and(|c| c.catalog.get(&instance.instance_type).is_none())
+            && state.catalog.is_some()
+            && it.is_none()
         {
             Some(format!(
                 "instance type {} is no longer offered",
@@ -165,7 +165,7 @@ pub fn drifted(state: &ClusterState, inputs: &DriftInputs) -> Vec<(String, Strin
         } else {
             pool_requirements
                 .get(pool.name.as_str())
-                .and_then(|reqs| reqs.first_unmet_with(state.nodeclaim_label_reader(claim)))
+                .and_then(|reqs| reqs.first_unmet_with(state.nodeclaim_label_reader_of(claim, it)))
                 .map(|r| format!("its labels no longer meet the NodePool requirement {r}"))
         };
         if let Some(reason) = reason {

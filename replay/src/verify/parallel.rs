@@ -210,7 +210,8 @@ fn read_parts<S: std::io::Read>(
     let mut catalog: Option<(u64, Event)> = None;
     let mut parts = SnapshotParts::default();
     let mut shown = Shown::default();
-    while let Some(entry) = reader.next_entry_read(ReadRecord::read) {
+    // Events other than catalog updates are decoded by the checks, side by side.
+    while let Some(entry) = reader.next_entry_read(ReadRecord::read_deferring_events) {
         if ended_at.load(Ordering::SeqCst) < part.index {
             return Ok(());
         }
@@ -232,6 +233,7 @@ fn read_parts<S: std::io::Read>(
                 }
                 events += 1;
             }
+            ReadRecord::Event(_) => events += 1,
             ReadRecord::Decoded(LogRecord::SnapshotPart(bytes)) => parts.push(bytes.clone()),
             ReadRecord::Decoded(LogRecord::Snapshot(snapshot)) => {
                 let joined = parts.join(snapshot.clone());
@@ -288,9 +290,14 @@ fn last_events(
         if last.len() == CONTEXT {
             break;
         }
-        if let ReadRecord::Decoded(LogRecord::Event(event)) = &entry.record {
-            index -= 1;
-            last.push((index, event.clone()));
+        let Some(event) = event_of(&entry.record) else {
+            continue;
+        };
+        index -= 1;
+        match event {
+            Ok(event) => last.push((index, event)),
+            // The check of this part fails there: no part after it is checked.
+            Err(_) => break,
         }
     }
     let mut out: VecDeque<(u64, Event)> = earlier;
@@ -299,6 +306,15 @@ fn last_events(
         out.pop_front();
     }
     out
+}
+
+/// The event a record holds, decoded (`None` for any other record).
+fn event_of(record: &ReadRecord) -> Option<Result<Event, String>> {
+    match record {
+        ReadRecord::Decoded(LogRecord::Event(event)) => Some(Ok(event.clone())),
+        ReadRecord::Event(encoded) => Some(encoded.decode()),
+        ReadRecord::Decoded(_) | ReadRecord::Commands(_) => None,
+    }
 }
 
 /// Checks one part from its start.
@@ -340,9 +356,14 @@ fn check_part(header: &LogHeader, path: &Path, part: Part) -> Outcome {
             if d.after.len() >= CONTEXT {
                 break;
             }
-            if let ReadRecord::Decoded(LogRecord::Event(event)) = entry.record {
-                d.after.push((index, event));
-                index += 1;
+            match event_of(&entry.record) {
+                Some(Ok(event)) => {
+                    d.after.push((index, event));
+                    index += 1;
+                }
+                // One check from the start stops reading there too.
+                Some(Err(_)) => break,
+                None => {}
             }
         }
     }
