@@ -1,7 +1,8 @@
 //! `replay --verify --jobs N`: a log cut at its snapshots and checked part by part, side by
 //! side, says exactly what one check from the start says — when it replays, when a command
 //! differs (in any part, its context running across parts), when the last commands are
-//! missing, when a snapshot differs from the replayed core, when the file is cut short.
+//! missing, when a snapshot differs from the replayed core, when the file is cut short, when a
+//! record after a divergence does not decode.
 
 use std::path::Path;
 use std::process::Command as Process;
@@ -143,6 +144,59 @@ fn a_changed_command_in_any_part_is_found_with_the_events_around_it() {
         assert_eq!(d.before.len(), 3, "record {at}: {d:?}");
         assert!(!d.after.is_empty(), "record {at}: {d:?}");
     }
+}
+
+/// Replaces record `at` of the log at `path` with a sound frame whose record says one command,
+/// then bytes that are none (it reads as commands, and does not decode).
+fn damage_record(path: &Path, at: usize) {
+    let mut reader =
+        nodewright_adapters::eventlog::NwlogReader::<LogHeader, LogRecord, _>::open(path)
+            .expect("opens");
+    let mut offsets = Vec::new();
+    loop {
+        offsets.push(reader.next_byte_offset());
+        if reader.next_entry().is_none() {
+            break;
+        }
+    }
+    let (start, end) = (offsets[at] as usize, offsets[at + 1] as usize);
+    let mut frame = Vec::new();
+    nodewright_adapters::eventlog::frame::encode_frame(&[1, 1, 0xff, 0xff, 0xff], &mut frame)
+        .expect("a frame");
+    let mut bytes = std::fs::read(path).expect("written");
+    bytes.splice(start..end, frame);
+    std::fs::write(path, bytes).expect("rewritten");
+}
+
+#[test]
+fn the_events_after_a_divergence_stop_at_a_record_that_does_not_decode() {
+    let (header, records) = mixed_records();
+    let is_event = |r: &LogRecord| matches!(r, LogRecord::Event(_));
+    let is_snapshot =
+        |r: &LogRecord| matches!(r, LogRecord::Snapshot(_) | LogRecord::SnapshotPart(_));
+    // A launch, then events in the same part: the launch edited and its second event
+    // replaced by a record that reads as commands and does not decode, one check from the start
+    // shows the one event after the divergence and stops reading at the damage.
+    let (launch, damaged) = launch_records(&records)
+        .into_iter()
+        .find(|&at| {
+            let rest = records[at + 1..].iter().take_while(|r| !is_snapshot(r));
+            records.len() > at + 2
+                && is_event(&records[at + 1])
+                && is_event(&records[at + 2])
+                && rest.filter(|r| is_event(r)).count() >= 4
+        })
+        .map(|at| (at, at + 2))
+        .expect("a launch followed by events in its part");
+    let mut edited = records.clone();
+    edit_launch(&mut edited[launch]);
+    let dir = tempfile::tempdir().expect("temp dir");
+    let log = dir.path().join("damaged-after.nwlog");
+    write(&log, &header, &edited);
+    damage_record(&log, damaged);
+    let outcome = same_in_parts(&log).expect("the divergence comes first");
+    let d = outcome.divergence.expect("the edit is found");
+    assert_eq!(d.after.len(), 1, "{d:?}");
 }
 
 #[test]

@@ -356,12 +356,18 @@ fn check_part(header: &LogHeader, path: &Path, part: Part) -> Outcome {
             if d.after.len() >= CONTEXT {
                 break;
             }
+            // One check from the start reads the events after a divergence decoding every
+            // record, and stops at one that does not decode: so does this.
+            if let ReadRecord::Commands(commands) = &entry.record
+                && commands.decode().is_err()
+            {
+                break;
+            }
             match event_of(&entry.record) {
                 Some(Ok(event)) => {
                     d.after.push((index, event));
                     index += 1;
                 }
-                // One check from the start stops reading there too.
                 Some(Err(_)) => break,
                 None => {}
             }
