@@ -362,13 +362,14 @@ pub fn lower_bound_usd<'a>(input: &BoundInput, spans: impl Iterator<Item = PodSp
     for (at_ms, shape, sign) in steps {
         if at_ms > last_ms {
             // Per group, its hardest pod's machine; group 0 (without GPUs) gets none, as its
-            // pods may sit on any machine.
+            // pods may sit on any machine. And what whole machines cost at least: the hardest
+            // pod's alone, or the live pods' exact placement where it was found.
             let mut machines = vec![0.0f64; groups];
-            let mut hardest = 0.0f64;
+            let mut whole = 0.0f64;
             if whole_machines {
                 for (s, shape) in priced.iter().enumerate() {
                     if alive[s] > 0 {
-                        hardest = hardest.max(shape.cheapest_machine);
+                        whole = whole.max(shape.cheapest_machine);
                         if group[s] > 0 {
                             machines[group[s]] = machines[group[s]].max(shape.cheapest_machine);
                         }
@@ -380,11 +381,11 @@ pub fn lower_bound_usd<'a>(input: &BoundInput, spans: impl Iterator<Item = PodSp
                         .and_then(Packing::cheapest_now)
                         .unwrap_or(0.0);
                 }
-                hardest = hardest.max(packed);
+                whole = whole.max(packed);
             }
             let rate = (0..grid.len())
                 .map(|g| rate_under(&demand, &machines, g) - free[g])
-                .fold(hardest, f64::max);
+                .fold(whole, f64::max);
             usd += rate * (at_ms - last_ms) as f64 / 3_600_000.0;
             last_ms = at_ms;
         }
