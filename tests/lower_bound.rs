@@ -405,6 +405,45 @@ proptest::proptest! {
         proptest::prop_assert!(bound <= best + 1e-9, "bound {} above the cheapest placement {}", bound, best);
         proptest::prop_assert!(bound >= best - 1e-9, "bound {} below the cheapest placement {}", bound, best);
     }
+
+    /// Over a timeline the search remembers what it solved from one moment to the next: the
+    /// bound is, interval by interval, the cheapest placement of the pods alive then.
+    #[test]
+    fn over_a_timeline_the_bound_places_each_moments_pods(
+        pods in proptest::collection::vec((1u32..32, 1u32..64, 0i64..3, 0u64..4, 1u64..4), 1..7)
+    ) {
+        let catalog = PreparedCatalog::new(nodewright_testkit::us_east_1_catalog());
+        let pools = [pool(&MIXED_TYPES)];
+        let classes = [NodeClass::new("default")];
+        let input = input(&catalog, &pools, &classes);
+        let types: Vec<(f64, Resources)> =
+            MIXED_TYPES.iter().map(|t| type_of(&catalog, t)).collect();
+        // Each pod from hour `from` for `hours` hours.
+        let spans: Vec<(Pod, u64, u64)> = pods
+            .iter()
+            .enumerate()
+            .map(|(i, &(quarter_cpus, half_gib, gpus, from, hours))| {
+                let pod = gpu_pod(&format!("p{i}"), 250 * i64::from(quarter_cpus), GIB / 2 * i64::from(half_gib), gpus);
+                (pod, from * HOUR, (from + hours) * HOUR)
+            })
+            .collect();
+        let bound = lower_bound_usd(
+            &input,
+            spans.iter().map(|(pod, from_ms, until_ms)| PodSpan { pod, from_ms: *from_ms, until_ms: *until_ms }),
+        );
+        let mut by_hand = 0.0;
+        for hour in 0..8 {
+            let alive: Vec<Pod> = spans
+                .iter()
+                .filter(|(_, from, until)| *from <= hour * HOUR && hour * HOUR < *until)
+                .map(|(pod, _, _)| pod.clone())
+                .collect();
+            if !alive.is_empty() {
+                by_hand += cheapest_placement(&types, &alive);
+            }
+        }
+        proptest::prop_assert!((bound - by_hand).abs() < 1e-9, "bound {} against the placements hour by hour {}", bound, by_hand);
+    }
 }
 
 // The cost above the bound, split by cause (`cost.above_bound`).
