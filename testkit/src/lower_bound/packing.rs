@@ -22,7 +22,7 @@ use std::collections::{BTreeMap, HashMap};
 use super::{Host, RESOURCES};
 
 /// How many machine fillings one moment may look at before it gives up.
-const STEPS_PER_MOMENT: usize = 8_000;
+const STEPS_PER_MOMENT: usize = 3_000;
 /// How many solved counts are remembered; past it the memory starts again empty.
 const REMEMBERED: usize = 1 << 20;
 /// After a search gave up, moments with as many live pods or more are not searched; every this
@@ -202,7 +202,7 @@ impl Packing {
         // cheapest type, and the rest placed the same way. The fillings that waste least
         // (their price over what their pods are sure to cost) go first, so a cheap placement is
         // found early and the others are cut short by it.
-        let mut machines: Vec<(Vec<u8>, f64)> = Vec::new();
+        let mut machines = Fillings::default();
         let mut taken = vec![0u8; left.len()];
         let columns = self.allocatable.len();
         let mut open = vec![0.0; columns];
@@ -215,17 +215,20 @@ impl Packing {
             &mut machines,
             steps,
         )?;
-        let mut order: Vec<(f64, usize)> = machines
-            .iter()
-            .enumerate()
-            .map(|(i, (taken, usd))| (usd - self.at_least(taken), i))
+        let mut order: Vec<(f64, usize)> = (0..machines.usd.len())
+            .map(|i| {
+                (
+                    machines.usd[i] - self.at_least(machines.taken(i, left.len())),
+                    i,
+                )
+            })
             .collect();
         order.sort_by(|a, b| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1)));
         let mut best = limit;
         let mut exact = false;
         let mut rest = vec![0u8; left.len()];
         for (_, i) in order {
-            let (taken, usd) = &machines[i];
+            let (taken, usd) = (machines.taken(i, left.len()), machines.usd[i]);
             for ((r, l), t) in rest.iter_mut().zip(left).zip(taken) {
                 *r = l - t;
             }
@@ -281,7 +284,7 @@ impl Packing {
         taken: &mut Vec<u8>,
         load: [f64; RESOURCES],
         open: &mut Vec<f64>,
-        machines: &mut Vec<(Vec<u8>, f64)>,
+        machines: &mut Fillings,
         steps: &mut usize,
     ) -> Option<()> {
         let columns = self.allocatable.len();
@@ -318,7 +321,8 @@ impl Packing {
                         && self.joins_within(other, &added, &open[now..], usd)
                 });
                 if !grows_free {
-                    machines.push((taken.clone(), usd));
+                    machines.taken.extend_from_slice(taken);
+                    machines.usd.push(usd);
                 }
                 self.fillings(left, class, taken, added, open, machines, steps)?;
                 taken[class] -= 1;
@@ -334,13 +338,30 @@ impl Packing {
     }
 
     /// Whether a pod of `class` can join a machine loaded with `load` at prices `open` per type
-    /// column and the machine still cost at most `usd`.
+    /// column and the machine still cost at most `usd` (only a column at most at that price
+    /// already can).
     fn joins_within(&self, class: usize, load: &[f64; RESOURCES], open: &[f64], usd: f64) -> bool {
         let mut added = *load;
         for (a, r) in added.iter_mut().zip(&self.requests[class]) {
             *a += r;
         }
-        (0..open.len()).any(|c| open[c].max(self.price[class][c]) <= usd && self.holds(c, &added))
+        (0..open.len())
+            .any(|c| open[c] <= usd && self.price[class][c] <= usd && self.holds(c, &added))
+    }
+}
+
+/// The fillings of one machine a search found: each one's pods per class, one after the other
+/// (as many bytes each as there are classes), and its price.
+#[derive(Default)]
+struct Fillings {
+    taken: Vec<u8>,
+    usd: Vec<f64>,
+}
+
+impl Fillings {
+    /// Filling `i`'s pods per class, of `classes` classes.
+    fn taken(&self, i: usize, classes: usize) -> &[u8] {
+        &self.taken[i * classes..(i + 1) * classes]
     }
 }
 
