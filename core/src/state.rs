@@ -498,11 +498,7 @@ impl ClusterState {
     pub fn nodeclaim_labels(&self, claim: &NodeClaimState) -> BTreeMap<String, String> {
         let mut out = claim.spec.labels.clone();
         if let Some(instance) = &claim.instance {
-            if let Some(it) = self
-                .catalog
-                .as_ref()
-                .and_then(|c| c.catalog.get(&instance.instance_type))
-            {
+            if let Some(it) = self.instance_type_of(claim) {
                 out.extend(it.labels_under(self.os_of(claim)).into_owned());
             }
             out.insert(labels::ZONE.to_string(), instance.zone.clone());

@@ -193,13 +193,11 @@ fn weight_grid() -> Vec<Weights> {
 /// What the bound knows of a pod shape: what it pays under each weighting of the grid (the
 /// cheapest of `μ · requests` over the types it may run on) and the per-unit prices `μ` of that
 /// type; the cheapest single machine that holds it; the types it may run on (by position in the
-/// catalog), when it asks for GPUs (to tell which pods compete for the same machines).
+/// catalog) and its requests.
 struct PricedShape {
     price: Vec<f64>,
     unit: Vec<[f64; RESOURCES]>,
     cheapest_machine: f64,
-    gpu_types: Option<Vec<usize>>,
-    /// The types it may run on and its requests, for packing whole machines.
     hosts: Vec<(usize, Host)>,
     requests: [f64; RESOURCES],
 }
@@ -207,7 +205,6 @@ struct PricedShape {
 impl PricedShape {
     fn new(hosts: &[(usize, Host)], requests: [f64; RESOURCES], grid: &[Weights]) -> PricedShape {
         let cheapest_machine = hosts.iter().map(|h| h.1.usd).fold(f64::INFINITY, f64::min);
-        let gpu_types = (requests[GPU] > 0.0).then(|| hosts.iter().map(|h| h.0).collect());
         let undominated = undominated(hosts.iter().map(|h| h.1).collect());
         let mut price = Vec::with_capacity(grid.len());
         let mut unit = Vec::with_capacity(grid.len());
@@ -227,10 +224,22 @@ impl PricedShape {
             price,
             unit,
             cheapest_machine,
-            gpu_types,
             hosts: hosts.to_vec(),
             requests,
         }
+    }
+
+    fn asks_gpus(&self) -> bool {
+        self.requests[GPU] > 0.0
+    }
+
+    /// The types it may run on when it asks for GPUs (to tell which pods compete for the same
+    /// machines); none when it does not.
+    fn gpu_types(&self) -> impl Iterator<Item = usize> + '_ {
+        self.hosts
+            .iter()
+            .filter(|_| self.asks_gpus())
+            .map(|(t, _)| *t)
     }
 }
 
@@ -250,7 +259,7 @@ fn gpu_groups(shapes: &[PricedShape]) -> (Vec<usize>, usize) {
     }
     let mut first_on_type: BTreeMap<usize, usize> = BTreeMap::new();
     for (s, shape) in shapes.iter().enumerate() {
-        for &t in shape.gpu_types.iter().flatten() {
+        for t in shape.gpu_types() {
             let other = *first_on_type.entry(t).or_insert(s);
             let (a, b) = (root(&mut parent, s), root(&mut parent, other));
             parent[a.max(b)] = a.min(b);
@@ -259,7 +268,7 @@ fn gpu_groups(shapes: &[PricedShape]) -> (Vec<usize>, usize) {
     let mut number: BTreeMap<usize, usize> = BTreeMap::new();
     let mut group = Vec::with_capacity(shapes.len());
     for (s, shape) in shapes.iter().enumerate() {
-        if shape.gpu_types.is_none() {
+        if !shape.asks_gpus() {
             group.push(0);
             continue;
         }
