@@ -9,6 +9,7 @@ use anyhow::{Context, Result};
 use nodewright_controller::leadership::LeaderElection;
 use nodewright_controller::settings::parse_feature_gates;
 use nodewright_controller::{Connections, Settings};
+use nodewright_core::config::LostWork;
 
 /// The controller's settings; every flag can be given in the environment instead.
 #[derive(clap::Args)]
@@ -44,6 +45,11 @@ pub struct ControllerArgs {
     /// run (`false`: only the restart, as Karpenter). Read when the event store is created.
     #[arg(long, env = "COUNT_LOST_WORK", default_value_t = true, action = clap::ArgAction::Set)]
     count_lost_work: bool,
+    /// Whether that counts a pod no controller owns too: nothing makes it again, so whoever
+    /// made it runs it again (`false`: only its restart, as Karpenter). Read when the event
+    /// store is created.
+    #[arg(long, env = "COUNT_LOST_WORK_OF_UNOWNED_PODS", default_value_t = true, action = clap::ArgAction::Set)]
+    count_lost_work_of_unowned_pods: bool,
     /// Karpenter's feature gates: `SpotToSpotConsolidation=true,...`.
     #[arg(long, env = "FEATURE_GATES", default_value = "")]
     feature_gates: String,
@@ -104,7 +110,10 @@ impl ControllerArgs {
             batch_idle: self.batch_idle_duration,
             batch_max: self.batch_max_duration,
             sibling_hold: self.sibling_hold_duration,
-            count_lost_work: self.count_lost_work,
+            count_lost_work: LostWork::from_switches(
+                self.count_lost_work,
+                self.count_lost_work_of_unowned_pods,
+            ),
             feature_gates: parse_feature_gates(&self.feature_gates)?,
             store: self.store.clone(),
             kubernetes_version: self.kubernetes_version.clone(),

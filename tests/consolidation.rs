@@ -2,20 +2,30 @@
 //! machine, the payback rule, validation, and what blocks it.
 
 use nodewright_core::catalog::CapacityType;
-use nodewright_core::config::Config;
+use nodewright_core::config::{Config, LostWork};
 use nodewright_core::model::duration::MaybeNever;
 use nodewright_core::model::labels;
 use nodewright_core::model::nodeclaim::{NodeClaimSpec, TerminationReason};
 use nodewright_core::model::nodepool::{
     BudgetNodes, ConsolidationPolicy, DisruptionBudget, DisruptionReason, NodePool,
 };
-use nodewright_core::model::pod::Pod;
+use nodewright_core::model::pod::{OwnerRef, Pod};
 use nodewright_core::model::requirements::{Operator, RequirementSpec};
 use nodewright_core::{Command, EventKind};
 use nodewright_testkit::harness::CoreHarness;
 
 const GIB: i64 = 1 << 30;
 const MIN: u64 = 60_000;
+
+/// `pod` as a Deployment's: its ReplicaSet makes another when it is evicted, and it loses no
+/// work (Karpenter's consolidation treats every evicted pod so).
+fn replicated(mut pod: Pod) -> Pod {
+    pod.owner = Some(OwnerRef {
+        kind: "ReplicaSet".to_string(),
+        name: "web".to_string(),
+    });
+    pod
+}
 
 fn pool() -> NodePool {
     let mut p = NodePool::new("default", "default");
@@ -32,7 +42,7 @@ fn pool() -> NodePool {
 fn machine(h: &mut CoreHarness, pods: &[(&str, i64)]) -> (NodeClaimSpec, String) {
     let pods = pods
         .iter()
-        .map(|(name, cpu)| Pod::new("default", name, *cpu, GIB))
+        .map(|(name, cpu)| replicated(Pod::new("default", name, *cpu, GIB)))
         .collect();
     let (claim, _, node) = h.running_machine(pods);
     (claim, node)
@@ -60,7 +70,7 @@ fn a_node_whose_pods_fit_elsewhere_is_deleted_after_validation() {
     let (second, node_b) = machine(&mut h, &[("b", 3000)]);
     // b leaves and a tiny pod takes its place: either machine's pods now fit on the other.
     h.delete_pod("default", "b");
-    let mut tiny = Pod::new("default", "tiny", 100, GIB / 8);
+    let mut tiny = replicated(Pod::new("default", "tiny", 100, GIB / 8));
     tiny.node_name = Some(node_b);
     h.send(EventKind::PodApplied(Box::new(tiny)));
     let emptied = h.now_ms;
@@ -181,7 +191,7 @@ fn a_do_not_disrupt_pod_keeps_its_node() {
     let mut h = CoreHarness::new();
     h.nodepool(pool());
     let (_, node) = machine(&mut h, &[("big", 14_000)]);
-    let mut keeper = Pod::new("default", "keeper", 500, GIB);
+    let mut keeper = replicated(Pod::new("default", "keeper", 500, GIB));
     keeper
         .annotations
         .insert(labels::DO_NOT_DISRUPT.into(), "true".into());
@@ -217,7 +227,7 @@ fn a_decision_is_dropped_when_the_world_changes_during_validation() {
     // Let the decision be taken, then fill the node before the 15 s validation ends.
     h.run_until(h.now_ms + MIN + 10_000);
     let decided_launches = h.all_launches().len();
-    let mut filler = Pod::new("default", "filler", 12_000, GIB);
+    let mut filler = replicated(Pod::new("default", "filler", 12_000, GIB));
     filler.node_name = Some(node);
     h.send(EventKind::PodApplied(Box::new(filler)));
     h.run_until(h.now_ms + 20_000);
@@ -237,7 +247,7 @@ fn no_consolidation_while_pods_are_pending() {
     h.nodepool(p);
     underused(&mut h);
     // A pod that cannot get a machine (the pool is at its node limit) stays pending.
-    h.pod(Pod::new("default", "waiting", 60_000, GIB));
+    h.pod(replicated(Pod::new("default", "waiting", 60_000, GIB)));
     h.run_until(h.now_ms + 10 * MIN);
     assert!(terminations(&h).is_empty());
 }
@@ -283,7 +293,7 @@ fn multi_node_consolidation_takes_several_nodes_in_one_decision() {
     }
     for (i, node) in nodes.into_iter().enumerate() {
         // ... then shrinks to a small one.
-        let mut small = Pod::new("default", &format!("small{i}"), 250, GIB / 2);
+        let mut small = replicated(Pod::new("default", &format!("small{i}"), 250, GIB / 2));
         small.node_name = Some(node);
         h.send(EventKind::PodApplied(Box::new(small)));
         h.delete_pod("default", &format!("big{i}"));
@@ -352,7 +362,7 @@ fn multi_node_consolidation_respects_the_budget() {
         nodes.push(node);
     }
     for (i, node) in nodes.into_iter().enumerate() {
-        let mut small = Pod::new("default", &format!("small{i}"), 250, GIB / 2);
+        let mut small = replicated(Pod::new("default", &format!("small{i}"), 250, GIB / 2));
         small.node_name = Some(node);
         h.send(EventKind::PodApplied(Box::new(small)));
         h.delete_pod("default", &format!("big{i}"));
@@ -372,7 +382,7 @@ fn a_node_whose_pod_a_pdb_protects_is_not_consolidated() {
     let mut h = CoreHarness::new();
     h.nodepool(pool());
     let (_, node) = machine(&mut h, &[("big", 14_000)]);
-    let mut guarded = Pod::new("default", "guarded", 500, GIB);
+    let mut guarded = replicated(Pod::new("default", "guarded", 500, GIB));
     guarded.labels.insert("app".into(), "db".into());
     guarded.node_name = Some(node);
     h.send(EventKind::PodApplied(Box::new(guarded)));
@@ -399,7 +409,7 @@ fn a_node_whose_pod_a_pdb_protects_is_not_consolidated() {
 
 /// A pod annotated `karpenter.sh/do-not-disrupt: <value>` joins `node`, started now.
 fn keeper_on(h: &mut CoreHarness, node: &str, value: &str) {
-    let mut keeper = Pod::new("default", "keeper", 500, GIB);
+    let mut keeper = replicated(Pod::new("default", "keeper", 500, GIB));
     keeper
         .annotations
         .insert(labels::DO_NOT_DISRUPT.into(), value.into());
@@ -523,12 +533,13 @@ fn a_replacement_that_fails_untaints_the_node_it_was_for() {
 const HOUR: u64 = 60 * MIN;
 
 /// A machine kept full for `age` by a big pod beside `steady` (`cpu` millicores, owned by
-/// `owner`), then the big pod leaves: `steady` alone could go to a cheaper machine.
-fn steady_pod_left_alone(h: &mut CoreHarness, owner: &str, cpu: i64, age: u64) {
-    let big = Pod::new("default", "big", 15_000 - cpu, GIB);
+/// `owner`, or by nothing), then the big pod leaves: `steady` alone could go to a cheaper
+/// machine.
+fn steady_pod_left_alone(h: &mut CoreHarness, owner: Option<&str>, cpu: i64, age: u64) {
+    let big = replicated(Pod::new("default", "big", 15_000 - cpu, GIB));
     let mut steady = Pod::new("default", "steady", cpu, GIB);
-    steady.owner = Some(nodewright_core::model::pod::OwnerRef {
-        kind: owner.to_string(),
+    steady.owner = owner.map(|kind| OwnerRef {
+        kind: kind.to_string(),
         name: "work".to_string(),
     });
     h.running_machine(vec![big, steady]);
@@ -543,7 +554,7 @@ fn a_jobs_pod_that_ran_long_is_not_restarted_for_a_smaller_saving() {
     // Three days of work at about a third of the machine: more than a day's saving.
     let mut h = CoreHarness::new();
     h.nodepool(pool());
-    steady_pod_left_alone(&mut h, "Job", 6_000, 72 * HOUR);
+    steady_pod_left_alone(&mut h, Some("Job"), 6_000, 72 * HOUR);
     assert_eq!(h.all_launches().len(), 1, "no replacement");
     assert!(terminations(&h).is_empty());
 }
@@ -562,7 +573,7 @@ fn replacement(h: &CoreHarness) -> Option<String> {
 fn a_replicated_pod_loses_no_work_and_is_moved() {
     let mut h = CoreHarness::new();
     h.nodepool(pool());
-    steady_pod_left_alone(&mut h, "ReplicaSet", 6_000, 72 * HOUR);
+    steady_pod_left_alone(&mut h, Some("ReplicaSet"), 6_000, 72 * HOUR);
     let summary = replacement(&h).expect("replaced");
     assert!(!summary.contains("work lost"), "{summary}");
 }
@@ -573,7 +584,7 @@ fn a_small_jobs_pod_loses_less_than_the_saving_over_its_age_and_is_moved() {
     // long as it may yet run) is most of the machine's price.
     let mut h = CoreHarness::new();
     h.nodepool(pool());
-    steady_pod_left_alone(&mut h, "Job", 2_000, 2 * HOUR);
+    steady_pod_left_alone(&mut h, Some("Job"), 2_000, 2 * HOUR);
     let summary = replacement(&h).expect("replaced");
     assert!(!summary.contains("work lost $0.0000"), "{summary}");
     assert!(
@@ -588,7 +599,7 @@ fn a_young_jobs_pod_is_not_moved_for_a_saving_that_may_not_outlast_it() {
     // saving over that is not worth its restart and its work.
     let mut h = CoreHarness::new();
     h.nodepool(pool());
-    steady_pod_left_alone(&mut h, "Job", 6_000, 20 * MIN);
+    steady_pod_left_alone(&mut h, Some("Job"), 6_000, 20 * MIN);
     assert_eq!(replacement(&h), None);
     assert!(terminations(&h).is_empty());
 }
@@ -596,11 +607,33 @@ fn a_young_jobs_pod_is_not_moved_for_a_saving_that_may_not_outlast_it() {
 #[test]
 fn without_counting_lost_work_the_old_jobs_pod_is_moved_as_karpenter_would() {
     let mut h = CoreHarness::with_config(Config {
-        count_lost_work: false,
+        count_lost_work: LostWork::Off,
         ..Config::default()
     });
     h.nodepool(pool());
-    steady_pod_left_alone(&mut h, "Job", 6_000, 72 * HOUR);
+    steady_pod_left_alone(&mut h, Some("Job"), 6_000, 72 * HOUR);
+    let summary = replacement(&h).expect("replaced");
+    assert!(!summary.contains("work lost"), "{summary}");
+}
+
+#[test]
+fn an_unowned_pod_that_ran_long_is_not_restarted_for_a_smaller_saving() {
+    // Nothing makes an unowned pod again: whoever made it runs it again, three days of work.
+    let mut h = CoreHarness::new();
+    h.nodepool(pool());
+    steady_pod_left_alone(&mut h, None, 6_000, 72 * HOUR);
+    assert_eq!(replacement(&h), None);
+    assert!(terminations(&h).is_empty());
+}
+
+#[test]
+fn counting_only_jobs_the_unowned_pod_is_moved_as_karpenter_would() {
+    let mut h = CoreHarness::with_config(Config {
+        count_lost_work: LostWork::Jobs,
+        ..Config::default()
+    });
+    h.nodepool(pool());
+    steady_pod_left_alone(&mut h, None, 6_000, 72 * HOUR);
     let summary = replacement(&h).expect("replaced");
     assert!(!summary.contains("work lost"), "{summary}");
 }

@@ -3,6 +3,8 @@
 
 use serde::{Deserialize, Serialize};
 
+use crate::model::pod::Pod;
+
 /// Every setting a decision reads. The defaults are Karpenter's where it has the setting.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub struct Config {
@@ -43,13 +45,56 @@ pub struct Config {
     ///
     /// [`SIBLING_HOLD_TAINT`]: crate::model::labels::SIBLING_HOLD_TAINT
     pub sibling_hold_ms: u64,
-    /// The payback rule also counts the work an eviction throws away (`countLostWork`): a
-    /// Job's pod starts over, so evicting one loses what it has run so far — its share of its
-    /// machine (its fullest resource) at the machine's price, for its age — and the saving of
-    /// moving only Jobs' pods is counted no longer than the oldest has run (it may end as soon).
-    /// Off: every evicted pod costs only `eviction_cost_micro_usd` (the restart), over the
-    /// whole horizon (Karpenter's rule with the payback rule on top).
-    pub count_lost_work: bool,
+    /// Which evicted pods the payback rule counts the work of ([`LostWork`]; `countLostWork`
+    /// and `countLostWorkOfUnownedPods`): such a pod starts over, or is gone, so evicting it
+    /// loses what it has run so far — its share of its machine (its fullest resource) at the
+    /// machine's price, for its age — and the saving of moving only such pods is counted no
+    /// longer than the oldest has run (it may end as soon).
+    pub count_lost_work: LostWork,
+}
+
+/// Whose work an eviction is counted to lose, for consolidation's payback rule.
+///
+/// Encoded as the variant's index: `Off` and `Jobs` are the bytes of the `false` and `true`
+/// this setting was before unowned pods were counted, so logs and snapshots recorded then
+/// read as they were decided.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum LostWork {
+    /// Every evicted pod costs only its restart (`eviction_cost_micro_usd`), over the whole
+    /// horizon: Karpenter's rule, with the payback rule on top.
+    Off,
+    /// A Job's pod, which starts over when evicted.
+    Jobs,
+    /// A Job's pod, and a pod no controller owns: nothing makes it again, so whoever made it
+    /// must run it again (a batch task started by a workflow tool or a CI runner, most often).
+    /// The default.
+    JobsAndUnownedPods,
+}
+
+impl LostWork {
+    /// The setting from its two switches: `countLostWork` and `countLostWorkOfUnownedPods`.
+    pub fn from_switches(count_lost_work: bool, of_unowned_pods: bool) -> Self {
+        match (count_lost_work, of_unowned_pods) {
+            (false, _) => LostWork::Off,
+            (true, false) => LostWork::Jobs,
+            (true, true) => LostWork::JobsAndUnownedPods,
+        }
+    }
+
+    /// Whether any pod's lost work is counted.
+    pub fn is_on(self) -> bool {
+        self != LostWork::Off
+    }
+
+    /// Whether the work `pod` has done is counted lost when it is evicted.
+    pub fn counts(self, pod: &Pod) -> bool {
+        match (self, &pod.owner) {
+            (LostWork::Off, _) => false,
+            (_, Some(owner)) => owner.kind == "Job",
+            (LostWork::Jobs, None) => false,
+            (LostWork::JobsAndUnownedPods, None) => true,
+        }
+    }
 }
 
 /// `Respect`: preferences are tried as requirements first, then relaxed one by one.
@@ -90,7 +135,7 @@ impl Default for Config {
             consolidation_payback_horizon_ms: 24 * 3_600_000,
             eviction_cost_micro_usd: 50_000,
             sibling_hold_ms: 2 * 60_000,
-            count_lost_work: true,
+            count_lost_work: LostWork::JobsAndUnownedPods,
         }
     }
 }

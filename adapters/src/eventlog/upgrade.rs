@@ -7,13 +7,20 @@
 //! A log it wrote was decided counting only the restart, so it reads with
 //! `count_lost_work: false`.
 //!
-//! Version 3: today's header. A log it wrote has every instance listing whole; version 4 adds
-//! the listing as its changes (`EventKind::InstancesRelisted`), a record version 3 cannot read.
+//! Version 3: the header of today's layout. A log it wrote has every instance listing whole;
+//! version 4 adds the listing as its changes (`EventKind::InstancesRelisted`), a record
+//! version 3 cannot read.
+//!
+//! Version 5: `count_lost_work` names whose work counts ([`LostWork`]) instead of being on or
+//! off; the bytes of `false` and `true` are those of [`LostWork::Off`] and [`LostWork::Jobs`],
+//! so versions 3 and 4 read as they were decided (an unowned pod's work was not counted then),
+//! and version 5 is only a new number: a build that knows no [`LostWork::JobsAndUnownedPods`]
+//! refuses a log that may hold it by its version.
 //!
 //! Each replays as recorded.
 
 use nodewright_core::Config;
-use nodewright_core::config::{MinValuesPolicy, PreferencePolicy};
+use nodewright_core::config::{LostWork, MinValuesPolicy, PreferencePolicy};
 use serde::Deserialize;
 
 use super::frame;
@@ -106,7 +113,7 @@ impl From<ConfigV2> for Config {
             consolidation_payback_horizon_ms: v2.consolidation_payback_horizon_ms,
             eviction_cost_micro_usd: v2.eviction_cost_micro_usd,
             sibling_hold_ms: v2.sibling_hold_ms,
-            count_lost_work: false,
+            count_lost_work: LostWork::Off,
         }
     }
 }
@@ -203,7 +210,7 @@ mod tests {
     fn upgraded() -> Config {
         Config {
             sibling_hold_ms: 0,
-            count_lost_work: false,
+            count_lost_work: LostWork::Off,
             ..custom()
         }
     }
@@ -258,7 +265,7 @@ mod tests {
         assert_eq!(
             header.config,
             Config {
-                count_lost_work: false,
+                count_lost_work: LostWork::Off,
                 ..held
             }
         );
@@ -280,12 +287,64 @@ mod tests {
     #[test]
     fn a_version_3_header_round_trips() {
         let header = LogHeader::new(custom(), "test");
-        assert!(header.config.count_lost_work);
+        assert_eq!(header.config.count_lost_work, LostWork::JobsAndUnownedPods);
         let bytes = postcard::to_stdvec(&header).unwrap();
-        assert_eq!(
-            <LogHeader as crate::eventlog::Header>::decode(3, &bytes).unwrap(),
-            header
-        );
+        for version in [3, 4, 5] {
+            assert_eq!(
+                <LogHeader as crate::eventlog::Header>::decode(version, &bytes).unwrap(),
+                header
+            );
+        }
+    }
+
+    /// A version-4 header as nodewright 0.4.0 wrote it: version 2's and `count_lost_work`
+    /// as a bool.
+    #[derive(Serialize)]
+    struct WrittenV4<'a> {
+        producer: &'a str,
+        #[allow(clippy::type_complexity)]
+        config: (
+            &'a str,
+            [u64; 6],
+            usize,
+            [u32; 2],
+            PreferencePolicy,
+            MinValuesPolicy,
+            [u64; 3],
+            bool,
+        ),
+        source: &'a str,
+    }
+
+    #[test]
+    fn a_version_4_header_reads_its_switch_as_jobs_or_off_and_every_other_setting_kept() {
+        let held = Config {
+            sibling_hold_ms: 90_000,
+            ..custom()
+        };
+        for (switch, read_as) in [(true, LostWork::Jobs), (false, LostWork::Off)] {
+            let v2 = v2_of(&held);
+            let (name, times, types, enis, preference, min_values, rule) = v2.config;
+            let v4 = WrittenV4 {
+                producer: "nodewright 0.4.0",
+                config: (
+                    name, times, types, enis, preference, min_values, rule, switch,
+                ),
+                source: v2.source,
+            };
+            let bytes = postcard::to_stdvec(&v4).unwrap();
+            let header = <LogHeader as crate::eventlog::Header>::decode(4, &bytes).unwrap();
+            assert_eq!(header.producer, "nodewright 0.4.0");
+            assert_eq!(
+                header.config,
+                Config {
+                    count_lost_work: read_as,
+                    ..held.clone()
+                }
+            );
+            // And the same bytes are today's encoding of that setting.
+            assert_eq!(postcard::to_stdvec(&header).unwrap(), bytes);
+        }
     }
 
     #[test]

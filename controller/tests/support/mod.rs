@@ -20,6 +20,7 @@ use nodewright_controller::leadership::LeaderElection;
 use nodewright_controller::{ControllerError, Settings};
 use nodewright_controlplane::ControlPlane;
 use nodewright_controlplane::kubelet::KubeletStandIn;
+use nodewright_core::config::LostWork;
 use nodewright_testkit::services::moto::Moto;
 use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
@@ -119,7 +120,7 @@ pub fn settings(store: &Path) -> Settings {
         batch_idle: Duration::from_secs(1),
         batch_max: Duration::from_secs(10),
         sibling_hold: Duration::from_secs(120),
-        count_lost_work: true,
+        count_lost_work: LostWork::JobsAndUnownedPods,
         feature_gates: Vec::new(),
         store: store.to_path_buf(),
         kubernetes_version: Some("1.33".into()),

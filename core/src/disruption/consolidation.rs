@@ -562,7 +562,7 @@ fn solved(
     let zero_rule =
         config.consolidation_payback_horizon_ms == 0 && config.eviction_cost_micro_usd == 0;
     if !zero_rule && earned <= cost {
-        // Work lost is said only where a Job's pod is evicted: other consolidations read as
+        // Work lost is said only where a pod whose work counts is evicted: others read as
         // they always did.
         return Err(Rejection::PaybackNotMet {
             saving,

@@ -1,20 +1,16 @@
 //! What evicting pods costs, for consolidation's payback rule. Every evicted pod costs a
-//! restart (`Config::eviction_cost_micro_usd`). With `Config::count_lost_work`, a Job's pod —
-//! which starts over when evicted — also costs the work it throws away: its share of its
-//! machine (its fullest resource: CPU, memory or GPUs) at the machine's price, for as long as
-//! it has existed; and since it ends, the saving of moving only such pods is counted no longer
-//! than the oldest has run. A Deployment's, ReplicaSet's or StatefulSet's pod is replaced and
-//! serves on; a pod no controller owns is counted as Karpenter counts it (its restart).
+//! restart (`Config::eviction_cost_micro_usd`). The pods `Config::count_lost_work` names — a
+//! Job's pod, which starts over when evicted, and by default a pod no controller owns, which
+//! nothing makes again — also cost the work they throw away: each one's share of its machine
+//! (its fullest resource: CPU, memory or GPUs) at the machine's price, for as long as it has
+//! existed; and since they end, the saving of moving only such pods is counted no longer than
+//! the oldest has run. A Deployment's, ReplicaSet's or StatefulSet's pod is replaced and serves
+//! on: it costs its restart.
 
 use crate::catalog::Price;
 use crate::config::Config;
 use crate::model::pod::Pod;
 use crate::model::resources::Resources;
-
-/// Whether evicting `pod` throws away the work it has done: a Job's pod starts over.
-pub fn loses_work(pod: &Pod) -> bool {
-    pod.owner.as_ref().is_some_and(|owner| owner.kind == "Job")
-}
 
 /// The cost of the evictions of one consolidation, summed pod by pod.
 #[derive(Debug, Clone, Copy, Default, PartialEq)]
@@ -23,11 +19,11 @@ pub struct EvictionCost {
     pub evictions: usize,
     /// The restarts: evictions × the cost per evicted pod.
     pub restarts_usd: f64,
-    /// The work thrown away (zero unless `Config::count_lost_work`).
+    /// The work thrown away (zero unless `Config::count_lost_work` is on).
     pub lost_work_usd: f64,
-    /// Whether some pod keeps its work when evicted (a replicated one, which serves on).
+    /// Whether some pod's work is not counted lost (a replicated one, which serves on).
     pub any_keeps_work: bool,
-    /// Whether some pod's lost work was counted (a Job's, with `Config::count_lost_work`).
+    /// Whether some pod's lost work was counted (one `Config::count_lost_work` names).
     pub counts_lost_work: bool,
     /// The age of the oldest pod.
     pub oldest_ms: u64,
@@ -45,9 +41,10 @@ impl EvictionCost {
     ) {
         self.evictions += 1;
         self.restarts_usd += config.eviction_cost_micro_usd as f64 / 1e6;
-        self.any_keeps_work |= !loses_work(pod);
+        let loses_work = config.count_lost_work.counts(pod);
+        self.any_keeps_work |= !loses_work;
         self.oldest_ms = self.oldest_ms.max(now_ms.saturating_sub(pod.created_at_ms));
-        if config.count_lost_work && loses_work(pod) {
+        if loses_work {
             self.counts_lost_work = true;
             let age_h = now_ms.saturating_sub(pod.created_at_ms) as f64 / 3_600_000.0;
             let share = pod.requests.dominant_share_of(allocatable);
@@ -56,11 +53,12 @@ impl EvictionCost {
     }
 
     /// How long a saving from moving these pods may be counted on, at most `horizon_ms`: a
-    /// machine carrying only Jobs' pods is free when the last one ends, and a pod that has run
+    /// machine carrying only pods that end (a Job's, an unowned one) is free when the last
+    /// one ends, and a pod that has run
     /// for a time is as likely as not to run that long again (the Lindy estimate, for run
     /// times with a long tail) — so no longer than the oldest has run.
     pub fn horizon_ms(&self, config: &Config, horizon_ms: u64) -> u64 {
-        if config.count_lost_work && !self.any_keeps_work && self.evictions > 0 {
+        if config.count_lost_work.is_on() && !self.any_keeps_work && self.evictions > 0 {
             horizon_ms.min(self.oldest_ms)
         } else {
             horizon_ms
@@ -76,6 +74,7 @@ impl EvictionCost {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::config::LostWork;
     use crate::model::pod::OwnerRef;
 
     const HOUR_MS: u64 = 3_600_000;
@@ -130,12 +129,57 @@ mod tests {
     }
 
     #[test]
-    fn only_a_jobs_pod_loses_its_work() {
+    fn a_jobs_pod_and_by_default_an_unowned_one_lose_their_work() {
+        let job = owned_by("Job");
+        let mut unowned = owned_by("Job");
+        unowned.owner = None;
+        let replicated = owned_by("ReplicaSet");
+        let default = Config::default().count_lost_work;
+        assert_eq!(default, LostWork::JobsAndUnownedPods);
+        assert!(default.counts(&job));
+        assert!(default.counts(&unowned));
+        assert!(!default.counts(&replicated));
+        // Counting Jobs only: an unowned pod costs its restart, as Karpenter counts it.
+        assert!(LostWork::Jobs.counts(&job));
+        assert!(!LostWork::Jobs.counts(&unowned));
+        assert!(!LostWork::Jobs.counts(&replicated));
+        for pod in [&job, &unowned, &replicated] {
+            assert!(!LostWork::Off.counts(pod));
+        }
+    }
+
+    #[test]
+    fn an_unowned_pod_costs_its_share_of_the_machine_for_its_age_unless_only_jobs_count() {
+        let (alloc, price) = machine();
         let mut pod = owned_by("Job");
-        assert!(loses_work(&pod));
-        assert!(!loses_work(&owned_by("ReplicaSet")));
         pod.owner = None;
-        assert!(!loses_work(&pod));
+        let mut cost = EvictionCost::default();
+        cost.add(&Config::default(), &pod, &alloc, price, 4 * HOUR_MS);
+        assert!((cost.lost_work_usd - 3.0).abs() < 1e-9, "{cost:?}");
+        // Nothing among them serves on: the saving counts no longer than its age.
+        assert_eq!(
+            cost.horizon_ms(&Config::default(), 24 * HOUR_MS),
+            3 * HOUR_MS
+        );
+        let jobs_only = Config {
+            count_lost_work: LostWork::Jobs,
+            ..Config::default()
+        };
+        let mut cost = EvictionCost::default();
+        cost.add(&jobs_only, &pod, &alloc, price, 4 * HOUR_MS);
+        assert_eq!(cost.lost_work_usd, 0.0);
+        assert_eq!(cost.horizon_ms(&jobs_only, 24 * HOUR_MS), 24 * HOUR_MS);
+    }
+
+    #[test]
+    fn the_switches_name_the_setting() {
+        assert_eq!(LostWork::from_switches(false, true), LostWork::Off);
+        assert_eq!(LostWork::from_switches(false, false), LostWork::Off);
+        assert_eq!(LostWork::from_switches(true, false), LostWork::Jobs);
+        assert_eq!(
+            LostWork::from_switches(true, true),
+            LostWork::JobsAndUnownedPods
+        );
     }
 
     #[test]
@@ -169,7 +213,7 @@ mod tests {
         assert_eq!(mixed.horizon_ms(&Config::default(), day), day);
         // Not counting lost work, Karpenter's rule: the configured horizon.
         let karpenter = Config {
-            count_lost_work: false,
+            count_lost_work: LostWork::Off,
             ..Config::default()
         };
         assert_eq!(jobs.horizon_ms(&karpenter, day), day);
@@ -179,7 +223,7 @@ mod tests {
     fn with_lost_work_not_counted_every_pod_costs_its_restart() {
         let (alloc, price) = machine();
         let config = Config {
-            count_lost_work: false,
+            count_lost_work: LostWork::Off,
             ..Config::default()
         };
         let mut cost = EvictionCost::default();

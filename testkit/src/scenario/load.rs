@@ -7,6 +7,7 @@ use std::path::{Path, PathBuf};
 use nodewright_adapters::manifest::{Manifest, parse_manifests_noting};
 use nodewright_core::Config;
 use nodewright_core::catalog::{CapacityType, Catalog, builtin as catalogs};
+use nodewright_core::config::LostWork;
 use nodewright_core::model::duration::parse_duration_ms;
 
 use super::format::*;
@@ -826,8 +827,15 @@ pub fn apply_settings(
     if let Some(d) = &settings.sibling_hold_duration {
         config.sibling_hold_ms = duration("settings.siblingHoldDuration", d)?;
     }
-    if let Some(count) = settings.count_lost_work {
-        config.count_lost_work = count;
+    if settings.count_lost_work.is_some() || settings.count_lost_work_of_unowned_pods.is_some() {
+        // A switch not given keeps what the configuration had (a recording's, in a what-if).
+        let was = config.count_lost_work;
+        config.count_lost_work = LostWork::from_switches(
+            settings.count_lost_work.unwrap_or(was.is_on()),
+            settings
+                .count_lost_work_of_unowned_pods
+                .unwrap_or(was != LostWork::Jobs),
+        );
     }
     if config.batch_idle_ms > config.batch_max_ms {
         return Err(invalid(
