@@ -9,7 +9,7 @@ mod support;
 use std::collections::BTreeSet;
 use std::time::{Duration, Instant};
 
-use k8s_openapi::api::apps::v1::Deployment;
+use k8s_openapi::api::apps::v1::{DaemonSet, Deployment};
 use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use k8s_openapi::jiff::Timestamp;
@@ -129,7 +129,51 @@ async fn the_guides_tutorial_runs_from_the_chart() {
     );
     assert!(startup_count >= 10.0, "{metrics}");
 
-    // kubectl delete deployment inflate: the empty machines go after consolidateAfter (1m).
+    // A DaemonSet on every node, as clusters have (a log shipper): its pods follow the nodes,
+    // so a node running only them is still empty.
+    let shippers: DaemonSet = serde_json::from_value(serde_json::json!({
+        "apiVersion": "apps/v1",
+        "kind": "DaemonSet",
+        "metadata": {"name": "log-shipper", "namespace": "default"},
+        "spec": {
+            "selector": {"matchLabels": {"app": "log-shipper"}},
+            "template": {
+                "metadata": {"labels": {"app": "log-shipper"}},
+                "spec": {
+                    "tolerations": [{"operator": "Exists"}],
+                    "terminationGracePeriodSeconds": 0,
+                    "containers": [{
+                        "name": "shipper",
+                        "image": "registry.k8s.io/pause:3.10",
+                        "resources": {"requests": {"cpu": "10m", "memory": "16Mi"}},
+                    }],
+                },
+            },
+        },
+    }))
+    .expect("a DaemonSet");
+    Api::<DaemonSet>::namespaced(client.clone(), "default")
+        .create(&PostParams::default(), &shippers)
+        .await
+        .expect("created");
+    eventually("a log-shipper pod runs on each node", || async {
+        let on: BTreeSet<String> = Api::<Pod>::namespaced(client.clone(), "default")
+            .list(&ListParams::default().labels("app=log-shipper"))
+            .await
+            .map_err(|e| e.to_string())?
+            .items
+            .iter()
+            .filter(|p| p.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Running"))
+            .filter_map(|p| p.spec.as_ref()?.node_name.clone())
+            .collect();
+        (on == nodes)
+            .then_some(())
+            .ok_or(format!("on {on:?} of {nodes:?}"))
+    })
+    .await;
+
+    // kubectl delete deployment inflate: the empty machines go after consolidateAfter (1m),
+    // their log shippers with them.
     Api::<Deployment>::namespaced(client.clone(), "default")
         .delete("inflate", &DeleteParams::default())
         .await

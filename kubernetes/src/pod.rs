@@ -9,7 +9,7 @@ use k8s_openapi::api::core::v1::Pod as KubePod;
 use nodewright_adapters::manifest::Manifest;
 use nodewright_adapters::manifest::volumes::{Storage, inject};
 use nodewright_core::EventKind;
-use nodewright_core::model::pod::{Pod, PodKey};
+use nodewright_core::model::pod::{OwnerRef, Pod, PodKey};
 
 use crate::ObserveError;
 use crate::translate::manifest_of;
@@ -125,6 +125,7 @@ fn core_pod(pod: &KubePod, storage: &Storage) -> Result<Pod, ObserveError> {
         unreachable!("a Pod reads as a Pod");
     };
     let mut core = template.pod;
+    core.owner = controller_of(pod);
     if !template.volume_claims.is_empty() {
         let requirements = storage
             .requirements(&core.key.namespace, &template.volume_claims)
@@ -138,6 +139,21 @@ fn core_pod(pod: &KubePod, storage: &Storage) -> Result<Pod, ObserveError> {
         .map(|t| u64::try_from(t.0.as_millisecond()).unwrap_or(0))
         .unwrap_or(0);
     Ok(core)
+}
+
+/// The pod's controller: the owner reference marked `controller: true` (Kubernetes'
+/// `GetControllerOf`), which makes the pod again when it is evicted — a ReplicaSet, a
+/// StatefulSet, a Job, a DaemonSet. A pod without one is unowned: nothing makes it again.
+fn controller_of(pod: &KubePod) -> Option<OwnerRef> {
+    pod.metadata
+        .owner_references
+        .iter()
+        .flatten()
+        .find(|o| o.controller == Some(true))
+        .map(|o| OwnerRef {
+            kind: o.kind.clone(),
+            name: o.name.clone(),
+        })
 }
 
 #[cfg(test)]
@@ -226,5 +242,47 @@ mod tests {
             panic!("bound");
         };
         assert_eq!(core.node_name.as_deref(), Some("n1"));
+    }
+
+    /// The core's owner of a bound pod with these owner references (kind, controller).
+    fn owner_of(references: &[(&str, Option<bool>)]) -> Option<(String, String)> {
+        let mut bound = pod(None, None);
+        bound.spec.as_mut().unwrap().node_name = Some("n1".into());
+        bound.metadata.owner_references = Some(
+            references
+                .iter()
+                .map(|(kind, controller)| OwnerReference {
+                    api_version: "apps/v1".into(),
+                    kind: (*kind).into(),
+                    name: format!("{}-o", kind.to_lowercase()),
+                    uid: "u".into(),
+                    controller: *controller,
+                    ..OwnerReference::default()
+                })
+                .collect(),
+        );
+        let PodState::Bound(core) = pod_state(&bound, &Storage::default()).unwrap() else {
+            panic!("bound");
+        };
+        core.owner.map(|o| (o.kind, o.name))
+    }
+
+    #[test]
+    fn a_pods_owner_is_its_controller() {
+        // A Job's pod is known as one (its work counts when evicted), a DaemonSet's as one
+        // (it is no workload on its node), a ReplicaSet's serves on.
+        for kind in ["Job", "DaemonSet", "ReplicaSet", "StatefulSet"] {
+            assert_eq!(
+                owner_of(&[(kind, Some(true))]),
+                Some((kind.to_string(), format!("{}-o", kind.to_lowercase())))
+            );
+        }
+        assert_eq!(
+            owner_of(&[("ConfigMap", None), ("Job", Some(true))]),
+            Some(("Job".to_string(), "job-o".to_string()))
+        );
+        // Owners that are not its controller make nothing again: the pod is unowned.
+        assert_eq!(owner_of(&[]), None);
+        assert_eq!(owner_of(&[("Workflow", None), ("Job", Some(false))]), None);
     }
 }

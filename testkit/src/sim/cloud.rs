@@ -34,9 +34,10 @@ pub struct SimCloud {
     pub spec: CloudSpec,
     /// Every instance launched, terminated ones included (they are billed up to then).
     instances: BTreeMap<String, SimInstance>,
-    /// The ids of the instances not terminated, and what they cost per hour together: asked
-    /// after every event, so kept rather than counted over every instance ever launched.
-    running: BTreeSet<String>,
+    /// The instances not terminated (each a copy of its entry in `instances`, which changes
+    /// only when it is terminated, and then it leaves here), and what they cost per hour
+    /// together: walked after every event, so kept by themselves rather than looked up.
+    running: BTreeMap<String, SimInstance>,
     /// The terminated instances by when they were terminated: a listing shows the recently
     /// terminated ones without a walk over every instance ever launched.
     terminated: BTreeSet<(u64, String)>,
@@ -54,7 +55,7 @@ impl SimCloud {
         SimCloud {
             spec,
             instances: BTreeMap::new(),
-            running: BTreeSet::new(),
+            running: BTreeMap::new(),
             terminated: BTreeSet::new(),
             price_now: Price(0),
             tokens: BTreeMap::new(),
@@ -113,19 +114,19 @@ impl SimCloud {
                 claim.client_token(&self.scope),
                 instance.instance_id.clone(),
             );
-            self.running.insert(instance.instance_id.clone());
             self.price_now = Price(self.price_now.0 + instance.price.0);
-            self.instances.insert(
-                instance.instance_id.clone(),
-                SimInstance {
-                    instance: instance.clone(),
-                    nodeclaim: claim.name.clone(),
-                    nodepool: claim.nodepool.clone(),
-                    launched_at_ms: now_ms,
-                    terminated_at_ms: None,
-                    reservation: reservation.flatten(),
-                },
-            );
+            let launched = SimInstance {
+                instance: instance.clone(),
+                nodeclaim: claim.name.clone(),
+                nodepool: claim.nodepool.clone(),
+                launched_at_ms: now_ms,
+                terminated_at_ms: None,
+                reservation: reservation.flatten(),
+            };
+            self.running
+                .insert(instance.instance_id.clone(), launched.clone());
+            self.instances
+                .insert(instance.instance_id.clone(), launched);
             return Ok(instance);
         }
         Err(FleetError {
@@ -153,8 +154,7 @@ impl SimCloud {
             .find(|r| {
                 let used = self
                     .running
-                    .iter()
-                    .filter_map(|id| self.instances.get(id))
+                    .values()
                     .filter(|i| i.reservation.as_deref() == Some(r.id.as_str()))
                     .count();
                 used < r.count as usize
@@ -189,7 +189,7 @@ impl SimCloud {
             .terminated
             .range((since_ms, String::new())..)
             .map(|(_, id)| id);
-        let mut ids: Vec<&String> = self.running.iter().chain(recent).collect();
+        let mut ids: Vec<&String> = self.running.keys().chain(recent).collect();
         ids.sort_unstable();
         // An id drawn again after its instance was terminated is one instance in the map.
         ids.dedup();
@@ -200,10 +200,10 @@ impl SimCloud {
 
     /// The instances not terminated, in id order.
     pub fn running(&self) -> impl Iterator<Item = &SimInstance> {
-        self.running.iter().filter_map(|id| self.instances.get(id))
+        self.running.values()
     }
 
-    /// How many instances run (each id in `running` is one of `instances`: launched first,
+    /// How many instances run (each in `running` is one of `instances`: launched into both,
     /// removed from `running` when terminated).
     pub fn running_count(&self) -> usize {
         self.running.len()

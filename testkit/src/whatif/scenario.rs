@@ -348,12 +348,11 @@ impl Workload {
         }
         let job = pod.owner.as_ref().is_some_and(|o| o.kind == "Job");
         let entry = self.owners.entry(key).or_insert_with(|| {
+            // The template keeps the recorded owner: the pods made from it are its pods (a
+            // ReplicaSet's or a StatefulSet's, which serve on when evicted; a Job's, which
+            // start over), as the recorded ones were.
             let mut template = pod.clone();
             template.node_name = None;
-            if !job {
-                // The Deployment's controller owns what it makes.
-                template.owner = None;
-            }
             Owner {
                 template,
                 first_ms: at,
