@@ -45,11 +45,11 @@ pub struct ControllerArgs {
     /// run (`false`: only the restart, as Karpenter). Read when the event store is created.
     #[arg(long, env = "COUNT_LOST_WORK", default_value_t = true, action = clap::ArgAction::Set)]
     count_lost_work: bool,
-    /// Whether that counts a pod no controller owns too: nothing makes it again, so whoever
-    /// made it runs it again (`false`: only its restart, as Karpenter). Read when the event
-    /// store is created.
-    #[arg(long, env = "COUNT_LOST_WORK_OF_UNOWNED_PODS", default_value_t = true, action = clap::ArgAction::Set)]
-    count_lost_work_of_unowned_pods: bool,
+    /// Whether that counts every pod no ReplicaSet, StatefulSet or ReplicationController makes
+    /// again too: one no controller owns (whoever made it runs it again), a workflow's or CI
+    /// runner's (`false`: only its restart, as Karpenter). Read when the event store is created.
+    #[arg(long, env = "COUNT_LOST_WORK_OF_UNREPLICATED_PODS", default_value_t = true, action = clap::ArgAction::Set)]
+    count_lost_work_of_unreplicated_pods: bool,
     /// Karpenter's feature gates: `SpotToSpotConsolidation=true,...`.
     #[arg(long, env = "FEATURE_GATES", default_value = "")]
     feature_gates: String,
@@ -112,7 +112,7 @@ impl ControllerArgs {
             sibling_hold: self.sibling_hold_duration,
             count_lost_work: LostWork::from_switches(
                 self.count_lost_work,
-                self.count_lost_work_of_unowned_pods,
+                self.count_lost_work_of_unreplicated_pods,
             ),
             feature_gates: parse_feature_gates(&self.feature_gates)?,
             store: self.store.clone(),

@@ -318,7 +318,7 @@ fn run_jobs(rows: &[String], options: TraceOptions, count_lost_work: bool) -> (f
     let rows: Vec<&str> = rows.iter().map(String::as_str).collect();
     let mut scenario = load_as(&rows, options).expect("loads");
     scenario.config.count_lost_work = if count_lost_work {
-        LostWork::JobsAndUnownedPods
+        LostWork::AllButReplicated
     } else {
         LostWork::Off
     };
@@ -407,7 +407,7 @@ fn counting_an_unowned_pods_lost_work_never_evicts_more_and_evicts_less_in_all()
             run_clean(&scenario)
         };
         let karpenter = run(LostWork::Jobs);
-        let counted = run(LostWork::JobsAndUnownedPods);
+        let counted = run(LostWork::AllButReplicated);
         let seen = format!(
             "{variant:?}: Karpenter's pricing {} evictions, {:.1} pod-hours for ${:.2}; counted {} evictions, {:.1} pod-hours for ${:.2}",
             karpenter.disruptions.evictions,

@@ -32,9 +32,10 @@ pub struct Settings {
     /// `SIBLING_HOLD_DURATION`: how long the machines of one decision placing spreading pods
     /// are held for each other (zero: not held). Goes into a new store's configuration.
     pub sibling_hold: Duration,
-    /// `COUNT_LOST_WORK` and `COUNT_LOST_WORK_OF_UNOWNED_PODS`: whose work consolidation
-    /// counts an eviction to throw away (a Job's pod starts over; an unowned one is not made
-    /// again). Goes into a new store's configuration.
+    /// `COUNT_LOST_WORK` and `COUNT_LOST_WORK_OF_UNREPLICATED_PODS`: whose work consolidation
+    /// counts an eviction to throw away (a Job's pod starts over; a pod no ReplicaSet,
+    /// StatefulSet or ReplicationController makes again is gone or fails). Goes into a new
+    /// store's configuration.
     pub count_lost_work: LostWork,
     /// `FEATURE_GATES` as given (`SpotToSpotConsolidation=true,...`).
     pub feature_gates: Vec<(String, bool)>,

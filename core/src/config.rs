@@ -46,7 +46,7 @@ pub struct Config {
     /// [`SIBLING_HOLD_TAINT`]: crate::model::labels::SIBLING_HOLD_TAINT
     pub sibling_hold_ms: u64,
     /// Which evicted pods the payback rule counts the work of ([`LostWork`]; `countLostWork`
-    /// and `countLostWorkOfUnownedPods`): such a pod starts over, or is gone, so evicting it
+    /// and `countLostWorkOfUnreplicatedPods`): such a pod starts over, or is gone, so evicting it
     /// loses what it has run so far — its share of its machine (its fullest resource) at the
     /// machine's price, for its age — and the saving of moving only such pods is counted no
     /// longer than the oldest has run (it may end as soon).
@@ -56,8 +56,8 @@ pub struct Config {
 /// Whose work an eviction is counted to lose, for consolidation's payback rule.
 ///
 /// Encoded as the variant's index: `Off` and `Jobs` are the bytes of the `false` and `true`
-/// this setting was before unowned pods were counted, so logs and snapshots recorded then
-/// read as they were decided.
+/// this setting was before other pods than Jobs' were counted, so logs and snapshots recorded
+/// then read as they were decided.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub enum LostWork {
     /// Every evicted pod costs only its restart (`eviction_cost_micro_usd`), over the whole
@@ -65,19 +65,32 @@ pub enum LostWork {
     Off,
     /// A Job's pod, which starts over when evicted.
     Jobs,
-    /// A Job's pod, and a pod no controller owns: nothing makes it again, so whoever made it
-    /// must run it again (a batch task started by a workflow tool or a CI runner, most often).
-    /// The default.
-    JobsAndUnownedPods,
+    /// Every pod that no replicating controller makes again to serve on: a Job's, one no
+    /// controller owns (evicted, it is gone, and whoever made it runs it again), one a
+    /// workflow or CI controller owns (an Argo Workflow's step, a Tekton TaskRun's, a GitHub
+    /// Actions runner: the task fails or starts over). A ReplicaSet's, StatefulSet's or
+    /// ReplicationController's pod is made again and serves on. The default.
+    AllButReplicated,
 }
 
+/// The controllers that make an evicted pod again, to serve on as it did: its work is not lost.
+/// (A DaemonSet's pod and a node's mirror pod are never moved by consolidation.)
+pub const REPLICATING_CONTROLLERS: [&str; 5] = [
+    "ReplicaSet",
+    "StatefulSet",
+    "ReplicationController",
+    "DaemonSet",
+    "Node",
+];
+
 impl LostWork {
-    /// The setting from its two switches: `countLostWork` and `countLostWorkOfUnownedPods`.
-    pub fn from_switches(count_lost_work: bool, of_unowned_pods: bool) -> Self {
-        match (count_lost_work, of_unowned_pods) {
+    /// The setting from its two switches: `countLostWork` and
+    /// `countLostWorkOfUnreplicatedPods`.
+    pub fn from_switches(count_lost_work: bool, of_unreplicated_pods: bool) -> Self {
+        match (count_lost_work, of_unreplicated_pods) {
             (false, _) => LostWork::Off,
             (true, false) => LostWork::Jobs,
-            (true, true) => LostWork::JobsAndUnownedPods,
+            (true, true) => LostWork::AllButReplicated,
         }
     }
 
@@ -88,11 +101,13 @@ impl LostWork {
 
     /// Whether the work `pod` has done is counted lost when it is evicted.
     pub fn counts(self, pod: &Pod) -> bool {
-        match (self, &pod.owner) {
-            (LostWork::Off, _) => false,
-            (_, Some(owner)) => owner.kind == "Job",
-            (LostWork::Jobs, None) => false,
-            (LostWork::JobsAndUnownedPods, None) => true,
+        let owner = pod.owner.as_ref().map(|o| o.kind.as_str());
+        match self {
+            LostWork::Off => false,
+            LostWork::Jobs => owner == Some("Job"),
+            LostWork::AllButReplicated => {
+                owner.is_none_or(|kind| !REPLICATING_CONTROLLERS.contains(&kind))
+            }
         }
     }
 }
@@ -135,7 +150,7 @@ impl Default for Config {
             consolidation_payback_horizon_ms: 24 * 3_600_000,
             eviction_cost_micro_usd: 50_000,
             sibling_hold_ms: 2 * 60_000,
-            count_lost_work: LostWork::JobsAndUnownedPods,
+            count_lost_work: LostWork::AllButReplicated,
         }
     }
 }

@@ -13,8 +13,8 @@
 //!
 //! Version 5: `count_lost_work` names whose work counts ([`LostWork`]) instead of being on or
 //! off; the bytes of `false` and `true` are those of [`LostWork::Off`] and [`LostWork::Jobs`],
-//! so versions 3 and 4 read as they were decided (an unowned pod's work was not counted then),
-//! and version 5 is only a new number: a build that knows no [`LostWork::JobsAndUnownedPods`]
+//! so versions 3 and 4 read as they were decided (only a Job's pod's work was counted then),
+//! and version 5 is only a new number: a build that knows no [`LostWork::AllButReplicated`]
 //! refuses a log that may hold it by its version.
 //!
 //! Each replays as recorded.
@@ -287,7 +287,7 @@ mod tests {
     #[test]
     fn a_version_3_header_round_trips() {
         let header = LogHeader::new(custom(), "test");
-        assert_eq!(header.config.count_lost_work, LostWork::JobsAndUnownedPods);
+        assert_eq!(header.config.count_lost_work, LostWork::AllButReplicated);
         let bytes = postcard::to_stdvec(&header).unwrap();
         for version in [3, 4, 5] {
             assert_eq!(

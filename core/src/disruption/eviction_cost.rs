@@ -53,7 +53,7 @@ impl EvictionCost {
     }
 
     /// How long a saving from moving these pods may be counted on, at most `horizon_ms`: a
-    /// machine carrying only pods that end (a Job's, an unowned one) is free when the last
+    /// machine carrying only pods that end (a Job's, an unowned one, a workflow's) is free when the last
     /// one ends, and a pod that has run
     /// for a time is as likely as not to run that long again (the Lindy estimate, for run
     /// times with a long tail) — so no longer than the oldest has run.
@@ -129,16 +129,22 @@ mod tests {
     }
 
     #[test]
-    fn a_jobs_pod_and_by_default_an_unowned_one_lose_their_work() {
+    fn by_default_every_pod_but_a_replicated_ones_loses_its_work() {
         let job = owned_by("Job");
         let mut unowned = owned_by("Job");
         unowned.owner = None;
         let replicated = owned_by("ReplicaSet");
         let default = Config::default().count_lost_work;
-        assert_eq!(default, LostWork::JobsAndUnownedPods);
+        assert_eq!(default, LostWork::AllButReplicated);
         assert!(default.counts(&job));
         assert!(default.counts(&unowned));
-        assert!(!default.counts(&replicated));
+        // A workflow's step, a CI runner: their controllers do not make them again to serve on.
+        for kind in ["Workflow", "TaskRun", "EphemeralRunner"] {
+            assert!(default.counts(&owned_by(kind)), "{kind}");
+        }
+        for kind in ["ReplicaSet", "StatefulSet", "ReplicationController"] {
+            assert!(!default.counts(&owned_by(kind)), "{kind}");
+        }
         // Counting Jobs only: an unowned pod costs its restart, as Karpenter counts it.
         assert!(LostWork::Jobs.counts(&job));
         assert!(!LostWork::Jobs.counts(&unowned));
@@ -178,7 +184,7 @@ mod tests {
         assert_eq!(LostWork::from_switches(true, false), LostWork::Jobs);
         assert_eq!(
             LostWork::from_switches(true, true),
-            LostWork::JobsAndUnownedPods
+            LostWork::AllButReplicated
         );
     }
 

@@ -47,10 +47,11 @@ pub struct SettingsFile {
     /// pod starts over; `false`: only the restart, as Karpenter).
     #[serde(rename = "countLostWork")]
     pub count_lost_work: Option<bool>,
-    /// nodewright's: whether that counts a pod no controller owns too (nothing makes it
-    /// again; default `true`; `false`: only its restart, as Karpenter).
-    #[serde(rename = "countLostWorkOfUnownedPods")]
-    pub count_lost_work_of_unowned_pods: Option<bool>,
+    /// nodewright's: whether that counts every pod no ReplicaSet, StatefulSet or
+    /// ReplicationController makes again too (one no controller owns, a workflow's; default
+    /// `true`; `false`: only its restart, as Karpenter).
+    #[serde(rename = "countLostWorkOfUnreplicatedPods")]
+    pub count_lost_work_of_unreplicated_pods: Option<bool>,
 }
 
 /// `40s`, or `{min: 30s, max: 60s}` (uniform, from the scenario's seed).

@@ -827,13 +827,14 @@ pub fn apply_settings(
     if let Some(d) = &settings.sibling_hold_duration {
         config.sibling_hold_ms = duration("settings.siblingHoldDuration", d)?;
     }
-    if settings.count_lost_work.is_some() || settings.count_lost_work_of_unowned_pods.is_some() {
+    if settings.count_lost_work.is_some() || settings.count_lost_work_of_unreplicated_pods.is_some()
+    {
         // A switch not given keeps what the configuration had (a recording's, in a what-if).
         let was = config.count_lost_work;
         config.count_lost_work = LostWork::from_switches(
             settings.count_lost_work.unwrap_or(was.is_on()),
             settings
-                .count_lost_work_of_unowned_pods
+                .count_lost_work_of_unreplicated_pods
                 .unwrap_or(was != LostWork::Jobs),
         );
     }

@@ -390,7 +390,8 @@ impl Workload {
         evicted: bool,
         timeline: &mut Vec<TimelineAction>,
     ) {
-        let Some(owner) = self.pods.get(pod) else {
+        // Gone: a pod of the same name later (a StatefulSet's ordinal made again) is a new pod.
+        let Some(owner) = self.pods.remove(pod) else {
             return;
         };
         match owner {
@@ -405,7 +406,7 @@ impl Workload {
             None => {}
             Some(key) if !evicted => {
                 let bound = self.bound_at.remove(pod);
-                if let Some(o) = self.owners.get_mut(key) {
+                if let Some(o) = self.owners.get_mut(&key) {
                     o.replicas = o.replicas.saturating_sub(1);
                     o.scales.push((at, o.replicas, true));
                     if let Some(bound) = bound.filter(|_| o.job) {
@@ -415,7 +416,6 @@ impl Workload {
             }
             Some(key) => {
                 self.bound_at.remove(pod);
-                let key = key.clone();
                 if let (Some(since), Some(o)) =
                     (self.evicted_at.remove(pod), self.owners.get_mut(&key))
                 {
