@@ -219,6 +219,40 @@ fn a_node_running_only_daemonset_pods_is_empty() {
 }
 
 #[test]
+fn a_node_running_only_a_static_pod_is_empty_and_its_mirror_pod_is_not_evicted() {
+    let mut h = CoreHarness::new();
+    h.nodepool(pool(0));
+    let (claim, _, node) = running_machine(&mut h, "a");
+    // The kubelet runs a static pod from a file; the API shows its mirror, owned by the node.
+    let mut mirror = Pod::new(
+        "kube-system",
+        &format!("node-exporter-{node}"),
+        50,
+        64 << 20,
+    );
+    mirror.owner = Some(OwnerRef {
+        kind: "Node".into(),
+        name: node.clone(),
+    });
+    mirror.node_name = Some(node.clone());
+    h.send(EventKind::PodApplied(Box::new(mirror)));
+    h.delete_pod("default", "a");
+    h.advance(20_000);
+    // Empty, and nothing to evict: the kubelet would run it again whatever the API said.
+    assert!(
+        !h.commands
+            .iter()
+            .any(|(_, c)| matches!(c, Command::EvictPod { .. })),
+        "{:?}",
+        h.commands
+    );
+    let t = all_terminations(&h);
+    assert_eq!(t.len(), 1, "{t:?}");
+    assert_eq!(t[0].0, claim.name);
+    assert_eq!(t[0].1, TerminationReason::Empty);
+}
+
+#[test]
 fn a_budget_of_zero_nodes_blocks_emptiness() {
     let mut h = CoreHarness::new();
     let mut p = pool(0);

@@ -318,14 +318,17 @@ impl ClusterState {
     }
 
     /// The pods a drain of the node evicts: every pod bound to it, DaemonSet pods included,
-    /// except those that tolerate `karpenter.sh/disrupted:NoSchedule` (they would come back).
+    /// except those that tolerate `karpenter.sh/disrupted:NoSchedule` (they would come back)
+    /// and mirror pods (the kubelet runs them, whatever the API says).
     pub fn drainable_pods_on_node(&self, node: &str) -> Vec<&Pod> {
-        self.pods_on_node_where(node, |p| !p.tolerates_disrupted_taint())
+        self.pods_on_node_where(node, |p| {
+            !p.tolerates_disrupted_taint() && !p.is_mirror_pod()
+        })
     }
 
-    /// Workload pods (not DaemonSet pods) bound to a node.
+    /// Workload pods (not DaemonSet pods, not mirror pods) bound to a node.
     pub fn workload_pods_on_node(&self, node: &str) -> Vec<&Pod> {
-        self.pods_on_node_where(node, |p| !p.is_daemonset_pod())
+        self.pods_on_node_where(node, |p| !p.is_daemonset_pod() && !p.is_mirror_pod())
     }
 
     /// The workload pods of a node as they would be if it went away: unbound copies, for a

@@ -115,6 +115,13 @@ impl Pod {
         self.owner.as_ref().is_some_and(|o| o.kind == "DaemonSet")
     }
 
+    /// Whether it is a node's own: the mirror of a static pod, which the node's kubelet runs
+    /// from a file and makes again itself. It uses room, but it is no workload, and no drain
+    /// evicts it (Karpenter's `IsOwnedByNode`).
+    pub fn is_mirror_pod(&self) -> bool {
+        self.owner.as_ref().is_some_and(|o| o.kind == "Node")
+    }
+
     /// Whether the pod tolerates `karpenter.sh/disrupted:NoSchedule`: such a pod (a DaemonSet's
     /// with `operator: Exists`, say) would come straight back, so a drain leaves it alone, as
     /// Karpenter's does.
