@@ -358,3 +358,51 @@ fn the_baseline_re_simulation_keeps_a_statefulset_whose_pods_come_back_under_the
         report.cost.total_usd
     );
 }
+
+#[test]
+fn a_static_pods_mirror_in_the_recording_is_left_to_its_node() {
+    use nodewright_core::model::pod::{OwnerRef, Pod};
+    use nodewright_core::{Event, EventKind};
+    let scenario = builtin("seed-tutorial").expect("built in").expect("loads");
+    let store = MemoryStore::new(LogHeader::new(scenario.config.clone(), &scenario.name));
+    let (report, store) = sim::run(&scenario, store).expect("runs");
+    // The recording with a mirror pod on the first node that registered, as a controller
+    // records one (owned by the node; the kubelet runs it from a file).
+    let mut records: Vec<LogRecord> = store.read_range(0, store.len()).expect("readable");
+    let (at, node) = records
+        .iter()
+        .find_map(|r| match r {
+            LogRecord::Event(Event {
+                at_ms,
+                kind: EventKind::NodeApplied(node),
+            }) => Some((*at_ms, node.name.clone())),
+            _ => None,
+        })
+        .expect("a node registered");
+    let mut mirror = Pod::new("kube-system", &format!("exporter-{node}"), 50, 64 << 20);
+    mirror.owner = Some(OwnerRef {
+        kind: "Node".into(),
+        name: node.clone(),
+    });
+    mirror.node_name = Some(node);
+    let at_index = records
+        .iter()
+        .position(|r| matches!(r, LogRecord::Event(e) if e.at_ms > at))
+        .expect("events after it");
+    records.insert(
+        at_index,
+        LogRecord::Event(Event {
+            at_ms: at,
+            kind: EventKind::PodApplied(Box::new(mirror)),
+        }),
+    );
+    let recording = Recording::of(store.header().clone(), records);
+    let outcome = what_if(
+        &recording,
+        &policy("tests/policies/seed-tutorial/longer-batches.yaml"),
+    )
+    .expect("runs");
+    // Not a workload of its own: the baseline schedules the recorded pods, no more.
+    assert_eq!(outcome.baseline.scheduled, report.pods.scheduled);
+    assert_eq!(outcome.baseline.machines_launched, report.nodes.launched);
+}
