@@ -328,7 +328,7 @@ impl ClusterState {
 
     /// Workload pods (not DaemonSet pods, not mirror pods) bound to a node.
     pub fn workload_pods_on_node(&self, node: &str) -> Vec<&Pod> {
-        self.pods_on_node_where(node, |p| !p.is_daemonset_pod() && !p.is_mirror_pod())
+        self.pods_on_node_where(node, |p| !p.follows_its_node())
     }
 
     /// The workload pods of a node as they would be if it went away: unbound copies, for a

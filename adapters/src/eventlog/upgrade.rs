@@ -215,20 +215,22 @@ mod tests {
         }
     }
 
-    /// A version-2 header as nodewright 0.2.0 wrote it: version 1's and the sibling hold.
+    /// The configuration as format version 2 laid it out: version 1's and the sibling hold.
+    type ConfigV2Written<'a> = (
+        &'a str,
+        [u64; 6],
+        usize,
+        [u32; 2],
+        PreferencePolicy,
+        MinValuesPolicy,
+        [u64; 3],
+    );
+
+    /// A version-2 header as nodewright 0.2.0 wrote it.
     #[derive(Serialize)]
     struct WrittenV2<'a> {
         producer: &'a str,
-        #[allow(clippy::type_complexity)]
-        config: (
-            &'a str,
-            [u64; 6],
-            usize,
-            [u32; 2],
-            PreferencePolicy,
-            MinValuesPolicy,
-            [u64; 3],
-        ),
+        config: ConfigV2Written<'a>,
         source: &'a str,
     }
 
@@ -302,17 +304,9 @@ mod tests {
     #[derive(Serialize)]
     struct WrittenV4<'a> {
         producer: &'a str,
-        #[allow(clippy::type_complexity)]
-        config: (
-            &'a str,
-            [u64; 6],
-            usize,
-            [u32; 2],
-            PreferencePolicy,
-            MinValuesPolicy,
-            [u64; 3],
-            bool,
-        ),
+        /// Postcard writes a tuple as its fields one after another: this is version 2's
+        /// fields, then the bool.
+        config: (ConfigV2Written<'a>, bool),
         source: &'a str,
     }
 
@@ -324,12 +318,9 @@ mod tests {
         };
         for (switch, read_as) in [(true, LostWork::Jobs), (false, LostWork::Off)] {
             let v2 = v2_of(&held);
-            let (name, times, types, enis, preference, min_values, rule) = v2.config;
             let v4 = WrittenV4 {
                 producer: "nodewright 0.4.0",
-                config: (
-                    name, times, types, enis, preference, min_values, rule, switch,
-                ),
+                config: (v2.config, switch),
                 source: v2.source,
             };
             let bytes = postcard::to_stdvec(&v4).unwrap();

@@ -1,11 +1,12 @@
 //! What evicting pods costs, for consolidation's payback rule. Every evicted pod costs a
 //! restart (`Config::eviction_cost_micro_usd`). The pods `Config::count_lost_work` names — a
-//! Job's pod, which starts over when evicted, and by default a pod no controller owns, which
-//! nothing makes again — also cost the work they throw away: each one's share of its machine
+//! Job's pod, which starts over when evicted, and by default every pod no replicating
+//! controller makes again (one no controller owns, a workflow's) — also cost the work they
+//! throw away: each one's share of its machine
 //! (its fullest resource: CPU, memory or GPUs) at the machine's price, for as long as it has
 //! existed; and since they end, the saving of moving only such pods is counted no longer than
-//! the oldest has run. A Deployment's, ReplicaSet's or StatefulSet's pod is replaced and serves
-//! on: it costs its restart.
+//! the oldest has run. A ReplicaSet's, StatefulSet's or ReplicationController's pod is replaced
+//! and serves on: it costs its restart.
 
 use crate::catalog::Price;
 use crate::config::Config;

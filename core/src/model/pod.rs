@@ -122,6 +122,12 @@ impl Pod {
         self.owner.as_ref().is_some_and(|o| o.kind == "Node")
     }
 
+    /// Whether it follows its node rather than being a workload on it: a DaemonSet's pod or
+    /// a static pod's mirror.
+    pub fn follows_its_node(&self) -> bool {
+        self.is_daemonset_pod() || self.is_mirror_pod()
+    }
+
     /// Whether the pod tolerates `karpenter.sh/disrupted:NoSchedule`: such a pod (a DaemonSet's
     /// with `operator: Exists`, say) would come straight back, so a drain leaves it alone, as
     /// Karpenter's does.

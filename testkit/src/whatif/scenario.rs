@@ -320,7 +320,7 @@ impl Workload {
     fn applied(&mut self, pod: &Pod, at: u64, timeline: &mut Vec<TimelineAction>) {
         // A DaemonSet's pods come with its manifest; a static pod's mirror follows a node of
         // the recording that the what-if does not have.
-        if pod.is_daemonset_pod() || pod.is_mirror_pod() {
+        if pod.follows_its_node() {
             return;
         }
         if self.pods.contains_key(&pod.key) {
