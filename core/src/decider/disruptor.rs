@@ -306,6 +306,19 @@ impl Core {
             return false;
         }
         self.disruptor.last_drift_search = Some((self.epoch, now));
+        if self.caches.drift_found_none {
+            // As the search would leave it: nothing drifted, so nothing to wake for.
+            #[cfg(debug_assertions)]
+            {
+                let inputs = self.drift_inputs();
+                debug_assert!(
+                    crate::disruption::drift::drifted(&self.state, &inputs).is_empty(),
+                    "an event that changes what drift reads did not say so"
+                );
+            }
+            self.disruptor.drift_wake_ms = None;
+            return false;
+        }
         let mut wake = Wake::default();
         let acted = self.drift_search(now, &mut wake, commands);
         self.disruptor.drift_wake_ms = wake.ms();
@@ -317,7 +330,9 @@ impl Core {
         let exhausted: Vec<crate::model::pdb::PodDisruptionBudget> =
             self.state.exhausted_pdbs().into_iter().cloned().collect();
         let inputs = self.drift_inputs();
-        for (name, why) in crate::disruption::drift::drifted(&self.state, &inputs) {
+        let drifted = crate::disruption::drift::drifted(&self.state, &inputs);
+        self.caches.drift_found_none = drifted.is_empty();
+        for (name, why) in drifted {
             let Some(claim) = self.state.nodeclaims.get(&name) else {
                 continue;
             };

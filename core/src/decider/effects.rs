@@ -15,6 +15,9 @@ pub(super) struct Effects {
     pub(super) wakes_every_drain: bool,
     /// A NodePool's shape (its instance types, rooms and DaemonSet overhead) may have changed.
     pub(super) reshapes_pools: bool,
+    /// It may change what drift reads: a machine, a NodePool, an EC2NodeClass or the catalog.
+    /// (A pod event or a tick does not, nor a listing: what it finds only ends machines.)
+    pub(super) changes_machines: bool,
 }
 
 /// The effects of `kind`.
@@ -46,9 +49,11 @@ pub(super) fn effects(kind: &EventKind) -> Effects {
         | EventKind::EvictionRefused { .. }
         | EventKind::InterruptionReceived { .. } => (true, true, false),
     };
+    let changes_machines = changes_cluster && wakes_every_drain;
     Effects {
         changes_cluster,
         wakes_every_drain,
         reshapes_pools,
+        changes_machines,
     }
 }

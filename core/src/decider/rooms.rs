@@ -111,4 +111,7 @@ pub(super) struct Caches {
     /// What drift compares machines with, once computed; forgotten when a NodePool or an
     /// EC2NodeClass changes.
     pub(super) drift_inputs: Option<std::sync::Arc<crate::disruption::drift::DriftInputs>>,
+    /// The last search for drifted machines found none, and no event since changed what it
+    /// reads ([`super::effects::Effects::changes_machines`]): the next finds none either.
+    pub(super) drift_found_none: bool,
 }

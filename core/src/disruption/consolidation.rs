@@ -462,19 +462,29 @@ fn simulate_in(
     solved(view, state, config, nodeclaims, &removal, now_ms)
 }
 
-/// What a search asks of taking `nodeclaims` away: the decision, if it is one. A search keeps
-/// no reason for a no, so besides what [`simulate_in`] rules out before solving, it takes a
-/// sure no from the payback rule without solving ([`payback_out_of_reach`]; debug builds check
-/// that the simulation says no too).
+/// What a search asks of taking `nodeclaims` away (`costs` are theirs, in the same order): the
+/// decision, if it is one. A search keeps no reason for a no, so besides what [`simulate_in`]
+/// rules out before solving, it takes a sure no from the payback rule without solving — from
+/// the candidates' own costs ([`surely_out_of_reach`]) before it reads the group's pods, and
+/// from the group's ([`payback_out_of_reach`]) before it solves; debug builds check that the
+/// simulation says no too.
 fn decides(
-    view: &ClusterView,
-    state: &ClusterState,
-    config: &Config,
+    view: &SearchView,
     budgets: &BudgetsNow,
     nodeclaims: &[String],
-    now_ms: u64,
+    costs: &[Option<CandidateCost>],
 ) -> Option<Decision> {
+    let (state, config, now_ms) = (view.state, view.config, view.now_ms);
+    if surely_out_of_reach(config, costs) {
+        debug_assert!(
+            Removal::of(state, config, budgets, nodeclaims, now_ms)
+                .is_ok_and(|removal| payback_out_of_reach(config, &removal)),
+            "the candidates' costs put the payback rule out of reach, the group's do not"
+        );
+        return None;
+    }
     let removal = Removal::of(state, config, budgets, nodeclaims, now_ms).ok()?;
+    let view = view.get();
     if payback_out_of_reach(config, &removal) {
         debug_assert!(
             solved(view, state, config, nodeclaims, &removal, now_ms).is_err(),
@@ -706,26 +716,108 @@ pub fn search(
         return (None, next);
     }
     let names: Vec<String> = candidates.into_iter().map(|(_, n)| n).collect();
-    let view = ClusterView::new(state, shapes, config, now_ms);
+    let costs: Vec<Option<CandidateCost>> = names
+        .iter()
+        .map(|name| CandidateCost::of(state, config, name, now_ms))
+        .collect();
+    let view = SearchView {
+        state,
+        shapes,
+        config,
+        now_ms,
+        built: std::cell::OnceCell::new(),
+    };
     let budgets = BudgetsNow::new(state, now_ms);
-    if let Some(decision) = multi_node(&view, state, config, &budgets, &names, now_ms) {
+    if let Some(decision) = multi_node(&view, &budgets, &names, &costs) {
         return (Some(decision), None);
     }
-    (
-        single_node(&view, state, config, &budgets, &names, now_ms),
-        next,
-    )
+    (single_node(&view, &budgets, &names, &costs), next)
+}
+
+/// The cluster view a search solves on, built when a group first gets past the payback rule's
+/// sure no: in most searches none does.
+struct SearchView<'a> {
+    state: &'a ClusterState,
+    shapes: &'a PoolShapes,
+    config: &'a Config,
+    now_ms: u64,
+    built: std::cell::OnceCell<ClusterView<'a>>,
+}
+
+impl<'a> SearchView<'a> {
+    fn get(&self) -> &ClusterView<'a> {
+        self.built
+            .get_or_init(|| ClusterView::new(self.state, self.shapes, self.config, self.now_ms))
+    }
+}
+
+/// What one candidate brings to a group the search tries: its price and what evicting its pods
+/// costs, read once per search (the search tries each candidate in many groups).
+#[derive(Debug, Clone, Copy)]
+struct CandidateCost {
+    price: Price,
+    eviction_cost: EvictionCost,
+}
+
+impl CandidateCost {
+    /// Read as [`Removal::of`] reads each of its nodes; `None` where that finds the candidate
+    /// gone (no NodeClaim, node or instance), and rejects the group.
+    fn of(
+        state: &ClusterState,
+        config: &Config,
+        nodeclaim: &str,
+        now_ms: u64,
+    ) -> Option<CandidateCost> {
+        let claim = state.nodeclaims.get(nodeclaim)?;
+        let node = claim.node_name.as_deref()?;
+        let instance = claim.instance.as_ref()?;
+        let mut eviction_cost = EvictionCost::default();
+        if let Some(on) = state.nodes.get(node) {
+            for pod in state.workload_pods_on_node(node) {
+                eviction_cost.add(config, pod, &on.node.allocatable, instance.price, now_ms);
+            }
+        }
+        Some(CandidateCost {
+            price: instance.price,
+            eviction_cost,
+        })
+    }
+}
+
+/// How far apart summing the eviction costs node by node and pod by pod may be, relatively, at
+/// most: a few roundings of a sum of some hundred terms are far below it.
+const SUMMING_MARGIN: f64 = 1e-9;
+
+/// Whether the payback rule fails for the group of `costs` whatever the simulation finds, from
+/// the candidates' costs summed node by node. It says so only with [`SUMMING_MARGIN`] to spare,
+/// so that wherever it does, [`payback_out_of_reach`] (summed pod by pod) does too.
+fn surely_out_of_reach(config: &Config, costs: &[Option<CandidateCost>]) -> bool {
+    let zero_rule =
+        config.consolidation_payback_horizon_ms == 0 && config.eviction_cost_micro_usd == 0;
+    if zero_rule {
+        return false;
+    }
+    let mut price = 0u64;
+    let mut eviction_cost = EvictionCost::default();
+    for cost in costs {
+        let Some(cost) = cost else {
+            return false;
+        };
+        price += cost.price.0;
+        eviction_cost = eviction_cost.join(&cost.eviction_cost);
+    }
+    let horizon_ms = eviction_cost.horizon_ms(config, config.consolidation_payback_horizon_ms);
+    let horizon_h = horizon_ms as f64 / 3_600_000.0;
+    Price(price).usd_per_hour() * horizon_h < eviction_cost.usd() * (1.0 - SUMMING_MARGIN)
 }
 
 /// Multi-node consolidation: the largest prefix (at least two) of the first 100 candidates
 /// that can go together, found by binary search.
 fn multi_node(
-    view: &ClusterView,
-    state: &ClusterState,
-    config: &Config,
+    view: &SearchView,
     budgets: &BudgetsNow,
     candidates: &[String],
-    now_ms: u64,
+    costs: &[Option<CandidateCost>],
 ) -> Option<Decision> {
     let names = &candidates[..candidates.len().min(MAX_MULTI_NODE_CANDIDATES)];
     if names.len() < 2 {
@@ -735,7 +827,7 @@ fn multi_node(
     let mut best = None;
     while lo <= hi {
         let mid = (lo + hi) / 2;
-        match decides(view, state, config, budgets, &names[..mid], now_ms) {
+        match decides(view, budgets, &names[..mid], &costs[..mid]) {
             Some(d) => {
                 best = Some(d);
                 lo = mid + 1;
@@ -748,21 +840,17 @@ fn multi_node(
 
 /// The first node (cheapest to disrupt) that can be consolidated now.
 fn single_node(
-    view: &ClusterView,
-    state: &ClusterState,
-    config: &Config,
+    view: &SearchView,
     budgets: &BudgetsNow,
     candidates: &[String],
-    now_ms: u64,
+    costs: &[Option<CandidateCost>],
 ) -> Option<Decision> {
-    candidates.iter().find_map(|nodeclaim| {
+    candidates.iter().zip(costs).find_map(|(nodeclaim, cost)| {
         decides(
             view,
-            state,
-            config,
             budgets,
             std::slice::from_ref(nodeclaim),
-            now_ms,
+            std::slice::from_ref(cost),
         )
     })
 }

@@ -70,6 +70,19 @@ impl EvictionCost {
     pub fn usd(&self) -> f64 {
         self.restarts_usd + self.lost_work_usd
     }
+
+    /// The cost of evicting the pods of both: the same as adding `other`'s pods one by one,
+    /// but for the rounding of the sums.
+    pub fn join(&self, other: &EvictionCost) -> EvictionCost {
+        EvictionCost {
+            evictions: self.evictions + other.evictions,
+            restarts_usd: self.restarts_usd + other.restarts_usd,
+            lost_work_usd: self.lost_work_usd + other.lost_work_usd,
+            any_keeps_work: self.any_keeps_work || other.any_keeps_work,
+            counts_lost_work: self.counts_lost_work || other.counts_lost_work,
+            oldest_ms: self.oldest_ms.max(other.oldest_ms),
+        }
+    }
 }
 
 #[cfg(test)]
@@ -237,5 +250,49 @@ mod tests {
         cost.add(&config, &owned_by("Job"), &alloc, price, 4 * HOUR_MS);
         assert_eq!(cost.lost_work_usd, 0.0);
         assert!((cost.usd() - 0.05).abs() < 1e-9, "{cost:?}");
+    }
+
+    proptest::proptest! {
+        /// Joining each machine's cost gives what adding every pod one by one gives, but for
+        /// the rounding of the sums: what a consolidation search's sure no relies on.
+        #[test]
+        fn joining_the_machines_costs_adds_their_pods(
+            machines in proptest::collection::vec(
+                proptest::collection::vec((0u64..100 * HOUR_MS, 0usize..4, 1i64..64_000), 0..12),
+                1..6,
+            ),
+            now_ms in 100 * HOUR_MS..200 * HOUR_MS,
+        ) {
+            let (alloc, price) = machine();
+            let kinds = [None, Some("Job"), Some("ReplicaSet"), Some("Workflow")];
+            let config = Config::default();
+            let mut one_by_one = EvictionCost::default();
+            let mut joined = EvictionCost::default();
+            for pods in &machines {
+                let mut this = EvictionCost::default();
+                for &(created_at_ms, kind, cpu_milli) in pods {
+                    let mut pod = owned_by("Job");
+                    pod.owner = kinds[kind].map(|k| OwnerRef {
+                        kind: k.to_string(),
+                        name: "w".to_string(),
+                    });
+                    pod.created_at_ms = created_at_ms;
+                    pod.requests.cpu_milli = cpu_milli;
+                    one_by_one.add(&config, &pod, &alloc, price, now_ms);
+                    this.add(&config, &pod, &alloc, price, now_ms);
+                }
+                joined = joined.join(&this);
+            }
+            proptest::prop_assert_eq!(joined.evictions, one_by_one.evictions);
+            proptest::prop_assert_eq!(joined.any_keeps_work, one_by_one.any_keeps_work);
+            proptest::prop_assert_eq!(joined.counts_lost_work, one_by_one.counts_lost_work);
+            proptest::prop_assert_eq!(joined.oldest_ms, one_by_one.oldest_ms);
+            proptest::prop_assert_eq!(
+                joined.horizon_ms(&config, 24 * HOUR_MS),
+                one_by_one.horizon_ms(&config, 24 * HOUR_MS)
+            );
+            let (a, b) = (joined.usd(), one_by_one.usd());
+            proptest::prop_assert!((a - b).abs() <= 1e-12 * b.max(1.0), "{a} vs {b}");
+        }
     }
 }

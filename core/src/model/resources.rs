@@ -142,10 +142,16 @@ impl Resources {
             }
         };
         // In the extended resources' name order (a BTreeMap): the same sum on every machine.
+        // Both maps are in that order, so one walk over `self`'s finds each amount.
+        let mut used = self.extended.iter().peekable();
         allocatable
             .extended
             .iter()
-            .map(|(name, alloc)| ratio(self.extended.get(name).copied().unwrap_or(0), *alloc))
+            .map(|(name, alloc)| {
+                while used.next_if(|(n, _)| *n < name).is_some() {}
+                let amount = used.next_if(|(n, _)| *n == name).map_or(0, |(_, a)| *a);
+                ratio(amount, *alloc)
+            })
             .fold(
                 ratio(self.cpu_milli, allocatable.cpu_milli)
                     .max(ratio(self.memory_bytes, allocatable.memory_bytes)),
@@ -307,6 +313,30 @@ mod tests {
             let mut left = capacity.clone();
             left.sub(&used);
             proptest::prop_assert_eq!(req.fits_beside(&used, &capacity), req.fits_in(&left));
+        }
+
+        /// The dominant share is the largest of each amount over what the machine has, an
+        /// extended resource the pods use but the machine lacks left out.
+        #[test]
+        fn the_dominant_share_is_the_fullest_resource(
+            used in proptest::collection::vec(0i64..6, 5),
+            has in proptest::collection::vec(0i64..6, 5),
+        ) {
+            let names = ["a.io/x", "b.io/y", NVIDIA_GPU];
+            let mut u = Resources::new(used[0], used[1], 1);
+            let mut a = Resources::new(has[0] + 1, has[1] + 1, 110);
+            for (i, name) in names.iter().enumerate().skip(1) {
+                u.set_extended(name, used[i + 1]);
+            }
+            for (i, name) in names.iter().enumerate().take(2) {
+                a.set_extended(name, has[i + 2]);
+            }
+            let ratio = |x: i64, of: i64| if of > 0 { (x as f64 / of as f64).min(1.0) } else { 0.0 };
+            let mut expected = ratio(u.cpu_milli, a.cpu_milli).max(ratio(u.memory_bytes, a.memory_bytes));
+            for (name, of) in &a.extended {
+                expected = expected.max(ratio(u.extended.get(name).copied().unwrap_or(0), *of));
+            }
+            proptest::prop_assert_eq!(u.dominant_share_of(&a), expected);
         }
     }
 
