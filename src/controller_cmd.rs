@@ -50,6 +50,11 @@ pub struct ControllerArgs {
     /// runner's (`false`: only its restart, as Karpenter). Read when the event store is created.
     #[arg(long, env = "COUNT_LOST_WORK_OF_UNREPLICATED_PODS", default_value_t = true, action = clap::ArgAction::Set)]
     count_lost_work_of_unreplicated_pods: bool,
+    /// Whether a machine planned for GPU pods (or pods asking another extended resource) is
+    /// launched as one machine per pod where those cost less (`false`: Karpenter's packing).
+    /// Read when the event store is created.
+    #[arg(long, env = "SEPARATE_MACHINES_WHEN_CHEAPER", default_value_t = true, action = clap::ArgAction::Set)]
+    separate_machines_when_cheaper: bool,
     /// Karpenter's feature gates: `SpotToSpotConsolidation=true,...`.
     #[arg(long, env = "FEATURE_GATES", default_value = "")]
     feature_gates: String,
@@ -114,6 +119,7 @@ impl ControllerArgs {
                 self.count_lost_work,
                 self.count_lost_work_of_unreplicated_pods,
             ),
+            separate_when_cheaper: self.separate_machines_when_cheaper,
             feature_gates: parse_feature_gates(&self.feature_gates)?,
             store: self.store.clone(),
             kubernetes_version: self.kubernetes_version.clone(),

@@ -488,6 +488,70 @@ fn gpu_requests_get_gpu_machines() {
     }
 }
 
+/// Two one-GPU pods of one decision, on on-demand GPU machines.
+fn two_gpu_pods(config: nodewright_core::Config) -> (CoreHarness, Vec<NodeClaimSpec>) {
+    let mut h = CoreHarness::with_config(config);
+    let mut gpu = pool("default");
+    gpu.requirements = vec![
+        req(labels::CAPACITY_TYPE, Operator::In, &["on-demand"]),
+        req(labels::INSTANCE_FAMILY, Operator::In, &["g4dn"]),
+    ];
+    h.nodepool(gpu);
+    let pods = (0..2)
+        .map(|i| {
+            let mut p = Pod::new("default", &format!("train-{i}"), 12_000, 24 * GIB);
+            p.requests.set_extended(NVIDIA_GPU, 1);
+            p
+        })
+        .collect();
+    let launches = provision(&mut h, pods);
+    (h, launches)
+}
+
+fn cheapest_usd(claim: &NodeClaimSpec) -> f64 {
+    claim
+        .options
+        .iter()
+        .map(|o| o.price.usd_per_hour())
+        .fold(f64::INFINITY, f64::min)
+}
+
+#[test]
+fn pods_go_on_machines_of_their_own_when_that_costs_less_than_sharing_a_bigger_one() {
+    // Karpenter's packing: both pods on one machine, whose cheapest type with two GPUs and
+    // room for 24 CPUs is a four-GPU g4dn.12xlarge ($3.912/h).
+    let karpenter = nodewright_core::Config {
+        separate_when_cheaper: false,
+        ..nodewright_core::Config::default()
+    };
+    let (_, together) = two_gpu_pods(karpenter);
+    assert_eq!(together.len(), 1, "{together:?}");
+    assert_eq!(together[0].requests.pods, 2);
+    // nodewright's: two g4dn.4xlarge ($1.204/h each) cost less, so each pod gets its own.
+    let (_, apart) = two_gpu_pods(nodewright_core::Config::default());
+    assert_eq!(apart.len(), 2, "{apart:?}");
+    assert!(apart.iter().all(|c| c.requests.pods == 1));
+    let apart_usd: f64 = apart.iter().map(cheapest_usd).sum();
+    assert!(
+        apart_usd < cheapest_usd(&together[0]),
+        "apart ${apart_usd}/h, together ${}/h",
+        cheapest_usd(&together[0])
+    );
+}
+
+#[test]
+fn pods_that_share_a_machine_at_no_extra_cost_still_share_it() {
+    // Small pods: one machine holds all four for what one of them alone would pay.
+    let mut h = CoreHarness::new();
+    h.nodepool(tutorial_pool());
+    let pods = (0..4)
+        .map(|i| Pod::new("default", &format!("web-{i}"), 250, GIB / 2))
+        .collect();
+    let launches = provision(&mut h, pods);
+    assert_eq!(launches.len(), 1, "{launches:?}");
+    assert_eq!(launches[0].requests.pods, 4);
+}
+
 #[test]
 fn zone_requirement_limits_offerings() {
     let mut h = CoreHarness::new();

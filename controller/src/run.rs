@@ -103,6 +103,7 @@ fn new_config(settings: &Settings) -> Config {
         batch_max_ms: settings.batch_max.as_millis() as u64,
         sibling_hold_ms: settings.sibling_hold.as_millis() as u64,
         count_lost_work: settings.count_lost_work,
+        separate_when_cheaper: settings.separate_when_cheaper,
         ..Config::default()
     }
 }

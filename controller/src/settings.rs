@@ -37,6 +37,9 @@ pub struct Settings {
     /// StatefulSet or ReplicationController makes again is gone or fails). Goes into a new
     /// store's configuration.
     pub count_lost_work: LostWork,
+    /// `SEPARATE_MACHINES_WHEN_CHEAPER`: whether a machine planned for GPU pods is launched as
+    /// one machine per pod where those cost less. Goes into a new store's configuration.
+    pub separate_when_cheaper: bool,
     /// `FEATURE_GATES` as given (`SpotToSpotConsolidation=true,...`).
     pub feature_gates: Vec<(String, bool)>,
     /// `NODEWRIGHT_STORE`: the redb file of the event log (on a persistent volume).

@@ -51,6 +51,12 @@ pub struct Config {
     /// machine's price, for its age — and the saving of moving only such pods is counted no
     /// longer than the oldest has run (it may end as soon).
     pub count_lost_work: LostWork,
+    /// Beyond Karpenter (`separateMachinesWhenCheaper`): a machine planned for pods that ask
+    /// for GPUs (or another extended resource) is launched as one machine per pod where those
+    /// cost less than it, at the catalog's prices. Karpenter puts two one-GPU pods on a
+    /// four-GPU machine at $3.91/h where two one-GPU machines cost $2.41/h, and consolidation
+    /// later moves them apart, evicting them.
+    pub separate_when_cheaper: bool,
 }
 
 /// Whose work an eviction is counted to lose, for consolidation's payback rule.
@@ -151,6 +157,7 @@ impl Default for Config {
             eviction_cost_micro_usd: 50_000,
             sibling_hold_ms: 2 * 60_000,
             count_lost_work: LostWork::AllButReplicated,
+            separate_when_cheaper: true,
         }
     }
 }

@@ -119,7 +119,8 @@ impl Core {
     /// 8: pods in a table of dense ids ([`crate::state::PodTable`]), each node listing its
     ///    pods with their ids; the decider's state in rooms (provisioner, disruptor,
     ///    terminator, warnings).
-    pub const STATE_LAYOUT: u32 = 8;
+    /// 9: the configuration's `separate_when_cheaper`.
+    pub const STATE_LAYOUT: u32 = 9;
 
     /// A core that knows nothing yet, deciding under `config`: the first events tell it the
     /// catalog, the NodePools and EC2NodeClasses, then the cluster.

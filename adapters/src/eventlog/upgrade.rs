@@ -17,6 +17,11 @@
 //! and version 5 is only a new number: a build that knows no [`LostWork::AllButReplicated`]
 //! refuses a log that may hold it by its version.
 //!
+//! Version 6: the configuration gains `separate_when_cheaper`. Versions 3 to 5 laid out the
+//! configuration without it ([`ConfigV5`]); a log they wrote was decided putting a pod on a
+//! machine planned beside it whatever that cost, so it reads with `separate_when_cheaper:
+//! false`.
+//!
 //! Each replays as recorded.
 
 use nodewright_core::Config;
@@ -95,6 +100,20 @@ impl From<ConfigV1> for ConfigV2 {
     }
 }
 
+/// [`Config`] as format versions 3 to 5 laid it out: version 2's and whose lost work counts.
+/// (Postcard reads a struct, or a tuple, field by field: version 2's fields, then the one.)
+#[derive(Deserialize)]
+struct ConfigV5(ConfigV2, LostWork);
+
+impl From<ConfigV5> for Config {
+    fn from(ConfigV5(v2, count_lost_work): ConfigV5) -> Self {
+        Config {
+            count_lost_work,
+            ..Config::from(v2)
+        }
+    }
+}
+
 impl From<ConfigV2> for Config {
     fn from(v2: ConfigV2) -> Self {
         Config {
@@ -114,6 +133,7 @@ impl From<ConfigV2> for Config {
             eviction_cost_micro_usd: v2.eviction_cost_micro_usd,
             sibling_hold_ms: v2.sibling_hold_ms,
             count_lost_work: LostWork::Off,
+            separate_when_cheaper: false,
         }
     }
 }
@@ -140,6 +160,7 @@ impl super::Header for LogHeader {
         match version {
             1 => frame::decode_payload::<OldLogHeader<ConfigV1>>(payload).map(LogHeader::from),
             2 => frame::decode_payload::<OldLogHeader<ConfigV2>>(payload).map(LogHeader::from),
+            3..=5 => frame::decode_payload::<OldLogHeader<ConfigV5>>(payload).map(LogHeader::from),
             _ => frame::decode_payload(payload),
         }
     }
@@ -211,6 +232,7 @@ mod tests {
         Config {
             sibling_hold_ms: 0,
             count_lost_work: LostWork::Off,
+            separate_when_cheaper: false,
             ..custom()
         }
     }
@@ -268,6 +290,7 @@ mod tests {
             header.config,
             Config {
                 count_lost_work: LostWork::Off,
+                separate_when_cheaper: false,
                 ..held
             }
         );
@@ -287,14 +310,49 @@ mod tests {
     }
 
     #[test]
-    fn a_version_3_header_round_trips() {
+    fn a_version_6_header_round_trips() {
         let header = LogHeader::new(custom(), "test");
         assert_eq!(header.config.count_lost_work, LostWork::AllButReplicated);
+        assert!(header.config.separate_when_cheaper);
         let bytes = postcard::to_stdvec(&header).unwrap();
+        assert_eq!(
+            <LogHeader as crate::eventlog::Header>::decode(6, &bytes).unwrap(),
+            header
+        );
+        // Read as version 5's layout, the same bytes are refused rather than misread.
+        assert!(<LogHeader as crate::eventlog::Header>::decode(5, &bytes).is_err());
+    }
+
+    /// A header as versions 3 to 5 wrote it: version 2's configuration and `count_lost_work`.
+    #[derive(Serialize)]
+    struct WrittenV5<'a> {
+        producer: &'a str,
+        config: (ConfigV2Written<'a>, LostWork),
+        source: &'a str,
+    }
+
+    #[test]
+    fn a_version_5_header_reads_without_separating_machines_and_every_other_setting_kept() {
+        let held = Config {
+            sibling_hold_ms: 90_000,
+            ..custom()
+        };
+        let v2 = v2_of(&held);
+        let v5 = WrittenV5 {
+            producer: "nodewright 0.5.0",
+            config: (v2.config, LostWork::AllButReplicated),
+            source: v2.source,
+        };
+        let bytes = postcard::to_stdvec(&v5).unwrap();
         for version in [3, 4, 5] {
+            let header = <LogHeader as crate::eventlog::Header>::decode(version, &bytes).unwrap();
+            assert_eq!(header.producer, "nodewright 0.5.0");
             assert_eq!(
-                <LogHeader as crate::eventlog::Header>::decode(version, &bytes).unwrap(),
-                header
+                header.config,
+                Config {
+                    separate_when_cheaper: false,
+                    ..held.clone()
+                }
             );
         }
     }
@@ -330,11 +388,17 @@ mod tests {
                 header.config,
                 Config {
                     count_lost_work: read_as,
+                    separate_when_cheaper: false,
                     ..held.clone()
                 }
             );
-            // And the same bytes are today's encoding of that setting.
-            assert_eq!(postcard::to_stdvec(&header).unwrap(), bytes);
+            // And the same bytes are version 5's encoding of that setting.
+            let v5 = WrittenV5 {
+                producer: "nodewright 0.4.0",
+                config: (v2_of(&held).config, read_as),
+                source: "seed-tutorial",
+            };
+            assert_eq!(postcard::to_stdvec(&v5).unwrap(), bytes);
         }
     }
 

@@ -121,6 +121,7 @@ pub fn settings(store: &Path) -> Settings {
         batch_max: Duration::from_secs(10),
         sibling_hold: Duration::from_secs(120),
         count_lost_work: LostWork::AllButReplicated,
+        separate_when_cheaper: true,
         feature_gates: Vec::new(),
         store: store.to_path_buf(),
         kubernetes_version: Some("1.33".into()),

@@ -10,6 +10,7 @@ use std::sync::{Arc, OnceLock};
 
 use super::pool_shape::{PoolShape, PoolShapes};
 
+use crate::catalog::Price;
 use crate::config::{Config, MinValuesPolicy};
 use crate::model::affinity::HostPort;
 use crate::model::labels;
@@ -209,6 +210,23 @@ struct Planned {
     max_room: Resources,
     /// Largest capacity over its types (what counts against limits).
     limit_capacity: Resources,
+}
+
+/// The price of the cheapest offering of `types` that `filter` allows, at the catalog's prices
+/// (unbounded when there is none).
+fn cheapest_offering(
+    prepared: &PreparedCatalog,
+    types: &[usize],
+    filter: &OfferingFilter,
+) -> Price {
+    let offerings = types
+        .iter()
+        .flat_map(|&t| &prepared.catalog.instance_types[t].offerings);
+    offerings
+        .filter(|o| filter.allows(&o.zone, o.capacity_type.as_str()))
+        .map(|o| o.price)
+        .min()
+        .unwrap_or(Price(u64::MAX))
 }
 
 fn requirement_changed(old: &Requirements, new: &Requirements) -> Vec<String> {
@@ -1061,6 +1079,99 @@ impl<'a> Solver<'a> {
         Ok(())
     }
 
+    /// Beyond Karpenter (`Config::separate_when_cheaper`): each planned machine for pods that
+    /// ask for GPUs (or another extended resource) whose pods, each on a machine of its own,
+    /// cost less than the machine does, is made one machine per pod — two one-GPU pods on two
+    /// one-GPU machines rather than on a four-GPU one, which consolidation would soon take
+    /// apart again, evicting them. Accelerators come 1, 4 or 8 to a machine, so two pods can
+    /// cost a machine twice their size; CPU and memory come in sizes that double, and there
+    /// the catalog's prices leave out what each machine costs besides (its root volume, its
+    /// addresses, its DaemonSets' work), so a machine is not split for them. Each keeps the
+    /// machine's requirements (its zone among them). Left as planned: machines of a NodePool
+    /// with limits, or with `minValues`, and machines holding a pod with pod affinity, pod
+    /// anti-affinity or topology spread, whose placement the plan counted on.
+    fn separate_where_cheaper(&mut self, pods: &[&Pod], profiles: &[PodProfile]) {
+        let Some(prepared) = self.prepared else {
+            return;
+        };
+        let index: BTreeMap<&PodKey, usize> =
+            pods.iter().enumerate().map(|(i, p)| (&p.key, i)).collect();
+        let mut kept = Vec::with_capacity(self.planned.len());
+        for planned in std::mem::take(&mut self.planned) {
+            match self.apart(prepared, &planned, pods, profiles, &index) {
+                Some(apart) => kept.extend(apart),
+                None => kept.push(planned),
+            }
+        }
+        self.planned = kept;
+    }
+
+    /// `planned` as one machine per pod, when those cost less than it and it may be split.
+    fn apart(
+        &self,
+        prepared: &PreparedCatalog,
+        planned: &Planned,
+        pods: &[&Pod],
+        profiles: &[PodProfile],
+        index: &BTreeMap<&PodKey, usize>,
+    ) -> Option<Vec<Planned>> {
+        let claim = &planned.claim;
+        let ctx = &self.contexts[planned.pool];
+        if claim.pods.len() < 2
+            || claim.requests.extended.is_empty()
+            || !ctx.pool.limits.is_empty()
+            || !claim.min_values.is_empty()
+        {
+            return None;
+        }
+        let filter = OfferingFilter::new(&claim.requirements);
+        let together = cheapest_offering(prepared, &claim.types, &filter);
+        let mut apart = Vec::with_capacity(claim.pods.len());
+        let mut apart_usd = 0u64;
+        for key in &claim.pods {
+            let i = *index.get(key)?;
+            let (pod, profile) = (pods[i], &profiles[i]);
+            if !profile.affinity.is_empty()
+                || !profile.anti_affinity.is_empty()
+                || !profile.spread.is_empty()
+            {
+                return None;
+            }
+            // The NodePool's types that hold the pod and meet the machine's requirements: the
+            // machine's own, and the smaller ones only the other pods ruled out.
+            let row = ctx.shape.room_rows.row_of(&pod.requests)?;
+            let types: Vec<usize> = ctx
+                .types
+                .iter()
+                .copied()
+                .filter(|&t| {
+                    ctx.shape.room_rows.holds(t, &row)
+                        && ctx.shape.type_requirements(t).meets(&claim.requirements)
+                })
+                .collect();
+            if types.is_empty() {
+                return None;
+            }
+            apart_usd = apart_usd.saturating_add(cheapest_offering(prepared, &types, &filter).0);
+            apart.push(Planned {
+                claim: PlannedClaim {
+                    nodepool: claim.nodepool.clone(),
+                    requirements: claim.requirements.clone(),
+                    pods: vec![key.clone()],
+                    requests: pod.requests.clone(),
+                    types,
+                    min_values: Vec::new(),
+                },
+                pool: planned.pool,
+                target: planned.target,
+                host_ports: pod.host_ports.clone(),
+                max_room: planned.max_room.clone(),
+                limit_capacity: planned.limit_capacity.clone(),
+            });
+        }
+        (apart_usd < together.0).then_some(apart)
+    }
+
     /// Why no machine of a NodePool can take the pod, in the terms a user acts on.
     fn explain_new_claim(
         &self,
@@ -1613,6 +1724,11 @@ impl<'a> ClusterView<'a> {
         }
         // A pod is placed once in a solve: by its key alone is the order it always had.
         result.unschedulable.sort_by(|a, b| a.0.cmp(&b.0));
+        if config.separate_when_cheaper && removed.is_empty() {
+            // What the pending pods are launched on; a disruption's simulation keeps the
+            // machine it plans for the pods it moves.
+            solver.separate_where_cheaper(&pods, &profiles);
+        }
         result.new_claims = solver.planned.into_iter().map(|p| p.claim).collect();
         result
     }

@@ -52,6 +52,10 @@ pub struct SettingsFile {
     /// `true`; `false`: only its restart, as Karpenter).
     #[serde(rename = "countLostWorkOfUnreplicatedPods")]
     pub count_lost_work_of_unreplicated_pods: Option<bool>,
+    /// nodewright's: whether a machine planned for GPU pods is launched as one machine per pod
+    /// where those cost less (default `true`; `false`: Karpenter's packing).
+    #[serde(rename = "separateMachinesWhenCheaper")]
+    pub separate_machines_when_cheaper: Option<bool>,
 }
 
 /// `40s`, or `{min: 30s, max: 60s}` (uniform, from the scenario's seed).

@@ -838,6 +838,9 @@ pub fn apply_settings(
                 .unwrap_or(was != LostWork::Jobs),
         );
     }
+    if let Some(separate) = settings.separate_machines_when_cheaper {
+        config.separate_when_cheaper = separate;
+    }
     if config.batch_idle_ms > config.batch_max_ms {
         return Err(invalid(
             "settings.batchIdleDuration",
