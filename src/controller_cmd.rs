@@ -50,7 +50,7 @@ pub struct ControllerArgs {
     /// runner's (`false`: only its restart, as Karpenter). Read when the event store is created.
     #[arg(long, env = "COUNT_LOST_WORK_OF_UNREPLICATED_PODS", default_value_t = true, action = clap::ArgAction::Set)]
     count_lost_work_of_unreplicated_pods: bool,
-    /// Whether a machine planned for GPU pods (or pods asking another extended resource) is
+    /// Whether a machine planned for accelerator pods (GPUs, AWS Neuron) is
     /// launched as one machine per pod where those cost less (`false`: Karpenter's packing).
     /// Read when the event store is created.
     #[arg(long, env = "SEPARATE_MACHINES_WHEN_CHEAPER", default_value_t = true, action = clap::ArgAction::Set)]

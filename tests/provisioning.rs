@@ -540,6 +540,68 @@ fn pods_go_on_machines_of_their_own_when_that_costs_less_than_sharing_a_bigger_o
 }
 
 #[test]
+fn machines_are_priced_apart_at_the_offerings_a_launch_may_take_now() {
+    let mut h = CoreHarness::new();
+    let mut gpu = pool("default");
+    gpu.requirements = vec![
+        req(labels::CAPACITY_TYPE, Operator::In, &["on-demand"]),
+        req(labels::INSTANCE_FAMILY, Operator::In, &["g4dn"]),
+    ];
+    h.nodepool(gpu);
+    // Both pods in one zone, where g4dn.4xlarge runs out of capacity (it is still offered in
+    // the others, so the NodePool keeps the type).
+    let train = |name: &str| {
+        let mut p = Pod::new("default", name, 12_000, 24 * GIB);
+        p.requests.set_extended(NVIDIA_GPU, 1);
+        p.node_selector
+            .insert(labels::ZONE.into(), "us-east-1a".into());
+        p
+    };
+    let first = provision(&mut h, vec![train("a")]).remove(0);
+    let out: Vec<OfferingKey> = first
+        .options
+        .iter()
+        .filter(|o| o.instance_type.as_ref() == "g4dn.4xlarge")
+        .map(|o| OfferingKey {
+            instance_type: o.instance_type.to_string(),
+            zone: o.zone.to_string(),
+            capacity_type: o.capacity_type,
+        })
+        .collect();
+    assert!(!out.is_empty(), "{first:?}");
+    h.fail_launch(&first, out);
+    // Apart each pod would now take a g4dn.8xlarge ($2.176/h): two cost more than the
+    // g4dn.12xlarge ($3.912/h) both share, so they share it.
+    h.pod(train("b"));
+    h.advance(11_000);
+    let launches = h.all_launches();
+    let after: Vec<_> = launches.iter().skip(1).collect();
+    assert_eq!(after.len(), 1, "{after:?}");
+    assert_eq!(after[0].requests.pods, 2);
+}
+
+#[test]
+fn pods_asking_ephemeral_storage_are_not_machines_apart() {
+    // Ephemeral storage is an extended resource to the solver, not an accelerator: three
+    // pods that share one machine keep sharing it, as Karpenter packs them (three c6a.large
+    // would cost less at the catalog's prices, and more in root volumes and addresses).
+    let mut h = CoreHarness::new();
+    let mut unlimited = tutorial_pool();
+    unlimited.limits.clear();
+    h.nodepool(unlimited);
+    let pods = (0..3)
+        .map(|i| {
+            let mut p = Pod::new("default", &format!("batch-{i}"), 1_500, 2 * GIB);
+            p.requests.set_extended("ephemeral-storage", GIB);
+            p
+        })
+        .collect();
+    let launches = provision(&mut h, pods);
+    assert_eq!(launches.len(), 1, "{launches:?}");
+    assert_eq!(launches[0].requests.pods, 3);
+}
+
+#[test]
 fn pods_that_share_a_machine_at_no_extra_cost_still_share_it() {
     // Small pods: one machine holds all four for what one of them alone would pay.
     let mut h = CoreHarness::new();

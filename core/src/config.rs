@@ -52,7 +52,7 @@ pub struct Config {
     /// longer than the oldest has run (it may end as soon).
     pub count_lost_work: LostWork,
     /// Beyond Karpenter (`separateMachinesWhenCheaper`): a machine planned for pods that ask
-    /// for GPUs (or another extended resource) is launched as one machine per pod where those
+    /// for accelerators (GPUs, AWS Neuron) is launched as one machine per pod where those
     /// cost less than it, at the catalog's prices. Karpenter puts two one-GPU pods on a
     /// four-GPU machine at $3.91/h where two one-GPU machines cost $2.41/h, and consolidation
     /// later moves them apart, evicting them.

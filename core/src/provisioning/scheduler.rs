@@ -18,7 +18,7 @@ use crate::model::nodeclaim::LaunchOption;
 use crate::model::nodepool::NodePool;
 use crate::model::pod::{Pod, PodKey};
 use crate::model::requirements::{Requirement, Requirements};
-use crate::model::resources::Resources;
+use crate::model::resources::{AMD_GPU, AWS_NEURON, NVIDIA_GPU, Resources};
 use crate::model::taints::{Taint, TaintEffect, first_untolerated};
 use crate::state::{ClusterState, PreparedCatalog};
 
@@ -212,21 +212,21 @@ struct Planned {
     limit_capacity: Resources,
 }
 
-/// The price of the cheapest offering of `types` that `filter` allows, at the catalog's prices
-/// (unbounded when there is none).
+/// The price of the cheapest offering of `types` that `mask` lets a launch take now (its zones
+/// and capacity types, no offering out of capacity), at the catalog's prices; unbounded when
+/// there is none.
 fn cheapest_offering(
     prepared: &PreparedCatalog,
     types: &[usize],
-    filter: &OfferingFilter,
+    mask: &launch::OfferingMask,
 ) -> Price {
-    let offerings = types
-        .iter()
-        .flat_map(|&t| &prepared.catalog.instance_types[t].offerings);
-    offerings
-        .filter(|o| filter.allows(&o.zone, o.capacity_type.as_str()))
-        .map(|o| o.price)
-        .min()
-        .unwrap_or(Price(u64::MAX))
+    let offerings = types.iter().flat_map(|&t| {
+        let offerings = &prepared.catalog.instance_types[t].offerings;
+        (0..offerings.len())
+            .filter(move |&o| mask.allows(t, o))
+            .map(move |o| offerings[o].price)
+    });
+    offerings.min().unwrap_or(Price(u64::MAX))
 }
 
 fn requirement_changed(old: &Requirements, new: &Requirements) -> Vec<String> {
@@ -1080,16 +1080,18 @@ impl<'a> Solver<'a> {
     }
 
     /// Beyond Karpenter (`Config::separate_when_cheaper`): each planned machine for pods that
-    /// ask for GPUs (or another extended resource) whose pods, each on a machine of its own,
+    /// ask for accelerators (NVIDIA or AMD GPUs, AWS Neuron) whose pods, each on a machine of its own,
     /// cost less than the machine does, is made one machine per pod — two one-GPU pods on two
     /// one-GPU machines rather than on a four-GPU one, which consolidation would soon take
     /// apart again, evicting them. Accelerators come 1, 4 or 8 to a machine, so two pods can
     /// cost a machine twice their size; CPU and memory come in sizes that double, and there
     /// the catalog's prices leave out what each machine costs besides (its root volume, its
     /// addresses, its DaemonSets' work), so a machine is not split for them. Each keeps the
-    /// machine's requirements (its zone among them). Left as planned: machines of a NodePool
-    /// with limits, or with `minValues`, and machines holding a pod with pod affinity, pod
-    /// anti-affinity or topology spread, whose placement the plan counted on.
+    /// machine's requirements (its zone among them); both sides are priced at the offerings a
+    /// launch may take now. Left as planned: machines of a NodePool with limits, or with
+    /// `minValues`, machines holding a pod with pod affinity, pod anti-affinity or topology
+    /// spread, whose placement the plan counted on, and every machine while capacity
+    /// reservations are known (machines apart could count one free slot twice).
     fn separate_where_cheaper(&mut self, pods: &[&Pod], profiles: &[PodProfile]) {
         let Some(prepared) = self.prepared else {
             return;
@@ -1117,15 +1119,22 @@ impl<'a> Solver<'a> {
     ) -> Option<Vec<Planned>> {
         let claim = &planned.claim;
         let ctx = &self.contexts[planned.pool];
+        let accelerated = [NVIDIA_GPU, AMD_GPU, AWS_NEURON]
+            .iter()
+            .any(|r| claim.requests.extended.contains_key(*r));
+        // Capacity reservations are left to the plan: machines apart could count one free
+        // slot twice.
         if claim.pods.len() < 2
-            || claim.requests.extended.is_empty()
+            || !accelerated
             || !ctx.pool.limits.is_empty()
             || !claim.min_values.is_empty()
+            || !prepared.catalog.reservations.is_empty()
         {
             return None;
         }
         let filter = OfferingFilter::new(&claim.requirements);
-        let together = cheapest_offering(prepared, &claim.types, &filter);
+        let mask = launch::OfferingMask::new(self.state, prepared, filter, self.now_ms);
+        let together = cheapest_offering(prepared, &claim.types, &mask);
         let mut apart = Vec::with_capacity(claim.pods.len());
         let mut apart_usd = 0u64;
         for key in &claim.pods {
@@ -1147,12 +1156,13 @@ impl<'a> Solver<'a> {
                 .filter(|&t| {
                     ctx.shape.room_rows.holds(t, &row)
                         && ctx.shape.type_requirements(t).meets(&claim.requirements)
+                        && mask.allows_any(t)
                 })
                 .collect();
             if types.is_empty() {
                 return None;
             }
-            apart_usd = apart_usd.saturating_add(cheapest_offering(prepared, &types, &filter).0);
+            apart_usd = apart_usd.saturating_add(cheapest_offering(prepared, &types, &mask).0);
             apart.push(Planned {
                 claim: PlannedClaim {
                     nodepool: claim.nodepool.clone(),
