@@ -4,7 +4,7 @@
 
 use nodewright_adapters::eventlog::{LogHeader, MemoryStore};
 use nodewright_testkit::Report;
-use nodewright_testkit::scenario::{ManifestFiles, ScenarioError, load_str};
+use nodewright_testkit::scenario::{NoFiles, load_str};
 
 const TWO_GPU_PODS: &str = r#"
 name: two-gpu-pods
@@ -51,15 +51,6 @@ timeline:
                 image: x
                 resources: {requests: {cpu: 12, memory: 24Gi, nvidia.com/gpu: 1}}
 "#;
-
-/// The scenario names no file.
-struct NoFiles;
-
-impl ManifestFiles for NoFiles {
-    fn read(&self, relative: &str) -> Result<(String, String), ScenarioError> {
-        panic!("no file is named, yet {relative} was read")
-    }
-}
 
 fn run(settings: &str) -> Report {
     let text = format!("{TWO_GPU_PODS}{settings}");

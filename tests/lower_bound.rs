@@ -581,23 +581,14 @@ timeline:
             containers: [{name: c, image: x, resources: {requests: {cpu: 1, memory: 2Gi}}}]
 "#;
 
-/// The scenario above names no file.
-struct NoFiles;
-
-impl nodewright_testkit::scenario::ManifestFiles for NoFiles {
-    fn read(
-        &self,
-        relative: &str,
-    ) -> Result<(String, String), nodewright_testkit::scenario::ScenarioError> {
-        panic!("no file is named, yet {relative} was read")
-    }
-}
-
 #[test]
 fn a_jobs_pod_evicted_before_its_end_is_work_done_again_above_the_bound() {
-    let scenario =
-        nodewright_testkit::scenario::load_str(EXPIRED_JOB, "expired-job.yaml", &NoFiles)
-            .expect("loads");
+    let scenario = nodewright_testkit::scenario::load_str(
+        EXPIRED_JOB,
+        "expired-job.yaml",
+        &nodewright_testkit::scenario::NoFiles,
+    )
+    .expect("loads");
     let store = nodewright_adapters::eventlog::MemoryStore::new(
         nodewright_adapters::eventlog::LogHeader::new(scenario.config.clone(), &scenario.name),
     );

@@ -488,23 +488,28 @@ fn gpu_requests_get_gpu_machines() {
     }
 }
 
-/// Two one-GPU pods of one decision, on on-demand GPU machines.
-fn two_gpu_pods(config: nodewright_core::Config) -> (CoreHarness, Vec<NodeClaimSpec>) {
-    let mut h = CoreHarness::with_config(config);
+/// A NodePool of on-demand g4dn machines (one GPU up to the 8xlarge, four on the 12xlarge).
+fn g4dn_pool() -> NodePool {
     let mut gpu = pool("default");
     gpu.requirements = vec![
         req(labels::CAPACITY_TYPE, Operator::In, &["on-demand"]),
         req(labels::INSTANCE_FAMILY, Operator::In, &["g4dn"]),
     ];
-    h.nodepool(gpu);
-    let pods = (0..2)
-        .map(|i| {
-            let mut p = Pod::new("default", &format!("train-{i}"), 12_000, 24 * GIB);
-            p.requests.set_extended(NVIDIA_GPU, 1);
-            p
-        })
-        .collect();
-    let launches = provision(&mut h, pods);
+    gpu
+}
+
+/// A pod asking one GPU and 12 CPUs: alone it takes a g4dn.4xlarge.
+fn train(name: &str) -> Pod {
+    let mut p = Pod::new("default", name, 12_000, 24 * GIB);
+    p.requests.set_extended(NVIDIA_GPU, 1);
+    p
+}
+
+/// Two one-GPU pods of one decision, on on-demand GPU machines.
+fn two_gpu_pods(config: nodewright_core::Config) -> (CoreHarness, Vec<NodeClaimSpec>) {
+    let mut h = CoreHarness::with_config(config);
+    h.nodepool(g4dn_pool());
+    let launches = provision(&mut h, vec![train("train-0"), train("train-1")]);
     (h, launches)
 }
 
@@ -542,17 +547,11 @@ fn pods_go_on_machines_of_their_own_when_that_costs_less_than_sharing_a_bigger_o
 #[test]
 fn machines_are_priced_apart_at_the_offerings_a_launch_may_take_now() {
     let mut h = CoreHarness::new();
-    let mut gpu = pool("default");
-    gpu.requirements = vec![
-        req(labels::CAPACITY_TYPE, Operator::In, &["on-demand"]),
-        req(labels::INSTANCE_FAMILY, Operator::In, &["g4dn"]),
-    ];
-    h.nodepool(gpu);
+    h.nodepool(g4dn_pool());
     // Both pods in one zone, where g4dn.4xlarge runs out of capacity (it is still offered in
     // the others, so the NodePool keeps the type).
     let train = |name: &str| {
-        let mut p = Pod::new("default", name, 12_000, 24 * GIB);
-        p.requests.set_extended(NVIDIA_GPU, 1);
+        let mut p = train(name);
         p.node_selector
             .insert(labels::ZONE.into(), "us-east-1a".into());
         p
@@ -562,11 +561,7 @@ fn machines_are_priced_apart_at_the_offerings_a_launch_may_take_now() {
         .options
         .iter()
         .filter(|o| o.instance_type.as_ref() == "g4dn.4xlarge")
-        .map(|o| OfferingKey {
-            instance_type: o.instance_type.to_string(),
-            zone: o.zone.to_string(),
-            capacity_type: o.capacity_type,
-        })
+        .map(|o| o.key())
         .collect();
     assert!(!out.is_empty(), "{first:?}");
     h.fail_launch(&first, out);
@@ -655,11 +650,7 @@ fn an_offering_that_ran_out_of_capacity_is_avoided_for_three_minutes() {
         .options
         .iter()
         .filter(|o| o.instance_type == claim.options[0].instance_type)
-        .map(|o| OfferingKey {
-            instance_type: o.instance_type.to_string(),
-            zone: o.zone.to_string(),
-            capacity_type: o.capacity_type,
-        })
+        .map(|o| o.key())
         .collect();
     let cmds = h.fail_launch(&claim, failed.clone());
     assert!(
@@ -859,15 +850,7 @@ fn when_every_offering_ran_out_of_capacity_the_pod_is_told_so_until_they_return(
     h.nodepool(p);
     let claim = provision(&mut h, vec![Pod::new("default", "a", 1000, GIB)]).remove(0);
     // CreateFleet found no capacity in any of the claim's offerings.
-    let every: Vec<OfferingKey> = claim
-        .options
-        .iter()
-        .map(|o| OfferingKey {
-            instance_type: o.instance_type.to_string(),
-            zone: o.zone.to_string(),
-            capacity_type: o.capacity_type,
-        })
-        .collect();
+    let every: Vec<OfferingKey> = claim.options.iter().map(|o| o.key()).collect();
     h.fail_launch(&claim, every);
     h.advance(11_000);
     let reasons = unschedulable(&h.commands);

@@ -379,7 +379,7 @@ impl Core {
         if effects.changes_cluster {
             self.epoch += 1;
         }
-        if effects.changes_machines {
+        if effects.changes_machines() {
             self.caches.drift_found_none = false;
         }
         if effects.reshapes_pools {

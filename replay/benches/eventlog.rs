@@ -11,7 +11,7 @@ use criterion::{BatchSize, Criterion, Throughput, criterion_group, criterion_mai
 use nodewright_adapters::eventlog::{LogHeader, LogRecord, MemoryStore, NwlogReader, RedbStore};
 use nodewright_core::model::pod::Pod;
 use nodewright_core::{Event, EventKind};
-use nodewright_testkit::scenario::{ManifestFiles, ScenarioError, load_str};
+use nodewright_testkit::scenario::{NoFiles, load_str};
 
 const SCENARIO: &str = r#"
 name: pod-churn
@@ -60,17 +60,6 @@ timeline:
   - at: 20m
     scale: {deployment: web, namespace: default, replicas: 0}
 "#;
-
-struct NoFiles;
-
-impl ManifestFiles for NoFiles {
-    fn read(&self, relative: &str) -> Result<(String, String), ScenarioError> {
-        Err(ScenarioError::Io {
-            file: relative.to_string(),
-            source: std::io::Error::new(std::io::ErrorKind::NotFound, "inline scenario"),
-        })
-    }
-}
 
 /// A log dominated by pod events: the pod-churn cluster's Deployment, of 250m / 256Mi pods,
 /// scaled between 1,000 and 1,400 replicas every 2 s for ten minutes (a busy cluster's pod

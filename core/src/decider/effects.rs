@@ -15,9 +15,15 @@ pub(super) struct Effects {
     pub(super) wakes_every_drain: bool,
     /// A NodePool's shape (its instance types, rooms and DaemonSet overhead) may have changed.
     pub(super) reshapes_pools: bool,
-    /// It may change what drift reads: a machine, a NodePool, an EC2NodeClass or the catalog.
-    /// (A pod event or a tick does not, nor a listing: what it finds only ends machines.)
-    pub(super) changes_machines: bool,
+}
+
+impl Effects {
+    /// It may change what drift reads: a machine, a NodePool, an EC2NodeClass or the catalog —
+    /// an event that changes the cluster and is about more than one pod. (A pod event or a
+    /// tick does not, nor a listing: what it finds only ends machines.)
+    pub(super) fn changes_machines(&self) -> bool {
+        self.changes_cluster && self.wakes_every_drain
+    }
 }
 
 /// The effects of `kind`.
@@ -49,11 +55,9 @@ pub(super) fn effects(kind: &EventKind) -> Effects {
         | EventKind::EvictionRefused { .. }
         | EventKind::InterruptionReceived { .. } => (true, true, false),
     };
-    let changes_machines = changes_cluster && wakes_every_drain;
     Effects {
         changes_cluster,
         wakes_every_drain,
         reshapes_pools,
-        changes_machines,
     }
 }

@@ -336,17 +336,8 @@ impl<'a> Removal<'a> {
                 .described
                 .push((node, instance.instance_type.as_str(), instance.price));
             let movable = state.workload_pods_on_node(node);
-            if let Some(on) = state.nodes.get(node) {
-                for pod in &movable {
-                    removal.eviction_cost.add(
-                        config,
-                        pod,
-                        &on.node.allocatable,
-                        instance.price,
-                        now_ms,
-                    );
-                }
-            }
+            let evicting = (node, instance.price, movable.as_slice());
+            add_evictions(&mut removal.eviction_cost, state, config, evicting, now_ms);
             removal.pods.extend(movable);
             *removal
                 .per_pool
@@ -361,6 +352,21 @@ impl<'a> Removal<'a> {
     fn removed(&self) -> &BTreeSet<String> {
         self.removed
             .get_or_init(|| self.nodeclaims.iter().cloned().collect())
+    }
+}
+
+/// Counts into `cost`, pod by pod, evicting `pods` from `node`, whose machine costs `price`.
+fn add_evictions(
+    cost: &mut EvictionCost,
+    state: &ClusterState,
+    config: &Config,
+    (node, price, pods): (&str, Price, &[&Pod]),
+    now_ms: u64,
+) {
+    if let Some(on) = state.nodes.get(node) {
+        for pod in pods {
+            cost.add(config, pod, &on.node.allocatable, price, now_ms);
+        }
     }
 }
 
@@ -772,11 +778,9 @@ impl CandidateCost {
         let node = claim.node_name.as_deref()?;
         let instance = claim.instance.as_ref()?;
         let mut eviction_cost = EvictionCost::default();
-        if let Some(on) = state.nodes.get(node) {
-            for pod in state.workload_pods_on_node(node) {
-                eviction_cost.add(config, pod, &on.node.allocatable, instance.price, now_ms);
-            }
-        }
+        let movable = state.workload_pods_on_node(node);
+        let evicting = (node, instance.price, movable.as_slice());
+        add_evictions(&mut eviction_cost, state, config, evicting, now_ms);
         Some(CandidateCost {
             price: instance.price,
             eviction_cost,

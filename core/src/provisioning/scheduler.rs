@@ -1096,11 +1096,19 @@ impl<'a> Solver<'a> {
         let Some(prepared) = self.prepared else {
             return;
         };
+        // Most solves plan no machine for several accelerator pods: they look no further.
+        if !self.planned.iter().any(|p| self.may_split(prepared, p)) {
+            return;
+        }
         let index: BTreeMap<&PodKey, usize> =
             pods.iter().enumerate().map(|(i, p)| (&p.key, i)).collect();
         let mut kept = Vec::with_capacity(self.planned.len());
         for planned in std::mem::take(&mut self.planned) {
-            match self.apart(prepared, &planned, pods, profiles, &index) {
+            let apart = self
+                .may_split(prepared, &planned)
+                .then(|| self.apart(prepared, &planned, pods, profiles, &index))
+                .flatten();
+            match apart {
                 Some(apart) => kept.extend(apart),
                 None => kept.push(planned),
             }
@@ -1108,7 +1116,23 @@ impl<'a> Solver<'a> {
         self.planned = kept;
     }
 
-    /// `planned` as one machine per pod, when those cost less than it and it may be split.
+    /// Whether `planned` is for several pods asking accelerators, of a NodePool without limits
+    /// or `minValues`, while no capacity reservation is known (machines apart could count one
+    /// free slot twice): what [`Solver::apart`] asks before it prices anything.
+    fn may_split(&self, prepared: &PreparedCatalog, planned: &Planned) -> bool {
+        let claim = &planned.claim;
+        let accelerated = [NVIDIA_GPU, AMD_GPU, AWS_NEURON]
+            .iter()
+            .any(|r| claim.requests.extended.contains_key(*r));
+        claim.pods.len() >= 2
+            && accelerated
+            && self.contexts[planned.pool].pool.limits.is_empty()
+            && claim.min_values.is_empty()
+            && prepared.catalog.reservations.is_empty()
+    }
+
+    /// `planned` (one [`Solver::may_split`] allows) as one machine per pod, when those cost
+    /// less than it and none of its pods has pod affinity, anti-affinity or spread.
     fn apart(
         &self,
         prepared: &PreparedCatalog,
@@ -1119,19 +1143,6 @@ impl<'a> Solver<'a> {
     ) -> Option<Vec<Planned>> {
         let claim = &planned.claim;
         let ctx = &self.contexts[planned.pool];
-        let accelerated = [NVIDIA_GPU, AMD_GPU, AWS_NEURON]
-            .iter()
-            .any(|r| claim.requests.extended.contains_key(*r));
-        // Capacity reservations are left to the plan: machines apart could count one free
-        // slot twice.
-        if claim.pods.len() < 2
-            || !accelerated
-            || !ctx.pool.limits.is_empty()
-            || !claim.min_values.is_empty()
-            || !prepared.catalog.reservations.is_empty()
-        {
-            return None;
-        }
         let filter = OfferingFilter::new(&claim.requirements);
         let mask = launch::OfferingMask::new(self.state, prepared, filter, self.now_ms);
         let together = cheapest_offering(prepared, &claim.types, &mask);

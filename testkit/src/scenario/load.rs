@@ -18,6 +18,22 @@ pub trait ManifestFiles {
     fn read(&self, relative: &str) -> Result<(String, String), ScenarioError>;
 }
 
+/// No file can be read: for a scenario given as text that names none (a `file:` manifest is
+/// then an error like any other).
+pub struct NoFiles;
+
+impl ManifestFiles for NoFiles {
+    fn read(&self, relative: &str) -> Result<(String, String), ScenarioError> {
+        Err(ScenarioError::Io {
+            file: relative.to_string(),
+            source: std::io::Error::new(
+                std::io::ErrorKind::NotFound,
+                "a scenario given as text reads no file",
+            ),
+        })
+    }
+}
+
 pub(crate) struct Directory(pub(crate) PathBuf);
 
 impl ManifestFiles for Directory {

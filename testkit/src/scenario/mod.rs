@@ -11,7 +11,7 @@ pub mod trace;
 
 pub use builtin::{SCENARIOS, builtin, builtin_names};
 pub use format::SettingsFile;
-pub use load::{ManifestFiles, apply_settings, load_file, load_str};
+pub use load::{ManifestFiles, NoFiles, apply_settings, load_file, load_str};
 pub use model::{
     Action, CloudSpec, DeleteKind, ExistingNodeGroup, Expectation, IceWindow, InterruptKind,
     InterruptTarget, Latency, Scenario, ScenarioError, Storm, TimelineAction,
