@@ -380,9 +380,11 @@ impl Core {
             self.epoch += 1;
         }
         if effects.changes_machines() {
-            self.caches.drift_found_none = false;
+            self.caches.garbage_quiet_until_ms = None;
         }
         if effects.reshapes_pools {
+            // What drift compares every machine with may have changed.
+            self.caches.drift_found_none = false;
             self.pool_shapes_changed();
         }
         match kind {
@@ -456,12 +458,14 @@ impl Core {
             } => self.interrupt(message_id, instance_id, interruption, commands),
             EventKind::InstancesListed { instances } => {
                 self.listing.clone_from(instances);
+                self.caches.garbage_quiet_until_ms = None;
                 return self.collect_garbage(commands);
             }
             EventKind::InstancesRelisted { changed, gone } => {
                 // No change rebuilds the same listing.
                 if !(changed.is_empty() && gone.is_empty()) {
                     self.listing = listing::rebuild(&self.listing, changed, gone);
+                    self.caches.garbage_quiet_until_ms = None;
                 }
                 return self.collect_garbage(commands);
             }

@@ -74,6 +74,17 @@ pub struct Garbage {
     pub orphans: Vec<(String, Option<String>, String)>,
     /// NodeClaims whose instance is gone: (NodeClaim, why).
     pub vanished: Vec<(String, String)>,
+    /// The earliest time an instance or NodeClaim passed over only for being younger than
+    /// [`GARBAGE_GRACE_MS`] grows old enough to be collected; `None` when none is. Until then,
+    /// the same listing and NodeClaims call for nothing more.
+    pub grace_ends_ms: Option<u64>,
+}
+
+impl Garbage {
+    /// Whether the listing calls for nothing now.
+    pub fn is_empty(&self) -> bool {
+        self.orphans.is_empty() && self.vanished.is_empty()
+    }
 }
 
 /// Compares the listing with the NodeClaims.
@@ -84,6 +95,7 @@ pub fn garbage(
 ) -> Garbage {
     use std::collections::BTreeMap;
     let mut out = Garbage::default();
+    let mut grace_ends = Wake::default();
     let owned: BTreeMap<&str, &str> = state
         .nodeclaims
         .iter()
@@ -112,6 +124,7 @@ pub fn garbage(
         }
         let age = now_ms.saturating_sub(i.launched_at_ms);
         if age < GARBAGE_GRACE_MS {
+            grace_ends.offer(i.launched_at_ms + GARBAGE_GRACE_MS);
             continue;
         }
         let tag = i.nodeclaim.as_deref().unwrap_or("none");
@@ -129,19 +142,21 @@ pub fn garbage(
         let (Some(instance), Some(launched)) = (&claim.instance, claim.launched_at_ms) else {
             continue;
         };
-        if now_ms.saturating_sub(launched) < GARBAGE_GRACE_MS {
-            continue;
-        }
         let why = match listed.get(instance.instance_id.as_str()) {
             None => "is not in the cloud's listing",
             Some(l) if !l.running => "is shutting down or terminated",
             Some(_) => continue,
         };
+        if now_ms.saturating_sub(launched) < GARBAGE_GRACE_MS {
+            grace_ends.offer(launched + GARBAGE_GRACE_MS);
+            continue;
+        }
         out.vanished.push((
             name.clone(),
             format!("its instance {} {why}", instance.instance_id),
         ));
     }
+    out.grace_ends_ms = grace_ends.ms();
     out
 }
 

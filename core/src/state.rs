@@ -7,7 +7,6 @@ use serde::{Deserialize, Serialize};
 
 use crate::catalog::{self, CapacitySettings, ClassResources, InstanceType, NodeResources};
 use crate::model::daemonset::DaemonSet;
-use crate::model::do_not_disrupt::Protection;
 use crate::model::labels;
 use crate::model::node::Node;
 use crate::model::nodeclaim::{
@@ -274,47 +273,45 @@ impl ClusterState {
         used
     }
 
-    /// What keeps a node out of voluntary disruption now: `karpenter.sh/do-not-disrupt` on the
-    /// node or on one of its workload pods. Returns why, and when the last protection in force
-    /// runs out (`None` when one of them never does).
-    pub fn do_not_disrupt_on_node(&self, node: &str, now_ms: u64) -> Option<(String, Option<u64>)> {
-        self.do_not_disrupt_among(node, &self.workload_pods_on_node(node), now_ms)
-    }
-
-    /// [`Self::do_not_disrupt_on_node`], given the node's workload pods.
-    pub fn do_not_disrupt_among(
-        &self,
-        node: &str,
-        workload: &[&Pod],
-        now_ms: u64,
-    ) -> Option<(String, Option<u64>)> {
+    /// Whether `karpenter.sh/do-not-disrupt` on the node or on one of its workload pods keeps it
+    /// out of voluntary disruption now: `None` when nothing does, else when the last protection
+    /// in force runs out (`Some(None)` when one of them never does).
+    pub fn do_not_disrupt_on_node(&self, node: &str, now_ms: u64) -> Option<Option<u64>> {
         let state = self.nodes.get(node)?;
         let started = state
             .nodeclaim
             .as_ref()
             .and_then(|c| self.nodeclaims.get(c))
             .map_or(0, |c| c.created_at_ms);
-        let mut reasons = Vec::new();
-        let mut ends: Option<Option<u64>> = None;
-        let mut note = |what: &dyn std::fmt::Display, protection: Protection| {
-            if protection.active_at(now_ms) {
-                reasons.push(format!("{what} has {}", protection.describe(now_ms)));
-                let end = protection.ends_after(now_ms);
-                ends = Some(match (ends, end) {
-                    (None, e) => e,
-                    (Some(None), _) | (Some(_), None) => None,
-                    (Some(Some(a)), Some(b)) => Some(a.max(b)),
-                });
-            }
+        protected_until(state, started, self.workload_pods_of(state), now_ms)
+    }
+
+    /// [`Self::do_not_disrupt_on_node`] for the node of NodeClaim `claim` (called `nodeclaim`),
+    /// given the node's state and workload pods: nothing is looked up again where the node
+    /// names that NodeClaim.
+    pub fn do_not_disrupt_among<'p>(
+        &self,
+        (nodeclaim, claim): (&str, &NodeClaimState),
+        node: &NodeState,
+        workload: impl IntoIterator<Item = &'p Pod>,
+        now_ms: u64,
+    ) -> Option<Option<u64>> {
+        let started = match node.nodeclaim.as_deref() {
+            Some(named) if named == nodeclaim => claim.created_at_ms,
+            named => named
+                .and_then(|c| self.nodeclaims.get(c))
+                .map_or(0, |c| c.created_at_ms),
         };
-        note(
-            &format_args!("node {node}"),
-            state.node.do_not_disrupt(started),
-        );
-        for pod in workload {
-            note(&format_args!("pod {}", pod.key), pod.do_not_disrupt());
-        }
-        ends.map(|end| (reasons.join(", "), end))
+        protected_until(node, started, workload, now_ms)
+    }
+
+    /// The workload pods (not DaemonSet pods, not mirror pods) bound to a node, as its state
+    /// lists them.
+    pub fn workload_pods_of<'s>(&'s self, node: &'s NodeState) -> impl Iterator<Item = &'s Pod> {
+        node.pods
+            .values()
+            .map(|&id| self.pods.pod(id))
+            .filter(|p| !p.follows_its_node())
     }
 
     /// The pods a drain of the node evicts: every pod bound to it, DaemonSet pods included,
@@ -524,6 +521,28 @@ impl ClusterState {
             })
             .map(|(name, _)| name.clone())
     }
+}
+
+/// When the protections in force now of a node (whose machine started at `started_ms`) and of
+/// its workload pods run out: `None` when none is in force, `Some(None)` when one never does.
+fn protected_until<'p>(
+    node: &NodeState,
+    started_ms: u64,
+    workload: impl IntoIterator<Item = &'p Pod>,
+    now_ms: u64,
+) -> Option<Option<u64>> {
+    let mut ends: Option<Option<u64>> = None;
+    let protections = std::iter::once(node.node.do_not_disrupt(started_ms))
+        .chain(workload.into_iter().map(Pod::do_not_disrupt));
+    for protection in protections.filter(|p| p.active_at(now_ms)) {
+        let end = protection.ends_after(now_ms);
+        ends = Some(match (ends, end) {
+            (None, e) => e,
+            (Some(None), _) | (Some(_), None) => None,
+            (Some(Some(a)), Some(b)) => Some(a.max(b)),
+        });
+    }
+    ends
 }
 
 #[cfg(test)]

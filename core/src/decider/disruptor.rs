@@ -352,7 +352,7 @@ impl Core {
             }
             let node = claim.node_name.clone();
             if let Some(n) = &node {
-                if let Some((_, ends)) = self.state.do_not_disrupt_on_node(n, now) {
+                if let Some(ends) = self.state.do_not_disrupt_on_node(n, now) {
                     wake.offer_some(ends);
                     continue;
                 }

@@ -81,8 +81,13 @@ impl Core {
             claim.node_name = Some(node.name.clone());
             claim.registered_at_ms.get_or_insert(now);
             // Initialized: ready, and no longer held for its siblings.
-            if node.ready && !node.has_taint(labels::SIBLING_HOLD_TAINT) {
-                claim.initialized_at_ms.get_or_insert(now);
+            if node.ready
+                && !node.has_taint(labels::SIBLING_HOLD_TAINT)
+                && claim.initialized_at_ms.is_none()
+            {
+                claim.initialized_at_ms = Some(now);
+                // Drift looks at initialized machines only: this one is new to it.
+                self.caches.drift_found_none = false;
             }
         }
         // Replacements are up: the machine they replace goes.

@@ -43,6 +43,8 @@ impl Core {
             Some(claim) if claim.terminating.is_none() => {
                 claim.instance = Some(instance.clone());
                 claim.launched_at_ms = Some(now);
+                // Drift reads a machine's instance.
+                self.caches.drift_found_none = false;
             }
             _ => commands.push(Command::TerminateNodeClaim {
                 nodeclaim: nodeclaim.to_string(),
@@ -127,10 +129,23 @@ impl Core {
     /// finishes NodeClaims whose instance is gone. False when it found nothing.
     pub(super) fn collect_garbage(&mut self, commands: &mut Vec<Command>) -> bool {
         let now = self.now_ms;
-        let garbage = lifecycle::garbage(&self.state, &self.listing, now);
-        if garbage.orphans.is_empty() && garbage.vanished.is_empty() {
+        if self
+            .caches
+            .garbage_quiet_until_ms
+            .is_some_and(|until| now < until)
+        {
+            debug_assert!(
+                lifecycle::garbage(&self.state, &self.listing, now).is_empty(),
+                "garbage collection skipped, yet the listing calls for some"
+            );
             return false;
         }
+        let garbage = lifecycle::garbage(&self.state, &self.listing, now);
+        if garbage.is_empty() {
+            self.caches.garbage_quiet_until_ms = Some(garbage.grace_ends_ms.unwrap_or(u64::MAX));
+            return false;
+        }
+        self.caches.garbage_quiet_until_ms = None;
         self.epoch += 1;
         for (instance_id, nodeclaim, detail) in garbage.orphans {
             commands.push(Command::TerminateOrphanInstance {

@@ -115,8 +115,9 @@ impl Core {
         reason: LaunchReason,
         commands: &mut Vec<Command>,
     ) {
-        // A new machine has deadlines of its own.
+        // A new machine has deadlines of its own, and may be what a listed instance waits for.
         self.caches.claim_deadline_ms = None;
+        self.caches.garbage_quiet_until_ms = None;
         self.state.nodeclaims.insert(
             spec.name.clone(),
             NodeClaimState::new(spec.clone(), self.now_ms),

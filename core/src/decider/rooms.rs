@@ -111,7 +111,12 @@ pub(super) struct Caches {
     /// What drift compares machines with, once computed; forgotten when a NodePool or an
     /// EC2NodeClass changes.
     pub(super) drift_inputs: Option<std::sync::Arc<crate::disruption::drift::DriftInputs>>,
-    /// The last search for drifted machines found none, and no event since changed what it
-    /// reads ([`super::effects::Effects::changes_machines`]): the next finds none either.
+    /// The last search for drifted machines found none, and nothing it reads changed since: no
+    /// NodePool, EC2NodeClass or catalog ([`super::effects::Effects::reshapes_pools`]), and no
+    /// machine got its instance or became initialized (a machine leaving drifts no other): the
+    /// next finds none either.
     pub(super) drift_found_none: bool,
+    /// The last garbage collection found nothing, and neither the listing nor a NodeClaim
+    /// changed since: the next finds nothing either before this time (`u64::MAX`: ever).
+    pub(super) garbage_quiet_until_ms: Option<u64>,
 }

@@ -18,6 +18,9 @@ impl Core {
             return;
         }
         claim.terminating = Some((reason, self.now_ms));
+        // A machine waiting for its launch result no longer keeps its instance from the
+        // garbage collector.
+        self.caches.garbage_quiet_until_ms = None;
         let node = claim.node_name.clone();
         let pool_grace = self
             .state

@@ -61,13 +61,24 @@ fn pod_disruption_cost(pod: &Pod) -> f64 {
     (1.0 + deletion_cost / 134_217_728.0 + pod.priority as f64 / 33_554_432.0).clamp(-10.0, 10.0)
 }
 
+/// A node that may be consolidated now.
+struct Candidate {
+    /// Karpenter's disruption cost of its pods, scaled by the lifetime its machine has left:
+    /// the search tries the cheapest first.
+    disruption_cost: f64,
+    nodeclaim: String,
+    /// Its price and what evicting its pods costs.
+    cost: CandidateCost,
+}
+
 /// The nodes that may be consolidated now (cheapest to disrupt first), and the earliest time
 /// another becomes eligible.
-pub fn candidates(
+fn candidates(
     state: &ClusterState,
+    config: &Config,
     nominated: &BTreeSet<String>,
     now_ms: u64,
-) -> (Vec<(f64, String)>, Option<u64>) {
+) -> (Vec<Candidate>, Option<u64>) {
     let mut out = Vec::new();
     let mut next = Wake::default();
     let exhausted = state.exhausted_pdbs();
@@ -80,10 +91,12 @@ pub fn candidates(
             || pool.is_static()
             || claim.terminating.is_some()
             || !claim.is_initialized()
-            || claim.instance.is_none()
         {
             continue;
         }
+        let Some(instance) = &claim.instance else {
+            continue;
+        };
         let Some(after_ms) = pool.consolidate_after.as_ms() else {
             continue;
         };
@@ -93,8 +106,10 @@ pub fn candidates(
         let Some(node) = state.nodes.get(node_name) else {
             continue;
         };
-        let pods = state.workload_pods_on_node(node_name);
-        if let Some((_, ends)) = state.do_not_disrupt_among(node_name, &pods, now_ms) {
+        let pods: Vec<&Pod> = state.workload_pods_of(node).collect();
+        if let Some(ends) =
+            state.do_not_disrupt_among((name, claim), node, pods.iter().copied(), now_ms)
+        {
             // A protection with a duration makes the node a candidate again once it runs out.
             if let Some(at) = ends {
                 next.offer(at);
@@ -122,10 +137,26 @@ pub fn candidates(
             }
             _ => 1.0,
         };
-        let cost: f64 = pods.iter().map(|p| pod_disruption_cost(p)).sum::<f64>() * lifetime_left;
-        out.push((cost, name.clone()));
+        let disruption_cost: f64 =
+            pods.iter().map(|p| pod_disruption_cost(p)).sum::<f64>() * lifetime_left;
+        let mut eviction_cost = EvictionCost::default();
+        for pod in &pods {
+            eviction_cost.add(config, pod, &node.node.allocatable, instance.price, now_ms);
+        }
+        out.push(Candidate {
+            disruption_cost,
+            nodeclaim: name.clone(),
+            cost: CandidateCost {
+                price: instance.price,
+                eviction_cost,
+            },
+        });
     }
-    out.sort_by(|a, b| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1)));
+    out.sort_by(|a, b| {
+        a.disruption_cost
+            .total_cmp(&b.disruption_cost)
+            .then(a.nodeclaim.cmp(&b.nodeclaim))
+    });
     (out, next.ms())
 }
 
@@ -478,7 +509,7 @@ fn decides(
     view: &SearchView,
     budgets: &BudgetsNow,
     nodeclaims: &[String],
-    costs: &[Option<CandidateCost>],
+    costs: &[CandidateCost],
 ) -> Option<Decision> {
     let (state, config, now_ms) = (view.state, view.config, view.now_ms);
     if surely_out_of_reach(config, costs) {
@@ -660,9 +691,9 @@ fn cheaper_replacement(
             .into_iter()
             .filter(|o| o.price < price)
             .collect();
-    if cheaper.is_empty() {
+    let Some(cheapest_found) = cheaper.first().map(|o| o.price) else {
         return Err(not_cheaper());
-    }
+    };
     // By catalog index: one per type.
     let spot_types: BTreeSet<usize> = cheaper.iter().filter(|o| is_spot(o)).map(|o| o.t).collect();
     if any_spot && !any_on_demand && spot_types.len() < MIN_SPOT_TO_SPOT_OPTIONS {
@@ -686,7 +717,22 @@ fn cheaper_replacement(
             ));
     }
     planned.types.retain(|t| keep.contains(t));
-    if any_spot && !any_on_demand {
+    let spot_to_spot = any_spot && !any_on_demand;
+    if !pin_spot && !spot_to_spot && planned.min_values.is_empty() {
+        // Nothing narrowed but to the types with a cheaper offering: the cheapest of those is
+        // the cheapest offering found above (each type offers its cheapest as before).
+        let cheapest = cheapest_found;
+        debug_assert_eq!(
+            launch_offerings(state, &planned, now_ms, config.max_instance_types)
+                .into_iter()
+                .find(|o| o.price < price)
+                .map(|o| o.price),
+            Some(cheapest),
+            "the narrowed types launch at another price"
+        );
+        return Ok((planned, cheapest));
+    }
+    if spot_to_spot {
         // Spot-to-spot launches with the 15 cheapest spot types (Karpenter's rule).
         let cheapest: BTreeSet<usize> =
             launch_offerings(state, &planned, now_ms, MIN_SPOT_TO_SPOT_OPTIONS)
@@ -717,15 +763,14 @@ pub fn search(
         // Pods are waiting for capacity: no node is taken away meanwhile.
         return (None, None);
     }
-    let (candidates, next) = candidates(state, nominated, now_ms);
+    let (candidates, next) = candidates(state, config, nominated, now_ms);
     if candidates.is_empty() {
         return (None, next);
     }
-    let names: Vec<String> = candidates.into_iter().map(|(_, n)| n).collect();
-    let costs: Vec<Option<CandidateCost>> = names
-        .iter()
-        .map(|name| CandidateCost::of(state, config, name, now_ms))
-        .collect();
+    let (names, costs): (Vec<String>, Vec<CandidateCost>) = candidates
+        .into_iter()
+        .map(|c| (c.nodeclaim, c.cost))
+        .unzip();
     let view = SearchView {
         state,
         shapes,
@@ -758,34 +803,12 @@ impl<'a> SearchView<'a> {
 }
 
 /// What one candidate brings to a group the search tries: its price and what evicting its pods
-/// costs, read once per search (the search tries each candidate in many groups).
+/// costs, read once per search (the search tries each candidate in many groups), as
+/// [`Removal::of`] reads each of its nodes.
 #[derive(Debug, Clone, Copy)]
 struct CandidateCost {
     price: Price,
     eviction_cost: EvictionCost,
-}
-
-impl CandidateCost {
-    /// Read as [`Removal::of`] reads each of its nodes; `None` where that finds the candidate
-    /// gone (no NodeClaim, node or instance), and rejects the group.
-    fn of(
-        state: &ClusterState,
-        config: &Config,
-        nodeclaim: &str,
-        now_ms: u64,
-    ) -> Option<CandidateCost> {
-        let claim = state.nodeclaims.get(nodeclaim)?;
-        let node = claim.node_name.as_deref()?;
-        let instance = claim.instance.as_ref()?;
-        let mut eviction_cost = EvictionCost::default();
-        let movable = state.workload_pods_on_node(node);
-        let evicting = (node, instance.price, movable.as_slice());
-        add_evictions(&mut eviction_cost, state, config, evicting, now_ms);
-        Some(CandidateCost {
-            price: instance.price,
-            eviction_cost,
-        })
-    }
 }
 
 /// How far apart summing the eviction costs node by node and pod by pod may be, relatively, at
@@ -795,7 +818,7 @@ const SUMMING_MARGIN: f64 = 1e-9;
 /// Whether the payback rule fails for the group of `costs` whatever the simulation finds, from
 /// the candidates' costs summed node by node. It says so only with [`SUMMING_MARGIN`] to spare,
 /// so that wherever it does, [`payback_out_of_reach`] (summed pod by pod) does too.
-fn surely_out_of_reach(config: &Config, costs: &[Option<CandidateCost>]) -> bool {
+fn surely_out_of_reach(config: &Config, costs: &[CandidateCost]) -> bool {
     let zero_rule =
         config.consolidation_payback_horizon_ms == 0 && config.eviction_cost_micro_usd == 0;
     if zero_rule {
@@ -804,9 +827,6 @@ fn surely_out_of_reach(config: &Config, costs: &[Option<CandidateCost>]) -> bool
     let mut price = 0u64;
     let mut eviction_cost = EvictionCost::default();
     for cost in costs {
-        let Some(cost) = cost else {
-            return false;
-        };
         price += cost.price.0;
         eviction_cost = eviction_cost.join(&cost.eviction_cost);
     }
@@ -821,7 +841,7 @@ fn multi_node(
     view: &SearchView,
     budgets: &BudgetsNow,
     candidates: &[String],
-    costs: &[Option<CandidateCost>],
+    costs: &[CandidateCost],
 ) -> Option<Decision> {
     let names = &candidates[..candidates.len().min(MAX_MULTI_NODE_CANDIDATES)];
     if names.len() < 2 {
@@ -847,7 +867,7 @@ fn single_node(
     view: &SearchView,
     budgets: &BudgetsNow,
     candidates: &[String],
-    costs: &[Option<CandidateCost>],
+    costs: &[CandidateCost],
 ) -> Option<Decision> {
     candidates.iter().zip(costs).find_map(|(nodeclaim, cost)| {
         decides(

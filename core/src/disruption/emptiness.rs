@@ -47,14 +47,17 @@ pub fn candidates(
         let Some(node) = state.nodes.get(node_name) else {
             continue;
         };
-        let workload = state.workload_pods_on_node(node_name);
-        if let Some((_, ends)) = state.do_not_disrupt_among(node_name, &workload, now_ms) {
+        let workload = state.workload_pods_of(node);
+        if let Some(ends) = state.do_not_disrupt_among((name, claim), node, workload, now_ms) {
             if let Some(at) = ends {
                 next.offer(at);
             }
             continue;
         }
-        if nominated.contains(node_name) || nominated.contains(name) || !workload.is_empty() {
+        if nominated.contains(node_name)
+            || nominated.contains(name)
+            || state.workload_pods_of(node).next().is_some()
+        {
             continue;
         }
         let eligible_at = node.last_pod_event_ms + after_ms;

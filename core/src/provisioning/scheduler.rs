@@ -139,9 +139,9 @@ pub struct CandidateVerdict {
 /// Capacity that exists or is on its way.
 #[derive(Clone)]
 struct Target<'a> {
-    name: String,
+    name: &'a str,
     /// The NodeClaim behind it (what a disruption simulation takes away).
-    nodeclaim: Option<String>,
+    nodeclaim: Option<&'a str>,
     /// One label set per way the machine may turn out (one once launched); the pod must fit
     /// every one of them. A node's own labels are borrowed; shared between the solves of one
     /// view.
@@ -457,8 +457,8 @@ fn existing_targets<'a>(
             Cow::Owned(owned)
         };
         targets.push(Target {
-            name: name.clone(),
-            nodeclaim: node_state.nodeclaim.clone(),
+            name: name.as_str(),
+            nodeclaim: node_state.nodeclaim.as_deref(),
             label_sets: Arc::new(vec![labels_map]),
             known: Arc::default(),
             taints,
@@ -514,8 +514,8 @@ fn existing_targets<'a>(
             })
             .collect();
         targets.push(Target {
-            name: name.clone(),
-            nodeclaim: Some(name.clone()),
+            name: name.as_str(),
+            nodeclaim: Some(name.as_str()),
             label_sets: Arc::new(label_sets.into_iter().map(Cow::Owned).collect()),
             known: Arc::default(),
             taints: claim.spec.taints.clone(),
@@ -528,7 +528,7 @@ fn existing_targets<'a>(
         });
     }
     // Initialized nodes first, then by name.
-    targets.sort_by(|a, b| b.initialized.cmp(&a.initialized).then(a.name.cmp(&b.name)));
+    targets.sort_by(|a, b| b.initialized.cmp(&a.initialized).then(a.name.cmp(b.name)));
     targets
 }
 
@@ -770,7 +770,7 @@ impl<'a> Solver<'a> {
                 taken.host_ports.extend(pod.host_ports.iter().cloned());
                 result
                     .nominations
-                    .push((pod.key.clone(), target.name.clone()));
+                    .push((pod.key.clone(), target.name.to_string()));
                 return Ok(());
             }
             // 2. Machines planned in this batch, fewest pods first. A failed try changes
@@ -1324,7 +1324,7 @@ pub struct ClusterView<'a> {
     pool_domains: std::cell::RefCell<BTreeMap<String, Vec<BTreeSet<String>>>>,
     /// The free room of every target together, and the targets of each NodeClaim, made when
     /// a simulation first asks ([`ClusterView::new_machine_needs`]).
-    free_room: std::cell::OnceCell<(Resources, BTreeMap<String, Vec<usize>>)>,
+    free_room: std::cell::OnceCell<(Resources, BTreeMap<&'a str, Vec<usize>>)>,
 }
 
 impl<'a> ClusterView<'a> {
@@ -1430,7 +1430,7 @@ impl<'a> ClusterView<'a> {
         self.targets
             .iter()
             .map(|target| {
-                let node = self.state.nodes.get(&target.name);
+                let node = self.state.nodes.get(target.name);
                 let unusable = node.is_some_and(|n| {
                     n.node.unschedulable || n.node.has_taint(labels::DISRUPTED_TAINT)
                 });
@@ -1454,7 +1454,7 @@ impl<'a> ClusterView<'a> {
                     })
                 };
                 CandidateVerdict {
-                    name: target.name.clone(),
+                    name: target.name.to_string(),
                     on_its_way: node.is_none(),
                     ruled_out,
                 }
@@ -1482,12 +1482,12 @@ impl<'a> ClusterView<'a> {
         // summed once per view, less the removed ones'.)
         let (every_target, targets_of_claim) = self.free_room.get_or_init(|| {
             let mut free = Resources::default();
-            let mut of_claim: BTreeMap<String, Vec<usize>> = BTreeMap::new();
+            let mut of_claim: BTreeMap<&str, Vec<usize>> = BTreeMap::new();
             for (i, target) in self.targets.iter().enumerate() {
                 // A node with no room left counts none.
                 free.add(&target.available.max(&Resources::default()));
-                if let Some(claim) = &target.nodeclaim {
-                    of_claim.entry(claim.clone()).or_default().push(i);
+                if let Some(claim) = target.nodeclaim {
+                    of_claim.entry(claim).or_default().push(i);
                 }
             }
             (free, of_claim)
@@ -1496,7 +1496,7 @@ impl<'a> ClusterView<'a> {
         // The targets of the removed NodeClaims, by position.
         let mut gone = vec![false; self.targets.len()];
         for claim in removed {
-            for &i in targets_of_claim.get(claim).into_iter().flatten() {
+            for &i in targets_of_claim.get(claim.as_str()).into_iter().flatten() {
                 free.sub(&self.targets[i].available.max(&Resources::default()));
                 gone[i] = true;
             }
@@ -1650,14 +1650,14 @@ impl<'a> ClusterView<'a> {
         let targets: Vec<&Target> = self
             .targets
             .iter()
-            .filter(|t| t.nodeclaim.as_ref().is_none_or(|c| !removed.contains(c)))
+            .filter(|t| t.nodeclaim.is_none_or(|c| !removed.contains(c)))
             .collect();
         let taken = (0..targets.len()).map(|_| Taken::default()).collect();
         if !topology.is_empty() {
             let by_name: BTreeMap<&str, usize> = targets
                 .iter()
                 .enumerate()
-                .map(|(i, t)| (t.name.as_str(), i))
+                .map(|(i, t)| (t.name, i))
                 .collect();
             for p in state
                 .pods
