@@ -95,12 +95,27 @@ impl PassMark {
     }
 }
 
+/// A machine being replaced, as [`Core::replacing`] tells it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Replacing<'a> {
+    /// Its NodeClaim.
+    pub old: &'a str,
+    /// The NodeClaims launched to replace it.
+    pub new: &'a BTreeSet<String>,
+    /// Why it is replaced.
+    pub reason: TerminationReason,
+    /// What drifted, when it is replaced for drift.
+    pub drift: Option<&'a crate::disruption::drift::DriftCause>,
+}
+
 /// The replacements of one machine and why it is replaced.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 struct Replacement {
     new: BTreeSet<String>,
     reason: TerminationReason,
     detail: String,
+    /// What drifted, when it is replaced for drift.
+    drift: Option<crate::disruption::drift::DriftCause>,
 }
 
 impl Core {
@@ -120,7 +135,8 @@ impl Core {
     ///    pods with their ids; the decider's state in rooms (provisioner, disruptor,
     ///    terminator, warnings).
     /// 9: the configuration's `separate_when_cheaper`.
-    pub const STATE_LAYOUT: u32 = 9;
+    /// 10: what drifted on a machine replaced for drift (`DriftCause`).
+    pub const STATE_LAYOUT: u32 = 10;
 
     /// A core that knows nothing yet, deciding under `config`: the first events tell it the
     /// catalog, the NodePools and EC2NodeClasses, then the cluster.
@@ -214,13 +230,16 @@ impl Core {
 
     /// The machines being replaced now: each one, the NodeClaims launched to replace it, and
     /// why (for reports and checks).
-    pub fn replacing(
-        &self,
-    ) -> impl Iterator<Item = (&str, &BTreeSet<String>, TerminationReason, &str)> {
+    pub fn replacing(&self) -> impl Iterator<Item = Replacing<'_>> {
         self.disruptor
             .replacements
             .iter()
-            .map(|(old, r)| (old.as_str(), &r.new, r.reason, r.detail.as_str()))
+            .map(|(old, r)| Replacing {
+                old,
+                new: &r.new,
+                reason: r.reason,
+                drift: r.drift.as_ref(),
+            })
     }
 
     /// The time of the last event handled.

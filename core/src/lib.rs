@@ -33,5 +33,5 @@ pub mod wake;
 
 pub use crate::command::Command;
 pub use crate::config::Config;
-pub use crate::decider::Core;
+pub use crate::decider::{Core, Replacing};
 pub use crate::event::{Event, EventKind};

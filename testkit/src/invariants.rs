@@ -1,8 +1,9 @@
 //! Invariants the simulator checks after every step. This first set covers what the
 //! provisioning and lifecycle rules promise; more come with disruption and interruption.
 
+use nodewright_core::disruption::drift::DriftCause;
 use nodewright_core::model::pod::PodKey;
-use nodewright_core::{Command, Core, EventKind};
+use nodewright_core::{Command, Core, EventKind, Replacing};
 
 use crate::report::Violation;
 use crate::sim::cloud::SimInstance;
@@ -105,22 +106,14 @@ pub fn check_step(core: &Core, commands: &[Command], now_ms: u64) -> Vec<Violati
     out
 }
 
-/// Replace loops: a machine replaced for a reason its replacement has too is replaced again,
+/// Replace loops: a machine replaced for drift that its replacement has too is replaced again,
 /// and again, forever (a NodePool requirement the launched nodes never meet, say). Remembers
-/// why each replacement was launched, and fails the run when one is itself replaced for the
-/// same reason.
+/// what drifted on each machine a replacement was launched for, and fails the run when the
+/// replacement is itself replaced for that same drift.
 #[derive(Debug, Default)]
 pub struct ReplaceLoops {
-    /// Each replacement NodeClaim: the machine it replaced, and why (the reason and the cause,
-    /// the detail before its budget and pod counts).
-    launched_for: std::collections::BTreeMap<String, (String, String)>,
-}
-
-/// The cause in a disruption's detail: "drifted: its labels no longer meet ...; 5 pods move;
-/// budget ..." → "drifted: its labels no longer meet ...".
-fn cause(reason: nodewright_core::model::nodeclaim::TerminationReason, detail: &str) -> String {
-    let first = detail.split("; ").next().unwrap_or(detail);
-    format!("{reason}: {first}")
+    /// Each replacement NodeClaim launched for drift: the machine it replaced, and what drifted.
+    launched_for: std::collections::BTreeMap<String, (String, DriftCause)>,
 }
 
 impl ReplaceLoops {
@@ -132,35 +125,33 @@ impl ReplaceLoops {
     /// [`ReplaceLoops::check`] over what is being replaced now and which NodeClaims live.
     fn see<'a>(
         &mut self,
-        replacing: impl Iterator<
-            Item = (
-                &'a str,
-                &'a std::collections::BTreeSet<String>,
-                nodewright_core::model::nodeclaim::TerminationReason,
-                &'a str,
-            ),
-        >,
+        replacing: impl Iterator<Item = Replacing<'a>>,
         live: impl Fn(&str) -> bool,
         now_ms: u64,
     ) -> Vec<Violation> {
         let mut out = Vec::new();
-        for (old, new, reason, detail) in replacing {
-            let why = cause(reason, detail);
-            if let Some((replaced, first_why)) = self.launched_for.remove(old)
-                && first_why == why
+        for Replacing {
+            old, new, drift, ..
+        } in replacing
+        {
+            let Some(drift) = drift else {
+                continue;
+            };
+            if let Some((replaced, first)) = self.launched_for.remove(old)
+                && first == *drift
             {
                 out.push(violation(
                     now_ms,
                     "replace-loop",
                     format!(
-                        "NodeClaim {old} replaced {replaced} ({first_why}) and is replaced for the same reason; its replacements would be too"
+                        "NodeClaim {old} replaced {replaced} (drifted: {first}) and is replaced for the same drift; its replacements would be too"
                     ),
                 ));
             }
             for claim in new {
                 self.launched_for
                     .entry(claim.clone())
-                    .or_insert_with(|| (old.to_string(), why.clone()));
+                    .or_insert_with(|| (old.to_string(), drift.clone()));
             }
         }
         self.launched_for.retain(|claim, _| live(claim));
@@ -306,6 +297,7 @@ mod tests {
 
     use super::*;
     use nodewright_core::model::nodeclaim::TerminationReason;
+    use nodewright_core::model::requirements::Requirement;
 
     #[test]
     fn an_empty_machine_removed_while_its_pods_wait_was_launched_in_vain() {
@@ -348,54 +340,53 @@ mod tests {
     }
 
     #[test]
-    fn a_replacement_replaced_for_its_own_reason_is_a_loop() {
+    fn a_replacement_replaced_for_its_own_drift_is_a_loop() {
         let mut loops = ReplaceLoops::default();
-        let drift = "drifted: its labels no longer meet the NodePool requirement team In [a,b]";
+        let unmet = DriftCause::RequirementUnmet(Requirement::single("team", "a"));
+        let template = DriftCause::TemplateChanged {
+            nodepool: "default".to_string(),
+        };
         let b = BTreeSet::from(["b".to_string()]);
         let c = BTreeSet::from(["c".to_string()]);
         let live = |_: &str| true;
+        let replacing = |old, new, drift| Replacing {
+            old,
+            new,
+            reason: TerminationReason::Drifted,
+            drift,
+        };
         // a is replaced by b: nothing wrong yet, however often it is seen.
         for _ in 0..2 {
-            let replacing = [(
-                "a",
-                &b,
-                TerminationReason::Drifted,
-                &*format!("{drift}; 5 pods move"),
-            )];
-            assert!(loops.see(replacing.into_iter(), live, 0).is_empty());
+            let seen = [replacing("a", &b, Some(&unmet))];
+            assert!(loops.see(seen.into_iter(), live, 0).is_empty());
         }
-        // b is replaced by c for another reason: not a loop.
-        let other = "drifted: NodePool default changed its template; 5 pods move";
-        let mut fresh = ReplaceLoops::default();
-        fresh.see(
-            [("a", &b, TerminationReason::Drifted, drift)].into_iter(),
-            live,
-            0,
-        );
-        assert!(
-            fresh
-                .see(
-                    [("b", &c, TerminationReason::Drifted, other)].into_iter(),
-                    live,
-                    0
-                )
-                .is_empty()
-        );
-        // b is replaced by c for the reason it replaced a: a loop, named once.
-        let replacing = [(
-            "b",
-            &c,
-            TerminationReason::Drifted,
-            &*format!("{drift}; budget nodes: 1"),
-        )];
-        let found = loops.see(replacing.into_iter(), live, 7_000);
+        // b is replaced by c for another drift, or for another reason: not a loop.
+        for other in [
+            replacing("b", &c, Some(&template)),
+            Replacing {
+                reason: TerminationReason::Underutilized,
+                ..replacing("b", &c, None)
+            },
+        ] {
+            let mut fresh = ReplaceLoops::default();
+            fresh.see([replacing("a", &b, Some(&unmet))].into_iter(), live, 0);
+            assert!(
+                fresh.see([other].into_iter(), live, 0).is_empty(),
+                "{other:?}"
+            );
+        }
+        // b is replaced by c for the drift it replaced a for: a loop, named once.
+        let seen = [replacing("b", &c, Some(&unmet))];
+        let found = loops.see(seen.into_iter(), live, 7_000);
         assert_eq!(found.len(), 1);
         assert_eq!(found[0].kind, "replace-loop");
         assert!(
-            found[0].detail.contains("NodeClaim b replaced a"),
+            found[0].detail.contains(
+                "NodeClaim b replaced a (drifted: its labels no longer meet the NodePool requirement team In [a])"
+            ),
             "{}",
             found[0].detail
         );
-        assert!(loops.see(replacing.into_iter(), live, 8_000).is_empty());
+        assert!(loops.see(seen.into_iter(), live, 8_000).is_empty());
     }
 }

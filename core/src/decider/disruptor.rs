@@ -2,6 +2,7 @@
 //! replacements it launches.
 
 use super::*;
+use crate::disruption::drift::DriftCause;
 
 impl Core {
     /// One disruption pass, when one is due (see [`PassMark`]); returns when the next is.
@@ -206,7 +207,7 @@ impl Core {
                 self.replace(
                     first,
                     std::slice::from_ref(planned),
-                    TerminationReason::Underutilized,
+                    (TerminationReason::Underutilized, None),
                     decision.detail.clone(),
                     commands,
                 );
@@ -250,7 +251,7 @@ impl Core {
         &mut self,
         old: &str,
         planned: &[PlannedClaim],
-        reason: TerminationReason,
+        (reason, drift): (TerminationReason, Option<DriftCause>),
         detail: String,
         commands: &mut Vec<Command>,
     ) {
@@ -283,6 +284,7 @@ impl Core {
                     new,
                     reason,
                     detail,
+                    drift,
                 },
             );
         }
@@ -384,7 +386,7 @@ impl Core {
             self.replace(
                 &name,
                 &result.new_claims,
-                TerminationReason::Drifted,
+                (TerminationReason::Drifted, Some(why)),
                 detail,
                 commands,
             );

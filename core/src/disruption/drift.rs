@@ -118,9 +118,52 @@ impl DriftInputs {
     }
 }
 
+/// What drifted on a machine: typed, said in words only where it is shown.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub enum DriftCause {
+    /// Its NodePool's template changed (`karpenter.sh/nodepool-hash`).
+    TemplateChanged {
+        /// The NodePool.
+        nodepool: String,
+    },
+    /// Its EC2NodeClass changed (`karpenter.k8s.aws/ec2nodeclass-hash`).
+    NodeClassChanged {
+        /// The EC2NodeClass.
+        nodeclass: String,
+    },
+    /// Its instance type is no longer in the catalog.
+    TypeGone {
+        /// The instance type.
+        instance_type: String,
+    },
+    /// Its labels no longer meet this requirement of its NodePool.
+    RequirementUnmet(crate::model::requirements::Requirement),
+}
+
+impl std::fmt::Display for DriftCause {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            DriftCause::TemplateChanged { nodepool } => {
+                write!(f, "NodePool {nodepool} changed its template")
+            }
+            DriftCause::NodeClassChanged { nodeclass } => write!(
+                f,
+                "EC2NodeClass {nodeclass} changed its AMIs, subnets, security groups or kubelet settings"
+            ),
+            DriftCause::TypeGone { instance_type } => {
+                write!(f, "instance type {instance_type} is no longer offered")
+            }
+            DriftCause::RequirementUnmet(requirement) => write!(
+                f,
+                "its labels no longer meet the NodePool requirement {requirement}"
+            ),
+        }
+    }
+}
+
 /// Drifted machines (initialized, not already leaving), by name, with why. `inputs` are
 /// [`DriftInputs::of`] the same NodePools and EC2NodeClasses.
-pub fn drifted(state: &ClusterState, inputs: &DriftInputs) -> Vec<(String, String)> {
+pub fn drifted(state: &ClusterState, inputs: &DriftInputs) -> Vec<(String, DriftCause)> {
     let DriftInputs {
         pool_hashes,
         class_hashes,
@@ -142,7 +185,9 @@ pub fn drifted(state: &ClusterState, inputs: &DriftInputs) -> Vec<(String, Strin
             .get(NODEPOOL_HASH)
             .is_some_and(|h| Some(h) != pool_hashes.get(claim.spec.nodepool.as_str()))
         {
-            Some(format!("NodePool {} changed its template", pool.name))
+            Some(DriftCause::TemplateChanged {
+                nodepool: pool.name.clone(),
+            })
         } else if let Some(class) = state.nodeclasses.get(&claim.spec.nodeclass)
             && claim
                 .spec
@@ -150,23 +195,21 @@ pub fn drifted(state: &ClusterState, inputs: &DriftInputs) -> Vec<(String, Strin
                 .get(NODECLASS_HASH)
                 .is_some_and(|h| Some(h) != class_hashes.get(claim.spec.nodeclass.as_str()))
         {
-            Some(format!(
-                "EC2NodeClass {} changed its AMIs, subnets, security groups or kubelet settings",
-                class.name
-            ))
+            Some(DriftCause::NodeClassChanged {
+                nodeclass: class.name.clone(),
+            })
         } else if let Some(instance) = &claim.instance
             && state.catalog.is_some()
             && it.is_none()
         {
-            Some(format!(
-                "instance type {} is no longer offered",
-                instance.instance_type
-            ))
+            Some(DriftCause::TypeGone {
+                instance_type: instance.instance_type.clone(),
+            })
         } else {
             pool_requirements
                 .get(pool.name.as_str())
                 .and_then(|reqs| reqs.first_unmet_with(state.nodeclaim_label_reader_of(claim, it)))
-                .map(|r| format!("its labels no longer meet the NodePool requirement {r}"))
+                .map(|r| DriftCause::RequirementUnmet(r.clone()))
         };
         if let Some(reason) = reason {
             out.push((name.clone(), reason));
