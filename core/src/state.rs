@@ -517,7 +517,7 @@ impl ClusterState {
             .find(|(_, c)| {
                 c.instance
                     .as_ref()
-                    .is_some_and(|i| i.provider_id() == provider_id)
+                    .is_some_and(|i| i.has_provider_id(provider_id))
             })
             .map(|(name, _)| name.clone())
     }

@@ -225,6 +225,16 @@ impl Instance {
     pub fn provider_id(&self) -> String {
         format!("aws:///{}/{}", self.zone, self.instance_id)
     }
+
+    /// Whether `provider_id` is this instance's ([`Instance::provider_id`]), without writing
+    /// it out.
+    pub fn has_provider_id(&self, provider_id: &str) -> bool {
+        provider_id
+            .strip_prefix("aws:///")
+            .and_then(|rest| rest.strip_prefix(self.zone.as_str()))
+            .and_then(|rest| rest.strip_prefix('/'))
+            .is_some_and(|id| id == self.instance_id)
+    }
 }
 
 /// Why a NodeClaim is being removed.
@@ -274,5 +284,39 @@ impl TerminationReason {
 impl fmt::Display for TerminationReason {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         fmt::Debug::fmt(self, f)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    fn instance(zone: &str, instance_id: &str) -> Instance {
+        Instance {
+            instance_id: instance_id.to_string(),
+            instance_type: "m5.large".to_string(),
+            zone: zone.to_string(),
+            capacity_type: CapacityType::OnDemand,
+            price: Price(96_000),
+        }
+    }
+
+    proptest! {
+        /// An instance knows a provider id exactly when it is the one it writes.
+        #[test]
+        fn an_instance_has_exactly_the_provider_id_it_writes(
+            zone in "[a-z0-9/-]{0,12}",
+            id in "[a-z0-9/-]{0,12}",
+            other_zone in "[a-z0-9/-]{0,12}",
+            other_id in "[a-z0-9/-]{0,12}",
+        ) {
+            let it = instance(&zone, &id);
+            prop_assert!(it.has_provider_id(&it.provider_id()));
+            let other = instance(&other_zone, &other_id).provider_id();
+            prop_assert_eq!(it.has_provider_id(&other), other == it.provider_id());
+            let two_slashes = format!("aws://{zone}/{id}");
+            prop_assert!(!it.has_provider_id(&two_slashes));
+        }
     }
 }
