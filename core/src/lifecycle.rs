@@ -124,7 +124,7 @@ pub fn garbage(
         }
         let age = now_ms.saturating_sub(i.launched_at_ms);
         if age < GARBAGE_GRACE_MS {
-            grace_ends.offer(i.launched_at_ms + GARBAGE_GRACE_MS);
+            grace_ends.offer(i.launched_at_ms.saturating_add(GARBAGE_GRACE_MS));
             continue;
         }
         let tag = i.nodeclaim.as_deref().unwrap_or("none");
@@ -148,7 +148,7 @@ pub fn garbage(
             Some(_) => continue,
         };
         if now_ms.saturating_sub(launched) < GARBAGE_GRACE_MS {
-            grace_ends.offer(launched + GARBAGE_GRACE_MS);
+            grace_ends.offer(launched.saturating_add(GARBAGE_GRACE_MS));
             continue;
         }
         out.vanished.push((
@@ -225,8 +225,20 @@ mod tests {
                 ("c", "its instance i-c is not in the cloud's listing"),
             ]
         );
-        // Within the grace period nothing is collected.
+        // Within the grace period nothing is collected, until the moment it says.
         let early = garbage(&state, &listing, GARBAGE_GRACE_MS - 1);
-        assert!(early.orphans.is_empty() && early.vanished.is_empty());
+        assert!(early.is_empty());
+        assert_eq!(early.grace_ends_ms, Some(GARBAGE_GRACE_MS));
+        assert!(!garbage(&state, &listing, GARBAGE_GRACE_MS).is_empty());
+        // Nothing young and nothing to collect: nothing to come either.
+        let settled = [listed("i-a", "a", true)];
+        let mut owned = ClusterState::default();
+        owned.nodeclaims.insert("a".to_string(), claim("a", "i-a"));
+        let quiet = garbage(&owned, &settled, now);
+        assert!(quiet.is_empty());
+        assert_eq!(quiet.grace_ends_ms, None);
+        // A young instance that is owned, or a young claim whose instance runs, is nothing to
+        // wait for.
+        assert_eq!(garbage(&owned, &settled, 1).grace_ends_ms, None);
     }
 }

@@ -134,10 +134,12 @@ impl ReplaceLoops {
             old, new, drift, ..
         } in replacing
         {
+            // Replaced again, for whatever reason: what it was launched for is settled.
+            let launched_for = self.launched_for.remove(old);
             let Some(drift) = drift else {
                 continue;
             };
-            if let Some((replaced, first)) = self.launched_for.remove(old)
+            if let Some((replaced, first)) = launched_for
                 && first == *drift
             {
                 out.push(violation(
@@ -375,6 +377,17 @@ mod tests {
                 "{other:?}"
             );
         }
+        // b, replaced for another reason first, then for the drift it replaced a for: what it
+        // was launched for was settled by the first, so no loop.
+        let mut settled = ReplaceLoops::default();
+        settled.see([replacing("a", &b, Some(&unmet))].into_iter(), live, 0);
+        let underutilized = Replacing {
+            reason: TerminationReason::Underutilized,
+            ..replacing("b", &c, None)
+        };
+        settled.see([underutilized].into_iter(), live, 0);
+        let again = [replacing("b", &c, Some(&unmet))];
+        assert!(settled.see(again.into_iter(), live, 0).is_empty());
         // b is replaced by c for the drift it replaced a for: a loop, named once.
         let seen = [replacing("b", &c, Some(&unmet))];
         let found = loops.see(seen.into_iter(), live, 7_000);

@@ -47,6 +47,9 @@ impl Resources {
     pub fn set_extended(&mut self, name: &str, amount: i64) {
         if amount == 0 {
             self.extended.remove(name);
+        } else if let Some(held) = self.extended.get_mut(name) {
+            // A name held already keeps its key: no new one is written.
+            *held = amount;
         } else {
             self.extended.insert(name.to_string(), amount);
         }
