@@ -5,7 +5,7 @@
 
 use std::collections::BTreeMap;
 
-use super::duration::{format_duration_ms, parse_duration_ms};
+use super::duration::parse_duration_ms;
 use super::labels::DO_NOT_DISRUPT;
 
 /// What the annotation asks for.
@@ -46,19 +46,6 @@ impl Protection {
         match self {
             Protection::Until(until) if until > now_ms => Some(until),
             _ => None,
-        }
-    }
-
-    /// How a user reads it in a decision.
-    pub fn describe(self, now_ms: u64) -> String {
-        match self {
-            Protection::None => "not protected".to_string(),
-            Protection::Forever => format!("{DO_NOT_DISRUPT}: \"true\""),
-            Protection::Until(until) if until > now_ms => format!(
-                "{DO_NOT_DISRUPT} for another {}",
-                format_duration_ms(until - now_ms)
-            ),
-            Protection::Until(_) => format!("{DO_NOT_DISRUPT} has run out"),
         }
     }
 }
