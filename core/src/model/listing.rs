@@ -104,6 +104,13 @@ fn changes_by_walk(before: &[ListedInstance], after: &[ListedInstance]) -> Optio
 
 /// Whether no instance id is listed twice.
 fn ids_listed_once(listing: &[ListedInstance]) -> bool {
+    // A listing in id order (as the cloud lists them) says so in one pass.
+    if listing
+        .windows(2)
+        .all(|pair| pair[0].instance_id < pair[1].instance_id)
+    {
+        return true;
+    }
     let mut ids: Vec<&str> = listing.iter().map(|i| i.instance_id.as_str()).collect();
     ids.sort_unstable();
     ids.windows(2).all(|pair| pair[0] != pair[1])
