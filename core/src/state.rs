@@ -278,11 +278,7 @@ impl ClusterState {
     /// in force runs out (`Some(None)` when one of them never does).
     pub fn do_not_disrupt_on_node(&self, node: &str, now_ms: u64) -> Option<Option<u64>> {
         let state = self.nodes.get(node)?;
-        let started = state
-            .nodeclaim
-            .as_ref()
-            .and_then(|c| self.nodeclaims.get(c))
-            .map_or(0, |c| c.created_at_ms);
+        let started = self.machine_started_ms(state);
         protected_until(state, started, self.workload_pods_of(state), now_ms)
     }
 
@@ -298,11 +294,18 @@ impl ClusterState {
     ) -> Option<Option<u64>> {
         let started = match node.nodeclaim.as_deref() {
             Some(named) if named == nodeclaim => claim.created_at_ms,
-            named => named
-                .and_then(|c| self.nodeclaims.get(c))
-                .map_or(0, |c| c.created_at_ms),
+            _ => self.machine_started_ms(node),
         };
         protected_until(node, started, workload, now_ms)
+    }
+
+    /// When the machine of a node was asked for: its NodeClaim's creation (0 for a node
+    /// nodewright did not launch), from which a node's do-not-disrupt duration counts.
+    fn machine_started_ms(&self, node: &NodeState) -> u64 {
+        node.nodeclaim
+            .as_ref()
+            .and_then(|c| self.nodeclaims.get(c))
+            .map_or(0, |c| c.created_at_ms)
     }
 
     /// The workload pods (not DaemonSet pods, not mirror pods) bound to a node, as its state
@@ -325,7 +328,10 @@ impl ClusterState {
 
     /// Workload pods (not DaemonSet pods, not mirror pods) bound to a node.
     pub fn workload_pods_on_node(&self, node: &str) -> Vec<&Pod> {
-        self.pods_on_node_where(node, |p| !p.follows_its_node())
+        self.nodes
+            .get(node)
+            .map(|state| self.workload_pods_of(state).collect())
+            .unwrap_or_default()
     }
 
     /// The workload pods of a node as they would be if it went away: unbound copies, for a

@@ -323,11 +323,13 @@ mod tests {
         assert!(<LogHeader as crate::eventlog::Header>::decode(5, &bytes).is_err());
     }
 
-    /// A header as versions 3 to 5 wrote it: version 2's configuration and `count_lost_work`.
+    /// A header as versions 3 to 5 wrote it: version 2's configuration and, after it,
+    /// `count_lost_work` — as a bool in version 4 (nodewright 0.4.0), as `LostWork` in 3 to 5.
+    /// Postcard writes a tuple as its fields one after another.
     #[derive(Serialize)]
-    struct WrittenV5<'a> {
+    struct WrittenAfterV2<'a, LostWorkAs> {
         producer: &'a str,
-        config: (ConfigV2Written<'a>, LostWork),
+        config: (ConfigV2Written<'a>, LostWorkAs),
         source: &'a str,
     }
 
@@ -338,7 +340,7 @@ mod tests {
             ..custom()
         };
         let v2 = v2_of(&held);
-        let v5 = WrittenV5 {
+        let v5 = WrittenAfterV2 {
             producer: "nodewright 0.5.0",
             config: (v2.config, LostWork::AllButReplicated),
             source: v2.source,
@@ -357,17 +359,6 @@ mod tests {
         }
     }
 
-    /// A version-4 header as nodewright 0.4.0 wrote it: version 2's and `count_lost_work`
-    /// as a bool.
-    #[derive(Serialize)]
-    struct WrittenV4<'a> {
-        producer: &'a str,
-        /// Postcard writes a tuple as its fields one after another: this is version 2's
-        /// fields, then the bool.
-        config: (ConfigV2Written<'a>, bool),
-        source: &'a str,
-    }
-
     #[test]
     fn a_version_4_header_reads_its_switch_as_jobs_or_off_and_every_other_setting_kept() {
         let held = Config {
@@ -376,7 +367,7 @@ mod tests {
         };
         for (switch, read_as) in [(true, LostWork::Jobs), (false, LostWork::Off)] {
             let v2 = v2_of(&held);
-            let v4 = WrittenV4 {
+            let v4 = WrittenAfterV2 {
                 producer: "nodewright 0.4.0",
                 config: (v2.config, switch),
                 source: v2.source,
@@ -393,7 +384,7 @@ mod tests {
                 }
             );
             // And the same bytes are version 5's encoding of that setting.
-            let v5 = WrittenV5 {
+            let v5 = WrittenAfterV2 {
                 producer: "nodewright 0.4.0",
                 config: (v2_of(&held).config, read_as),
                 source: "seed-tutorial",
