@@ -46,6 +46,9 @@ pub struct SimCloud {
     pub tokens: BTreeMap<String, String>,
     /// What makes this world's tokens its own (the scenario and its seed).
     pub scope: String,
+    /// How many times an instance was launched or terminated: a listing made since it last
+    /// moved lists the same instances, as long as none of the terminated ones ages out.
+    changes: u64,
 }
 
 impl SimCloud {
@@ -60,6 +63,7 @@ impl SimCloud {
             price_now: Price(0),
             tokens: BTreeMap::new(),
             scope,
+            changes: 0,
         }
     }
 
@@ -123,6 +127,7 @@ impl SimCloud {
                 terminated_at_ms: None,
                 reservation: reservation.flatten(),
             };
+            self.changes += 1;
             self.running
                 .insert(instance.instance_id.clone(), launched.clone());
             self.instances
@@ -168,6 +173,7 @@ impl SimCloud {
             && i.terminated_at_ms.is_none()
         {
             i.terminated_at_ms = Some(now_ms);
+            self.changes += 1;
             self.running.remove(instance_id);
             self.terminated.insert((now_ms, instance_id.to_string()));
             self.price_now = Price(self.price_now.0 - i.instance.price.0);
@@ -196,6 +202,19 @@ impl SimCloud {
         ids.into_iter()
             .filter_map(|id| self.instances.get(id))
             .collect()
+    }
+
+    /// How many times an instance was launched or terminated so far.
+    pub fn changes(&self) -> u64 {
+        self.changes
+    }
+
+    /// When the earliest instance terminated at or after `since_ms` was terminated.
+    pub fn first_terminated_since(&self, since_ms: u64) -> Option<u64> {
+        self.terminated
+            .range((since_ms, String::new())..)
+            .next()
+            .map(|(at, _)| *at)
     }
 
     /// The instances not terminated, in id order.

@@ -184,6 +184,10 @@ pub struct World {
     /// report's series.
     usage_series: Vec<[i128; 4]>,
     series_step_ms: u64,
+    /// What the clock's moving is metered by, while nothing it reads changes.
+    meter_rates: Option<metering::MeterRates>,
+    /// The last periodic listing of the cloud's instances.
+    instance_listing: Option<listing::KeptListing>,
 }
 
 impl World {
@@ -225,6 +229,8 @@ impl World {
             peak_price: 0,
             cost_micro_usd_ms: 0,
             cost_meter: Default::default(),
+            meter_rates: None,
+            instance_listing: None,
             cpu_used_ms: 0,
             cpu_alloc_ms: 0,
             mem_used_ms: 0,
@@ -395,10 +401,14 @@ impl World {
 
     fn run_world_event(&mut self, event: WorldEvent, scenario: &Scenario) {
         let now = self.now_ms;
+        // A listing changes nothing; anything else may change a machine, a node or a pod.
+        if !matches!(event, WorldEvent::ListInstances) {
+            self.forget_meter_rates();
+        }
         match event {
             WorldEvent::Timeline(i) => self.run_action(&scenario.timeline[i].action),
             WorldEvent::ListInstances => {
-                let instances = self.listed_instances();
+                let instances = self.periodic_listing();
                 self.emit(EventKind::InstancesListed { instances });
                 self.schedule(now + GC_PERIOD_MS, WorldEvent::ListInstances);
             }
@@ -446,8 +456,13 @@ impl World {
                 }
             }
         }
+        let changes = self.changes.len();
         self.cluster
             .bind_pending(now, &mut self.outbox, &mut self.changes);
+        if self.changes.len() != changes {
+            // Pods were bound: their nodes' use changed.
+            self.forget_meter_rates();
+        }
         self.schedule_pod_exits();
     }
 

@@ -85,6 +85,7 @@ impl World {
 impl World {
     /// The world carries out a command (the API call reaches EC2 or Kubernetes).
     pub(crate) fn perform(&mut self, command: &Command) {
+        self.forget_meter_rates();
         let now = self.now_ms;
         match command {
             Command::LaunchNodeClaim { nodeclaim, reason } => {

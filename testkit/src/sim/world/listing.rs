@@ -4,10 +4,45 @@
 use super::*;
 
 impl World {
+    /// The listing the garbage collector's periodic DescribeInstances gets: the one before,
+    /// while no instance was launched or terminated and none of the terminated ones listed
+    /// aged out of it since (most listings are the one before).
+    pub(super) fn periodic_listing(&mut self) -> Vec<ListedInstance> {
+        let changes = self.cloud.changes();
+        if let Some(kept) = &self.instance_listing
+            && kept.cloud_changes == changes
+            && self.now_ms < kept.until_ms
+        {
+            debug_assert_eq!(
+                kept.instances,
+                self.listed_instances(),
+                "a listing kept while the cloud changed"
+            );
+            return kept.instances.clone();
+        }
+        let instances = self.listed_instances();
+        // The first terminated instance listed leaves the listing when it is this old.
+        let until_ms = self
+            .cloud
+            .first_terminated_since(Self::listed_since(self.now_ms))
+            .map_or(u64::MAX, |at| at.saturating_add(TERMINATED_LISTED_MS));
+        self.instance_listing = Some(KeptListing {
+            cloud_changes: changes,
+            until_ms,
+            instances: instances.clone(),
+        });
+        instances
+    }
+
+    /// The earliest termination a listing at `now_ms` still shows: an instance is listed
+    /// while `now < terminated + TERMINATED_LISTED_MS`.
+    fn listed_since(now_ms: u64) -> u64 {
+        (now_ms + 1).saturating_sub(TERMINATED_LISTED_MS)
+    }
+
     /// DescribeInstances: this cluster's instances, the recently terminated ones included.
     pub(super) fn listed_instances(&self) -> Vec<ListedInstance> {
-        // Listed while `now < terminated + TERMINATED_LISTED_MS`.
-        let since = (self.now_ms + 1).saturating_sub(TERMINATED_LISTED_MS);
+        let since = Self::listed_since(self.now_ms);
         self.cloud
             .listed(since)
             .into_iter()
@@ -57,4 +92,14 @@ impl World {
             instances: None,
         }
     }
+}
+
+/// A listing of the cloud's instances, kept for the next periodic one.
+#[derive(Debug, Clone)]
+pub(super) struct KeptListing {
+    /// [`crate::sim::cloud::SimCloud::changes`] when it was made.
+    cloud_changes: u64,
+    /// When a terminated instance in it ages out of the listing.
+    until_ms: u64,
+    instances: Vec<ListedInstance>,
 }

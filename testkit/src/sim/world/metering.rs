@@ -11,27 +11,68 @@ impl World {
         }
         let dt = (t_ms - self.now_ms) as i128;
         self.cost_micro_usd_ms += self.cloud.price_now().0 as u128 * dt as u128;
-        let meter = &mut self.cost_meter;
-        for i in self.cloud.running() {
-            let machine = self.machines.get(&i.nodeclaim);
-            let node = machine
-                .and_then(|m| m.node.as_ref())
-                .and_then(|n| self.cluster.nodes.get(n))
-                .filter(|n| n.node.ready && !n.node.has_taint(labels::SIBLING_HOLD_TAINT));
-            let phase = match node {
-                Some(n) => {
-                    crate::sim::meter::Phase::of_node(n.workload_pods, &n.used, &n.node.allocatable)
-                }
-                None => crate::sim::meter::Phase::Booting,
-            };
-            let price = i.instance.price.0;
-            meter.add(
-                price,
-                machine.map_or(price, |m| m.cheapest_price),
-                phase,
-                dt as u64,
-            );
+        let rates = match self.meter_rates.take() {
+            Some(rates) => {
+                debug_assert_eq!(
+                    rates,
+                    self.meter_rates_now(),
+                    "the world changed what it meters without forgetting its rates"
+                );
+                rates
+            }
+            None => self.meter_rates_now(),
+        };
+        for row in &rates.machines {
+            self.cost_meter
+                .add(row.price, row.cheapest, row.phase, dt as u64);
         }
+        let sums = rates.sums;
+        self.cpu_used_ms += sums[0] * dt;
+        self.cpu_alloc_ms += sums[1] * dt;
+        self.mem_used_ms += sums[2] * dt;
+        self.mem_alloc_ms += sums[3] * dt;
+        self.meter_rates = Some(rates);
+        // The same, per step of the report's series.
+        let series = &mut self.usage_series;
+        Series::split(self.series_step_ms, self.now_ms, t_ms, |bucket, ms| {
+            let Some(slot) = series.get_mut(bucket) else {
+                return false;
+            };
+            for (total, sum) in slot.iter_mut().zip(sums) {
+                *total += sum * ms as i128;
+            }
+            true
+        });
+        self.now_ms = t_ms;
+    }
+
+    /// What the clock's moving is metered by, read from the machines and nodes as they are.
+    fn meter_rates_now(&self) -> MeterRates {
+        let machines = self
+            .cloud
+            .running()
+            .map(|i| {
+                let machine = self.machines.get(&i.nodeclaim);
+                let node = machine
+                    .and_then(|m| m.node.as_ref())
+                    .and_then(|n| self.cluster.nodes.get(n))
+                    .filter(|n| n.node.ready && !n.node.has_taint(labels::SIBLING_HOLD_TAINT));
+                let phase = match node {
+                    Some(n) => crate::sim::meter::Phase::of_node(
+                        n.workload_pods,
+                        &n.used,
+                        &n.node.allocatable,
+                    ),
+                    None => crate::sim::meter::Phase::Booting,
+                };
+                let price = i.instance.price.0;
+                MeteredMachine {
+                    price,
+                    cheapest: machine.map_or(price, |m| m.cheapest_price),
+                    phase,
+                }
+            })
+            .collect();
         // CPU and memory requested and allocatable on nodewright's nodes.
         let mut sums = [0i128; 4];
         for n in self
@@ -45,22 +86,13 @@ impl World {
             sums[2] += n.used.memory_bytes as i128;
             sums[3] += n.node.allocatable.memory_bytes as i128;
         }
-        self.cpu_used_ms += sums[0] * dt;
-        self.cpu_alloc_ms += sums[1] * dt;
-        self.mem_used_ms += sums[2] * dt;
-        self.mem_alloc_ms += sums[3] * dt;
-        // The same, per step of the report's series.
-        let series = &mut self.usage_series;
-        Series::split(self.series_step_ms, self.now_ms, t_ms, |bucket, ms| {
-            let Some(slot) = series.get_mut(bucket) else {
-                return false;
-            };
-            for (total, sum) in slot.iter_mut().zip(sums) {
-                *total += sum * ms as i128;
-            }
-            true
-        });
-        self.now_ms = t_ms;
+        MeterRates { machines, sums }
+    }
+
+    /// The world changed a machine, a node or a pod's place: what it meters is read again
+    /// when the clock next moves.
+    pub(crate) fn forget_meter_rates(&mut self) {
+        self.meter_rates = None;
     }
 
     pub(crate) fn record_changes(&mut self) {
@@ -113,4 +145,23 @@ impl World {
         self.peak_nodes = self.peak_nodes.max(running);
         self.peak_price = self.peak_price.max(self.cloud.price_now().0);
     }
+}
+
+/// What the clock's moving is metered by while the world stands still: each running machine's
+/// price and phase, and the CPU and memory used and allocatable on nodewright's nodes. Kept
+/// between steps that change nothing the meter reads (most steps are listings and ticks), so
+/// they do not read every machine again.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct MeterRates {
+    /// The running machines, in instance id order (the order their costs are added in).
+    machines: Vec<MeteredMachine>,
+    /// CPU used, CPU allocatable, memory used, memory allocatable.
+    sums: [i128; 4],
+}
+
+#[derive(Debug, Clone, PartialEq)]
+struct MeteredMachine {
+    price: u64,
+    cheapest: u64,
+    phase: crate::sim::meter::Phase,
 }
