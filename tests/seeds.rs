@@ -1,5 +1,5 @@
 //! Many seeds per test run: 200 of the seed tutorial, 200 of spread landing under start-up
-//! jitter, and 100 of the mixed scenario (three NodePools, spot and on-demand, a DaemonSet,
+//! jitter, and 1,000 of the mixed scenario (three NodePools, spot and on-demand, a DaemonSet,
 //! PodDisruptionBudgets, an interruption storm, insufficient capacity, throttled APIs), each
 //! stopped at its first broken invariant. The harness itself is tested too: a seed replays to
 //! the same report, another seed draws another fault plan, and a bug planted between the core
@@ -74,8 +74,8 @@ fn without_the_sibling_hold_the_same_seeds_land_off_plan() {
 }
 
 #[test]
-fn a_hundred_seeds_of_the_mixed_scenario_break_no_invariant() {
-    assert_all_pass("mixed", 1..101);
+fn a_thousand_seeds_of_the_mixed_scenario_break_no_invariant() {
+    assert_all_pass("mixed", 1..1001);
 }
 
 #[test]
