@@ -155,7 +155,7 @@ fn candidates(
     out.sort_by(|a, b| {
         a.disruption_cost
             .total_cmp(&b.disruption_cost)
-            .then(a.nodeclaim.cmp(&b.nodeclaim))
+            .then_with(|| a.nodeclaim.cmp(&b.nodeclaim))
     });
     (out, next.ms())
 }
@@ -529,12 +529,22 @@ fn decides(
         );
         return None;
     }
-    if let Some(rejection) = ruled_out_before_solve(view, &removal) {
-        debug_assert!(
-            solved(view, state, config, nodeclaims, &removal, now_ms).is_err(),
-            "ruled out before the solve ({rejection}), yet the simulation takes it"
-        );
-        return None;
+    match before_solve(view, &removal) {
+        Err(rejection) => {
+            debug_assert!(
+                solved(view, state, config, nodeclaims, &removal, now_ms).is_err(),
+                "ruled out before the solve ({rejection}), yet the simulation takes it"
+            );
+            return None;
+        }
+        Ok(Some(least)) if payback_out_of_reach_at(config, &removal, least) => {
+            debug_assert!(
+                solved(view, state, config, nodeclaims, &removal, now_ms).is_err(),
+                "the payback rule is out of reach with a replacement from {least}, yet the simulation takes it"
+            );
+            return None;
+        }
+        Ok(_) => {}
     }
     solved(view, state, config, nodeclaims, &removal, now_ms).ok()
 }
@@ -544,6 +554,13 @@ fn decides(
 /// evictions. Computed as [`solved`] computes what is earned, so that no rounding tells them
 /// apart.
 fn payback_out_of_reach(config: &Config, removal: &Removal) -> bool {
+    payback_out_of_reach_at(config, removal, Price(0))
+}
+
+/// Whether the payback rule fails for any replacement that costs at least `least` (below the
+/// nodes' price): the saving is at most the nodes' price less `least`. Computed as [`solved`]
+/// computes what is earned: a smaller saving earns no more over the same horizon.
+fn payback_out_of_reach_at(config: &Config, removal: &Removal, least: Price) -> bool {
     let zero_rule =
         config.consolidation_payback_horizon_ms == 0 && config.eviction_cost_micro_usd == 0;
     if zero_rule {
@@ -552,21 +569,33 @@ fn payback_out_of_reach(config: &Config, removal: &Removal) -> bool {
     let eviction_cost = &removal.eviction_cost;
     let horizon_ms = eviction_cost.horizon_ms(config, config.consolidation_payback_horizon_ms);
     let horizon_h = horizon_ms as f64 / 3_600_000.0;
-    removal.price.usd_per_hour() * horizon_h <= eviction_cost.usd()
+    let saving = Price(removal.price.0.saturating_sub(least.0));
+    saving.usd_per_hour() * horizon_h <= eviction_cost.usd()
 }
 
 /// A rejection found without solving: a budget that does not allow it, or a new machine
 /// that could not be cheaper.
 fn ruled_out_before_solve(view: &ClusterView, removal: &Removal) -> Option<Rejection> {
+    before_solve(view, removal).err()
+}
+
+/// What is known before solving: a rejection ([`ruled_out_before_solve`]), or the least the
+/// one new machine the pods need can cost (`None`: they may need none).
+fn before_solve(view: &ClusterView, removal: &Removal) -> Result<Option<Price>, Rejection> {
     if let Err(rejection) = &removal.budgets {
-        return Some(rejection.clone());
+        return Err(rejection.clone());
     }
     // At most one new machine takes what the remaining nodes cannot: if no type it could be
     // costs less than the nodes, the replacement the solve would find is not cheaper either.
-    let needs = view.new_machine_needs(&removal.pods, removal.removed())?;
-    (!view.could_be_cheaper(&needs, removal.price)).then_some(Rejection::NotCheaper {
-        price: removal.price,
-    })
+    let Some(needs) = view.new_machine_needs(&removal.pods, removal.removed()) else {
+        return Ok(None);
+    };
+    match view.least_new_machine_price(&needs, removal.price) {
+        Some(least) => Ok(Some(least)),
+        None => Err(Rejection::NotCheaper {
+            price: removal.price,
+        }),
+    }
 }
 
 /// The simulation itself: the pods solved onto the rest of the cluster and at most one new

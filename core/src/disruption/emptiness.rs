@@ -74,7 +74,7 @@ pub fn candidates(
     out.sort_by(|a, b| {
         a.empty_since_ms
             .cmp(&b.empty_since_ms)
-            .then(a.nodeclaim.cmp(&b.nodeclaim))
+            .then_with(|| a.nodeclaim.cmp(&b.nodeclaim))
     });
     (out, next.ms())
 }

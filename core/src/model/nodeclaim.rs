@@ -165,8 +165,8 @@ impl NodeClaimSpec {
         options.sort_by(|a, b| {
             a.price
                 .cmp(&b.price)
-                .then(a.instance_type.cmp(&b.instance_type))
-                .then(a.zone.cmp(&b.zone))
+                .then_with(|| a.instance_type.cmp(&b.instance_type))
+                .then_with(|| a.zone.cmp(&b.zone))
         });
         Some((capacity_type, options))
     }

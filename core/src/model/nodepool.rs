@@ -188,7 +188,7 @@ impl NodePool {
         b.weight
             .unwrap_or(0)
             .cmp(&a.weight.unwrap_or(0))
-            .then(a.name.cmp(&b.name))
+            .then_with(|| a.name.cmp(&b.name))
     }
 
     /// How much more of each limited resource this pool may take given what it uses now.

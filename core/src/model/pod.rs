@@ -164,8 +164,8 @@ impl Pod {
         b.requests
             .cpu_milli
             .cmp(&a.requests.cpu_milli)
-            .then(b.requests.memory_bytes.cmp(&a.requests.memory_bytes))
-            .then(a.created_at_ms.cmp(&b.created_at_ms))
-            .then(a.key.cmp(&b.key))
+            .then_with(|| b.requests.memory_bytes.cmp(&a.requests.memory_bytes))
+            .then_with(|| a.created_at_ms.cmp(&b.created_at_ms))
+            .then_with(|| a.key.cmp(&b.key))
     }
 }

@@ -528,7 +528,11 @@ fn existing_targets<'a>(
         });
     }
     // Initialized nodes first, then by name.
-    targets.sort_by(|a, b| b.initialized.cmp(&a.initialized).then(a.name.cmp(b.name)));
+    targets.sort_by(|a, b| {
+        b.initialized
+            .cmp(&a.initialized)
+            .then_with(|| a.name.cmp(b.name))
+    });
     targets
 }
 
@@ -572,8 +576,9 @@ fn in_flight_overhead(
     out
 }
 
-/// How many nodes and machines on their way [`ClusterView::new_machine_needs`] looks at for
-/// one pod before it counts the pod as one that may go elsewhere.
+/// How many nodes and machines on their way with room for one pod
+/// [`ClusterView::new_machine_needs`] looks at closely (taints, host ports, labels) before it
+/// counts the pod as one that may go elsewhere.
 const TARGETS_LOOKED_AT: usize = 16;
 
 /// The labels every label set agrees on (what is known of a machine on its way).
@@ -1514,16 +1519,19 @@ impl<'a> ClusterView<'a> {
             asked.add(&pod.requests);
             // Built at the first target with room, if any.
             let mut alternatives: Option<Vec<Requirements>> = None;
-            // In a large cluster a pod that fits none of the first targets looked at is counted
-            // as one that may go (a pod not counted here only weakens the bound).
+            // Every target's room is looked at (a comparison of a few numbers); in a large
+            // cluster a pod that fits none of the first targets with room is counted as one
+            // that may go (a pod not counted here only weakens the bound).
             let mut looked = 0usize;
             let may_go = remaining().any(|target| {
+                if !pod.requests.fits_in(&target.available) {
+                    return false;
+                }
                 looked += 1;
                 if looked > TARGETS_LOOKED_AT {
                     return true;
                 }
-                if !pod.requests.fits_in(&target.available)
-                    || port_conflict(pod, &target.host_ports).is_some()
+                if port_conflict(pod, &target.host_ports).is_some()
                     || first_untolerated(&target.taints, &pod.tolerations).is_some()
                 {
                     return false;
@@ -1549,30 +1557,40 @@ impl<'a> ClusterView<'a> {
         })
     }
 
-    /// Whether the new machine that `needs` says could cost less than `price`: some type a
-    /// launching NodePool may use has the room, meets one alternative of every pod that must
-    /// go on it, and an offering its NodePool allows below the price. A bound on what a solve's
-    /// new machine can cost: its types are among these (narrowed further by the pods' other
-    /// requirements), its offerings among theirs (narrowed further to those its requirements
-    /// allow and available now).
-    pub fn could_be_cheaper(&self, needs: &NewMachineNeeds, price: crate::catalog::Price) -> bool {
-        self.contexts.iter().any(|ctx| {
-            // `ctx.types` is the shape's types in catalog order, or a filter of them.
-            let narrowed = ctx.types.len() != ctx.shape.types.len();
-            ctx.shape
-                .types_by_price
-                .iter()
-                .take_while(|&&t| ctx.shape.cheapest_allowed[t].is_some_and(|p| p < price))
-                .filter(|&&t| !narrowed || ctx.types.binary_search(&t).is_ok())
-                .any(|&t| {
-                    needs.room.fits_in(ctx.room(t))
-                        && needs.alternatives.iter().all(|alternatives| {
-                            alternatives
-                                .iter()
-                                .any(|alt| ctx.shape.type_requirements(t).meets(alt))
-                        })
-                })
-        })
+    /// The least the new machine that `needs` says can cost, when it could cost less than
+    /// `price`: over the types a launching NodePool may use that have the room, meet one
+    /// alternative of every pod that must go on it, and have an offering their NodePool allows
+    /// below the price, the cheapest such offering. A bound on what a solve's new machine can
+    /// cost: its types are among these (narrowed further by the pods' other requirements), its
+    /// offerings among theirs (narrowed further to those its requirements allow and available
+    /// now). `None`: no new machine for `needs` costs less than `price`.
+    pub fn least_new_machine_price(
+        &self,
+        needs: &NewMachineNeeds,
+        price: crate::catalog::Price,
+    ) -> Option<crate::catalog::Price> {
+        self.contexts
+            .iter()
+            .filter_map(|ctx| {
+                // `ctx.types` is the shape's types in catalog order, or a filter of them.
+                let narrowed = ctx.types.len() != ctx.shape.types.len();
+                // By price, cheapest first: the first that qualifies is the pool's least.
+                ctx.shape
+                    .types_by_price
+                    .iter()
+                    .take_while(|&&t| ctx.shape.cheapest_allowed[t].is_some_and(|p| p < price))
+                    .filter(|&&t| !narrowed || ctx.types.binary_search(&t).is_ok())
+                    .find(|&&t| {
+                        needs.room.fits_in(ctx.room(t))
+                            && needs.alternatives.iter().all(|alternatives| {
+                                alternatives
+                                    .iter()
+                                    .any(|alt| ctx.shape.type_requirements(t).meets(alt))
+                            })
+                    })
+                    .and_then(|&t| ctx.shape.cheapest_allowed[t])
+            })
+            .min()
     }
 
     /// Places `pods` as if the NodeClaims in `removed` (their nodes and pods) were gone.

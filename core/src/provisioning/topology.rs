@@ -487,7 +487,7 @@ impl Topology {
                 .filter(|d| reqs.get(key).is_none_or(|r| r.has(d)))
                 .filter(|d| pod_domains.is_none_or(|r| r.has(d)))
                 .filter(|d| g.count(d).saturating_add(self_match) <= c.max_skew.saturating_add(min))
-                .min_by(|a, b| g.count(a).cmp(&g.count(b)).then(a.cmp(b)));
+                .min_by(|a, b| g.count(a).cmp(&g.count(b)).then_with(|| a.cmp(b)));
             match best {
                 Some(d) => reqs.add(Requirement::single(key, d)),
                 None => {
@@ -537,7 +537,7 @@ impl Topology {
                 present
                     .into_iter()
                     .filter(|d| open(d))
-                    .max_by(|a, b| g.count(a).cmp(&g.count(b)).then(b.cmp(a)))
+                    .max_by(|a, b| g.count(a).cmp(&g.count(b)).then_with(|| b.cmp(a)))
             };
             match choice {
                 Some(d) => reqs.add(Requirement::single(key, d)),
