@@ -191,13 +191,54 @@ impl SimCloud {
 
     /// The instances running or terminated at or after `since_ms`, in id order.
     pub fn listed(&self, since_ms: u64) -> Vec<&SimInstance> {
+        let mut recent: Vec<&String> = self
+            .terminated
+            .range((since_ms, String::new())..)
+            .map(|(_, id)| id)
+            .collect();
+        recent.sort_unstable();
+        // The running instances (in id order, each a copy of its entry in `instances`) merged
+        // with the few recently terminated ones: an id drawn again after its instance was
+        // terminated is one instance in the map, listed once.
+        let mut recent = recent.into_iter().peekable();
+        let mut listed = Vec::with_capacity(self.running.len() + recent.len());
+        for (id, running) in &self.running {
+            while let Some(gone) = recent.next_if(|gone| *gone < id) {
+                listed.extend(self.instances.get(gone));
+            }
+            while recent.next_if(|gone| *gone == id).is_some() {}
+            listed.push(running);
+        }
+        for gone in recent {
+            listed.extend(self.instances.get(gone));
+        }
+        listed.dedup_by(|a, b| a.instance.instance_id == b.instance.instance_id);
+        let seen = |i: &&SimInstance| {
+            (
+                i.instance.instance_id.clone(),
+                i.nodeclaim.clone(),
+                i.launched_at_ms,
+                i.terminated_at_ms,
+            )
+        };
+        debug_assert!(
+            listed
+                .iter()
+                .map(seen)
+                .eq(self.listed_by_lookup(since_ms).iter().map(seen)),
+            "the merged listing lists other instances than a lookup of every id"
+        );
+        listed
+    }
+
+    /// [`SimCloud::listed`] by looking every id up: what the merge must list.
+    fn listed_by_lookup(&self, since_ms: u64) -> Vec<&SimInstance> {
         let recent = self
             .terminated
             .range((since_ms, String::new())..)
             .map(|(_, id)| id);
         let mut ids: Vec<&String> = self.running.keys().chain(recent).collect();
         ids.sort_unstable();
-        // An id drawn again after its instance was terminated is one instance in the map.
         ids.dedup();
         ids.into_iter()
             .filter_map(|id| self.instances.get(id))
