@@ -136,20 +136,20 @@ pub struct CandidateVerdict {
     pub ruled_out: Option<String>,
 }
 
-/// Capacity that exists or is on its way.
-#[derive(Clone)]
+/// Capacity that exists or is on its way. A view owns its targets and its solves borrow them,
+/// so what one works out (`known`) serves every solve of the view.
 struct Target<'a> {
     name: &'a str,
     /// The NodeClaim behind it (what a disruption simulation takes away).
     nodeclaim: Option<&'a str>,
     /// One label set per way the machine may turn out (one once launched); the pod must fit
-    /// every one of them. A node's own labels are borrowed; shared between the solves of one
-    /// view.
-    label_sets: Arc<Vec<Cow<'a, BTreeMap<String, String>>>>,
+    /// every one of them. A node's own labels are borrowed.
+    label_sets: LabelSets<'a>,
     /// The labels every label set agrees on, as labels and as requirements (made when
     /// topology first needs them).
-    known: Arc<OnceLock<(BTreeMap<String, String>, Requirements)>>,
-    taints: Vec<Taint>,
+    known: OnceLock<(BTreeMap<String, String>, Requirements)>,
+    /// Its taints, but those expected to go away; a node's borrowed when none is left out.
+    taints: Cow<'a, [Taint]>,
     available: Resources,
     host_ports: Vec<HostPort>,
     initialized: bool,
@@ -158,10 +158,26 @@ struct Target<'a> {
 impl<'a> Target<'a> {
     fn known(&self) -> &(BTreeMap<String, String>, Requirements) {
         self.known.get_or_init(|| {
-            let known = common_labels(&self.label_sets);
+            let known = common_labels(self.label_sets.all());
             let reqs = Requirements::from_labels(&known);
             (known, reqs)
         })
+    }
+}
+
+/// The label sets of a target: a node's or a launched machine's one, or one per launch option
+/// of a machine waiting for its instance.
+enum LabelSets<'a> {
+    One(Cow<'a, BTreeMap<String, String>>),
+    PerOption(Vec<Cow<'a, BTreeMap<String, String>>>),
+}
+
+impl<'a> LabelSets<'a> {
+    fn all(&self) -> &[Cow<'a, BTreeMap<String, String>>] {
+        match self {
+            LabelSets::One(set) => std::slice::from_ref(set),
+            LabelSets::PerOption(sets) => sets,
+        }
     }
 }
 
@@ -435,20 +451,40 @@ fn existing_targets<'a>(
             && claim.is_none_or(|c| c.terminating.is_none())
             && !node.has_taint(labels::DISRUPTED_TAINT);
         // Startup taints and the unregistered taint are expected to go away.
-        let taints = node
-            .taints
-            .iter()
-            .filter(|t| t.key != labels::UNREGISTERED_TAINT)
-            .filter(|t| !claim.is_some_and(|c| c.spec.startup_taints.contains(t)))
-            .cloned()
-            .collect();
-        // One look at each of its pods: what they request, which host ports they hold.
-        let mut used = Resources::default();
+        let goes_away = |t: &Taint| {
+            t.key == labels::UNREGISTERED_TAINT
+                || claim.is_some_and(|c| c.spec.startup_taints.contains(t))
+        };
+        let taints = if node.taints.iter().any(goes_away) {
+            Cow::Owned(
+                node.taints
+                    .iter()
+                    .filter(|t| !goes_away(t))
+                    .cloned()
+                    .collect(),
+            )
+        } else {
+            Cow::Borrowed(node.taints.as_slice())
+        };
+        // One look at each of its pods: what they leave free, which host ports they hold.
+        let mut available = usable.then(|| node.allocatable.clone());
         let mut host_ports = Vec::new();
         for pod in node_state.pods.values().map(|&id| state.pods.pod(id)) {
-            used.add(&pod.requests);
+            if let Some(free) = available.as_mut() {
+                free.sub(&pod.requests);
+            }
             host_ports.extend(pod.host_ports.iter().cloned());
         }
+        debug_assert!(
+            available.as_ref().is_none_or(|free| {
+                let mut used = Resources::default();
+                for pod in node_state.pods.values().map(|&id| state.pods.pod(id)) {
+                    used.add(&pod.requests);
+                }
+                *free == node.allocatable.minus(&used)
+            }),
+            "what the pods leave free, taken one by one, is not the allocatable less their sum"
+        );
         let labels_map = if node.labels.contains_key(labels::HOSTNAME) {
             Cow::Borrowed(&node.labels)
         } else {
@@ -459,14 +495,10 @@ fn existing_targets<'a>(
         targets.push(Target {
             name: name.as_str(),
             nodeclaim: node_state.nodeclaim.as_deref(),
-            label_sets: Arc::new(vec![labels_map]),
-            known: Arc::default(),
+            label_sets: LabelSets::One(labels_map),
+            known: OnceLock::new(),
             taints,
-            available: if usable {
-                node.allocatable.minus(&used)
-            } else {
-                Resources::new(-1, -1, -1)
-            },
+            available: available.unwrap_or_else(|| Resources::new(-1, -1, -1)),
             host_ports,
             initialized: node.ready && claim.is_none_or(|c| c.is_initialized()),
         });
@@ -506,19 +538,23 @@ fn existing_targets<'a>(
         if label_sets.is_empty() {
             continue;
         }
-        let label_sets: Vec<BTreeMap<String, String>> = label_sets
+        let mut label_sets: Vec<Cow<BTreeMap<String, String>>> = label_sets
             .into_iter()
             .map(|mut l| {
                 l.insert(labels::HOSTNAME.to_string(), name.clone());
-                l
+                Cow::Owned(l)
             })
             .collect();
         targets.push(Target {
             name: name.as_str(),
             nodeclaim: Some(name.as_str()),
-            label_sets: Arc::new(label_sets.into_iter().map(Cow::Owned).collect()),
-            known: Arc::default(),
-            taints: claim.spec.taints.clone(),
+            label_sets: if label_sets.len() == 1 {
+                LabelSets::One(label_sets.remove(0))
+            } else {
+                LabelSets::PerOption(label_sets)
+            },
+            known: OnceLock::new(),
+            taints: Cow::Borrowed(claim.spec.taints.as_slice()),
             // DaemonSet pods will land on it too once it registers.
             available: resources
                 .allocatable
@@ -750,6 +786,7 @@ impl<'a> Solver<'a> {
                     || port_conflict(pod, &taken.host_ports).is_some()
                     || !target
                         .label_sets
+                        .all()
                         .iter()
                         .all(|l| profile.requirements.matches_labels(l))
                 {
@@ -1451,7 +1488,7 @@ impl<'a> ClusterView<'a> {
                 } else if let Some(port) = port_conflict(pod, &target.host_ports) {
                     Some(format!("host port {port} is taken"))
                 } else {
-                    target.label_sets.iter().find_map(|labels| {
+                    target.label_sets.all().iter().find_map(|labels| {
                         profile
                             .requirements
                             .first_unmet(labels)
@@ -1539,7 +1576,13 @@ impl<'a> ClusterView<'a> {
                 alternatives
                     .get_or_insert_with(|| pod.requirement_alternatives())
                     .iter()
-                    .any(|alt| target.label_sets.iter().all(|l| alt.matches_labels(l)))
+                    .any(|alt| {
+                        target
+                            .label_sets
+                            .all()
+                            .iter()
+                            .all(|l| alt.matches_labels(l))
+                    })
             });
             if !may_go {
                 homeless.add(&pod.requests);
