@@ -62,26 +62,28 @@ fn pod_disruption_cost(pod: &Pod) -> f64 {
 }
 
 /// A node that may be consolidated now.
-struct Candidate {
+struct Candidate<'a> {
     /// Karpenter's disruption cost of its pods, scaled by the lifetime its machine has left:
     /// the search tries the cheapest first.
     disruption_cost: f64,
-    nodeclaim: String,
+    nodeclaim: &'a str,
     /// Its price and what evicting its pods costs.
     cost: CandidateCost,
 }
 
 /// The nodes that may be consolidated now (cheapest to disrupt first), and the earliest time
 /// another becomes eligible.
-fn candidates(
-    state: &ClusterState,
+fn candidates<'a>(
+    state: &'a ClusterState,
     config: &Config,
     nominated: &BTreeSet<String>,
     now_ms: u64,
-) -> (Vec<Candidate>, Option<u64>) {
+) -> (Vec<Candidate<'a>>, Option<u64>) {
     let mut out = Vec::new();
     let mut next = Wake::default();
     let exhausted = state.exhausted_pdbs();
+    // Each candidate's workload pods, in one list reused from node to node.
+    let mut pods: Vec<&Pod> = Vec::new();
     for (name, claim) in &state.nodeclaims {
         let Some(pool) = state.nodepools.get(&claim.spec.nodepool) else {
             continue;
@@ -106,7 +108,8 @@ fn candidates(
         let Some(node) = state.nodes.get(node_name) else {
             continue;
         };
-        let pods: Vec<&Pod> = state.workload_pods_of(node).collect();
+        pods.clear();
+        pods.extend(state.workload_pods_of(node));
         if let Some(ends) =
             state.do_not_disrupt_among((name, claim), node, pods.iter().copied(), now_ms)
         {
@@ -145,7 +148,7 @@ fn candidates(
         }
         out.push(Candidate {
             disruption_cost,
-            nodeclaim: name.clone(),
+            nodeclaim: name,
             cost: CandidateCost {
                 price: instance.price,
                 eviction_cost,
@@ -155,7 +158,7 @@ fn candidates(
     out.sort_by(|a, b| {
         a.disruption_cost
             .total_cmp(&b.disruption_cost)
-            .then_with(|| a.nodeclaim.cmp(&b.nodeclaim))
+            .then_with(|| a.nodeclaim.cmp(b.nodeclaim))
     });
     (out, next.ms())
 }
@@ -289,11 +292,12 @@ pub fn simulate_many(
     nodeclaims: &[String],
     now_ms: u64,
 ) -> Result<Decision, Rejection> {
+    let nodeclaims: Vec<&str> = nodeclaims.iter().map(String::as_str).collect();
     simulate_in(
         &ClusterView::new(state, shapes, config, now_ms),
         state,
         config,
-        nodeclaims,
+        &nodeclaims,
         now_ms,
     )
 }
@@ -313,7 +317,7 @@ struct Removal<'a> {
     /// Each node with its instance type and price: the decision's nodes and its detail.
     described: Vec<(&'a str, &'a str, Price)>,
     /// Their NodeClaims.
-    nodeclaims: &'a [String],
+    nodeclaims: &'a [&'a str],
     /// Their NodeClaims as a set, made when a simulation first asks ([`Removal::removed`]):
     /// most candidates of a search are ruled out before.
     removed: std::cell::OnceCell<BTreeSet<String>>,
@@ -328,11 +332,11 @@ impl<'a> Removal<'a> {
         state: &'a ClusterState,
         config: &Config,
         budgets: &BudgetsNow,
-        nodeclaims: &'a [String],
+        nodeclaims: &'a [&'a str],
         now_ms: u64,
     ) -> Result<Self, Rejection> {
-        let gone = |nodeclaim: &String, what| Rejection::Gone {
-            nodeclaim: nodeclaim.clone(),
+        let gone = |nodeclaim: &str, what| Rejection::Gone {
+            nodeclaim: nodeclaim.to_string(),
             what,
         };
         let mut removal = Removal {
@@ -347,7 +351,7 @@ impl<'a> Removal<'a> {
             removed: std::cell::OnceCell::new(),
             budgets: Ok(Vec::new()),
         };
-        for nodeclaim in nodeclaims {
+        for &nodeclaim in nodeclaims {
             let claim = state
                 .nodeclaims
                 .get(nodeclaim)
@@ -382,7 +386,7 @@ impl<'a> Removal<'a> {
     /// Their NodeClaims, as a solve reads them.
     fn removed(&self) -> &BTreeSet<String> {
         self.removed
-            .get_or_init(|| self.nodeclaims.iter().cloned().collect())
+            .get_or_init(|| self.nodeclaims.iter().map(|n| n.to_string()).collect())
     }
 }
 
@@ -484,7 +488,7 @@ fn simulate_in(
     view: &ClusterView,
     state: &ClusterState,
     config: &Config,
-    nodeclaims: &[String],
+    nodeclaims: &[&str],
     now_ms: u64,
 ) -> Result<Decision, Rejection> {
     let budgets = BudgetsNow::new(state, now_ms);
@@ -508,7 +512,7 @@ fn simulate_in(
 fn decides(
     view: &SearchView,
     budgets: &BudgetsNow,
-    nodeclaims: &[String],
+    nodeclaims: &[&str],
     costs: &[CandidateCost],
 ) -> Option<Decision> {
     let (state, config, now_ms) = (view.state, view.config, view.now_ms);
@@ -604,7 +608,7 @@ fn solved(
     view: &ClusterView,
     state: &ClusterState,
     config: &Config,
-    nodeclaims: &[String],
+    nodeclaims: &[&str],
     removal: &Removal,
     now_ms: u64,
 ) -> Result<Decision, Rejection> {
@@ -686,7 +690,7 @@ fn solved(
         budget_texts.join("; "),
     );
     Ok(Decision {
-        nodeclaims: nodeclaims.to_vec(),
+        nodeclaims: nodeclaims.iter().map(|n| n.to_string()).collect(),
         nodes: removal
             .described
             .iter()
@@ -796,7 +800,7 @@ pub fn search(
     if candidates.is_empty() {
         return (None, next);
     }
-    let (names, costs): (Vec<String>, Vec<CandidateCost>) = candidates
+    let (names, costs): (Vec<&str>, Vec<CandidateCost>) = candidates
         .into_iter()
         .map(|c| (c.nodeclaim, c.cost))
         .unzip();
@@ -869,7 +873,7 @@ fn surely_out_of_reach(config: &Config, costs: &[CandidateCost]) -> bool {
 fn multi_node(
     view: &SearchView,
     budgets: &BudgetsNow,
-    candidates: &[String],
+    candidates: &[&str],
     costs: &[CandidateCost],
 ) -> Option<Decision> {
     let names = &candidates[..candidates.len().min(MAX_MULTI_NODE_CANDIDATES)];
@@ -895,7 +899,7 @@ fn multi_node(
 fn single_node(
     view: &SearchView,
     budgets: &BudgetsNow,
-    candidates: &[String],
+    candidates: &[&str],
     costs: &[CandidateCost],
 ) -> Option<Decision> {
     candidates.iter().zip(costs).find_map(|(nodeclaim, cost)| {
