@@ -404,6 +404,7 @@ impl Core {
         if effects.reshapes_pools {
             // What drift compares every machine with may have changed.
             self.caches.drift_found_none = false;
+            self.caches.drift_clean.clear();
             self.pool_shapes_changed();
         }
         match kind {

@@ -332,7 +332,17 @@ impl Core {
         let exhausted: Vec<crate::model::pdb::PodDisruptionBudget> =
             self.state.exhausted_pdbs().into_iter().cloned().collect();
         let inputs = self.drift_inputs();
-        let drifted = crate::disruption::drift::drifted(&self.state, &inputs);
+        let (drifted, clean) = crate::disruption::drift::drifted_except(
+            &self.state,
+            &inputs,
+            &self.caches.drift_clean,
+        );
+        debug_assert_eq!(
+            drifted,
+            crate::disruption::drift::drifted(&self.state, &inputs),
+            "a NodeClaim kept as not drifted has drifted"
+        );
+        self.caches.drift_clean.extend(clean);
         self.caches.drift_found_none = drifted.is_empty();
         for (name, why) in drifted {
             let Some(claim) = self.state.nodeclaims.get(&name) else {

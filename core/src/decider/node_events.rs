@@ -88,6 +88,9 @@ impl Core {
                 claim.initialized_at_ms = Some(now);
                 // Drift looks at initialized machines only: this one is new to it.
                 self.caches.drift_found_none = false;
+                if let Some(name) = &claim_name {
+                    self.caches.drift_clean.remove(name);
+                }
             }
         }
         // Replacements are up: the machine they replace goes.

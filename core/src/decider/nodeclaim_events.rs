@@ -45,6 +45,7 @@ impl Core {
                 claim.launched_at_ms = Some(now);
                 // Drift reads a machine's instance.
                 self.caches.drift_found_none = false;
+                self.caches.drift_clean.remove(nodeclaim);
             }
             _ => commands.push(Command::TerminateNodeClaim {
                 nodeclaim: nodeclaim.to_string(),
@@ -116,6 +117,7 @@ impl Core {
         }
         self.terminator.draining.remove(nodeclaim);
         self.terminator.cordoned.retain(|_, c| c != nodeclaim);
+        self.caches.drift_clean.remove(nodeclaim);
         if let Some(claim) = self.state.nodeclaims.remove(nodeclaim)
             && let Some(node) = claim.node_name
             && let Some(state) = self.state.nodes.get_mut(&node)

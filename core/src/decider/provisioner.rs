@@ -118,6 +118,8 @@ impl Core {
         // A new machine has deadlines of its own, and may be what a listed instance waits for.
         self.caches.claim_deadline_ms = None;
         self.caches.garbage_quiet_until_ms = None;
+        // A name used before is a new machine to drift.
+        self.caches.drift_clean.remove(&spec.name);
         self.state.nodeclaims.insert(
             spec.name.clone(),
             NodeClaimState::new(spec.clone(), self.now_ms),

@@ -116,6 +116,10 @@ pub(super) struct Caches {
     /// machine got its instance or became initialized (a machine leaving drifts no other): the
     /// next finds none either.
     pub(super) drift_found_none: bool,
+    /// The NodeClaims the last drift searches found not drifted, while nothing drift reads of
+    /// them has changed (their instance, their node's initialization, a NodePool, class or the
+    /// catalog): the next search does not look at them again.
+    pub(super) drift_clean: BTreeSet<String>,
     /// The last garbage collection found nothing, and neither the listing nor a NodeClaim
     /// changed since: the next finds nothing either before this time (`u64::MAX`: ever).
     pub(super) garbage_quiet_until_ms: Option<u64>,

@@ -8,7 +8,7 @@
 //! - its EC2NodeClass's AMIs, subnets or security groups changed (`karpenter.k8s.aws/ec2nodeclass-hash`);
 //! - its instance type is no longer in the catalog.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 use serde::Serialize;
 
@@ -164,56 +164,140 @@ impl std::fmt::Display for DriftCause {
 /// Drifted machines (initialized, not already leaving), by name, with why. `inputs` are
 /// [`DriftInputs::of`] the same NodePools and EC2NodeClasses.
 pub fn drifted(state: &ClusterState, inputs: &DriftInputs) -> Vec<(String, DriftCause)> {
+    drifted_except(state, inputs, &BTreeSet::new()).0
+}
+
+/// [`drifted`], but for the NodeClaims in `clean`, which a search found not drifted and of
+/// which nothing drift reads has changed since (their spec and instance, the NodePools, classes
+/// and catalog); also the NodeClaims found not drifted now, in name order.
+pub fn drifted_except(
+    state: &ClusterState,
+    inputs: &DriftInputs,
+    clean: &BTreeSet<String>,
+) -> (Vec<(String, DriftCause)>, Vec<String>) {
+    let mut out = Vec::new();
+    let mut found_clean = Vec::new();
+    // Both in name order: one walk finds which are clean.
+    let mut clean = clean.iter().peekable();
+    for (name, claim) in &state.nodeclaims {
+        while clean.next_if(|c| *c < name).is_some() {}
+        if clean.next_if(|c| *c == name).is_some()
+            || claim.terminating.is_some()
+            || !claim.is_initialized()
+        {
+            continue;
+        }
+        match drift_of(state, inputs, claim) {
+            Some(reason) => out.push((name.clone(), reason)),
+            None => found_clean.push(name.clone()),
+        }
+    }
+    (out, found_clean)
+}
+
+/// Why an initialized NodeClaim that is not terminating drifted, if it did.
+fn drift_of(
+    state: &ClusterState,
+    inputs: &DriftInputs,
+    claim: &crate::state::NodeClaimState,
+) -> Option<DriftCause> {
     let DriftInputs {
         pool_hashes,
         class_hashes,
         pool_requirements,
     } = inputs;
-    let mut out = Vec::new();
-    for (name, claim) in &state.nodeclaims {
-        if claim.terminating.is_some() || !claim.is_initialized() {
-            continue;
-        }
-        let Some(pool) = state.nodepools.get(&claim.spec.nodepool) else {
-            continue;
-        };
-        // Looked up once: whether it is still offered, and its labels.
-        let it = state.instance_type_of(claim);
-        let reason = if claim
+    let pool = state.nodepools.get(&claim.spec.nodepool)?;
+    // Looked up once: whether it is still offered, and its labels.
+    let it = state.instance_type_of(claim);
+    if claim
+        .spec
+        .annotations
+        .get(NODEPOOL_HASH)
+        .is_some_and(|h| Some(h) != pool_hashes.get(claim.spec.nodepool.as_str()))
+    {
+        Some(DriftCause::TemplateChanged {
+            nodepool: pool.name.clone(),
+        })
+    } else if let Some(class) = state.nodeclasses.get(&claim.spec.nodeclass)
+        && claim
             .spec
             .annotations
-            .get(NODEPOOL_HASH)
-            .is_some_and(|h| Some(h) != pool_hashes.get(claim.spec.nodepool.as_str()))
-        {
-            Some(DriftCause::TemplateChanged {
-                nodepool: pool.name.clone(),
-            })
-        } else if let Some(class) = state.nodeclasses.get(&claim.spec.nodeclass)
-            && claim
-                .spec
-                .annotations
-                .get(NODECLASS_HASH)
-                .is_some_and(|h| Some(h) != class_hashes.get(claim.spec.nodeclass.as_str()))
-        {
-            Some(DriftCause::NodeClassChanged {
-                nodeclass: class.name.clone(),
-            })
-        } else if let Some(instance) = &claim.instance
-            && state.catalog.is_some()
-            && it.is_none()
-        {
-            Some(DriftCause::TypeGone {
-                instance_type: instance.instance_type.clone(),
-            })
-        } else {
-            pool_requirements
-                .get(pool.name.as_str())
-                .and_then(|reqs| reqs.first_unmet_with(state.nodeclaim_label_reader_of(claim, it)))
-                .map(|r| DriftCause::RequirementUnmet(r.clone()))
-        };
-        if let Some(reason) = reason {
-            out.push((name.clone(), reason));
-        }
+            .get(NODECLASS_HASH)
+            .is_some_and(|h| Some(h) != class_hashes.get(claim.spec.nodeclass.as_str()))
+    {
+        Some(DriftCause::NodeClassChanged {
+            nodeclass: class.name.clone(),
+        })
+    } else if let Some(instance) = &claim.instance
+        && state.catalog.is_some()
+        && it.is_none()
+    {
+        Some(DriftCause::TypeGone {
+            instance_type: instance.instance_type.clone(),
+        })
+    } else {
+        pool_requirements
+            .get(pool.name.as_str())
+            .and_then(|reqs| reqs.first_unmet_with(state.nodeclaim_label_reader_of(claim, it)))
+            .map(|r| DriftCause::RequirementUnmet(r.clone()))
     }
-    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::nodeclaim::NodeClaimSpec;
+    use crate::state::NodeClaimState;
+
+    /// An initialized NodeClaim of pool `default` stamped with `pool_hash`.
+    fn claim(name: &str, pool_hash: &str) -> NodeClaimState {
+        let mut spec = NodeClaimSpec {
+            name: name.to_string(),
+            nodepool: "default".to_string(),
+            ..NodeClaimSpec::default()
+        };
+        spec.annotations
+            .insert(NODEPOOL_HASH.to_string(), pool_hash.to_string());
+        // What every machine of the pool is labelled with.
+        spec.labels.insert(
+            crate::model::labels::NODEPOOL.to_string(),
+            "default".to_string(),
+        );
+        let mut claim = NodeClaimState::new(spec, 0);
+        claim.initialized_at_ms = Some(1);
+        claim
+    }
+
+    #[test]
+    fn a_search_skips_the_nodeclaims_kept_clean_and_names_those_it_finds_clean() {
+        let mut state = ClusterState::default();
+        let pool = NodePool::new("default", "default");
+        let current = nodepool_hash(&pool);
+        state.nodepools.insert("default".to_string(), pool);
+        state
+            .nodeclaims
+            .insert("a".to_string(), claim("a", &current));
+        state.nodeclaims.insert("b".to_string(), claim("b", "old"));
+        state
+            .nodeclaims
+            .insert("c".to_string(), claim("c", &current));
+        let mut young = claim("d", "old");
+        young.initialized_at_ms = None;
+        state.nodeclaims.insert("d".to_string(), young);
+        let inputs = DriftInputs::of(&state);
+
+        let (drifted, clean) = drifted_except(&state, &inputs, &BTreeSet::new());
+        let names: Vec<&str> = drifted.iter().map(|(n, _)| n.as_str()).collect();
+        assert_eq!(names, ["b"]);
+        assert!(matches!(drifted[0].1, DriftCause::TemplateChanged { .. }));
+        // A machine not yet initialized is neither drifted nor clean: it is looked at again.
+        assert_eq!(clean, ["a", "c"]);
+        assert_eq!(drifted, super::drifted(&state, &inputs));
+
+        // What is kept clean is not read again: were "b" kept clean, it would not be found.
+        let kept: BTreeSet<String> = ["a", "b"].map(String::from).into();
+        let (drifted, clean) = drifted_except(&state, &inputs, &kept);
+        assert!(drifted.is_empty());
+        assert_eq!(clean, ["c"]);
+    }
 }
