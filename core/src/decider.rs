@@ -168,10 +168,13 @@ impl Core {
 
     /// What solves need of a NodePool may have changed: the shapes are computed again before
     /// the next solve that reads them, once however many changes come before it (a cluster's
-    /// start applies its NodePools, classes and DaemonSets one event each).
+    /// start applies its NodePools, classes and DaemonSets one event each). What drift compares
+    /// every machine with may have changed too.
     fn pool_shapes_changed(&mut self) {
         self.caches.pool_shapes_stale = true;
         self.caches.drift_inputs = None;
+        self.caches.drift_found_none = false;
+        self.caches.drift_clean.clear();
     }
 
     /// Computes again the shapes of the NodePools that changed since the last solve. (A shape
@@ -402,9 +405,6 @@ impl Core {
             self.caches.garbage_quiet_until_ms = None;
         }
         if effects.reshapes_pools {
-            // What drift compares every machine with may have changed.
-            self.caches.drift_found_none = false;
-            self.caches.drift_clean.clear();
             self.pool_shapes_changed();
         }
         match kind {

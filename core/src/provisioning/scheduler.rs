@@ -466,25 +466,13 @@ fn existing_targets<'a>(
         } else {
             Cow::Borrowed(node.taints.as_slice())
         };
-        // One look at each of its pods: what they leave free, which host ports they hold.
-        let mut available = usable.then(|| node.allocatable.clone());
+        // One look at each of its pods: what they request, which host ports they hold.
+        let mut used = Resources::default();
         let mut host_ports = Vec::new();
         for pod in node_state.pods.values().map(|&id| state.pods.pod(id)) {
-            if let Some(free) = available.as_mut() {
-                free.sub(&pod.requests);
-            }
+            used.add(&pod.requests);
             host_ports.extend(pod.host_ports.iter().cloned());
         }
-        debug_assert!(
-            available.as_ref().is_none_or(|free| {
-                let mut used = Resources::default();
-                for pod in node_state.pods.values().map(|&id| state.pods.pod(id)) {
-                    used.add(&pod.requests);
-                }
-                *free == node.allocatable.minus(&used)
-            }),
-            "what the pods leave free, taken one by one, is not the allocatable less their sum"
-        );
         let labels_map = if node.labels.contains_key(labels::HOSTNAME) {
             Cow::Borrowed(&node.labels)
         } else {
@@ -498,7 +486,11 @@ fn existing_targets<'a>(
             label_sets: LabelSets::One(labels_map),
             known: OnceLock::new(),
             taints,
-            available: available.unwrap_or_else(|| Resources::new(-1, -1, -1)),
+            available: if usable {
+                node.allocatable.minus(&used)
+            } else {
+                Resources::new(-1, -1, -1)
+            },
             host_ports,
             initialized: node.ready && claim.is_none_or(|c| c.is_initialized()),
         });
