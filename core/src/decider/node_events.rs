@@ -74,9 +74,9 @@ impl Core {
                 self.attach_pod(&key, &node.name);
             }
         }
-        if let Some(claim) = claim_name
+        if let Some((name, claim)) = claim_name
             .as_ref()
-            .and_then(|c| self.state.nodeclaims.get_mut(c))
+            .and_then(|c| Some((c, self.state.nodeclaims.get_mut(c)?)))
         {
             claim.node_name = Some(node.name.clone());
             claim.registered_at_ms.get_or_insert(now);
@@ -87,10 +87,7 @@ impl Core {
             {
                 claim.initialized_at_ms = Some(now);
                 // Drift looks at initialized machines only: this one is new to it.
-                self.caches.drift_found_none = false;
-                if let Some(name) = &claim_name {
-                    self.caches.drift_clean.remove(name);
-                }
+                self.caches.new_to_drift(name);
             }
         }
         // Replacements are up: the machine they replace goes.

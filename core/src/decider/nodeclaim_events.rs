@@ -44,8 +44,7 @@ impl Core {
                 claim.instance = Some(instance.clone());
                 claim.launched_at_ms = Some(now);
                 // Drift reads a machine's instance.
-                self.caches.drift_found_none = false;
-                self.caches.drift_clean.remove(nodeclaim);
+                self.caches.new_to_drift(nodeclaim);
             }
             _ => commands.push(Command::TerminateNodeClaim {
                 nodeclaim: nodeclaim.to_string(),

@@ -124,3 +124,12 @@ pub(super) struct Caches {
     /// changed since: the next finds nothing either before this time (`u64::MAX`: ever).
     pub(super) garbage_quiet_until_ms: Option<u64>,
 }
+
+impl Caches {
+    /// What drift reads of `nodeclaim` changed (it got its instance, or was initialized): the
+    /// next search looks at it again, so it may find something.
+    pub(super) fn new_to_drift(&mut self, nodeclaim: &str) {
+        self.drift_found_none = false;
+        self.drift_clean.remove(nodeclaim);
+    }
+}

@@ -197,22 +197,23 @@ impl SimCloud {
             .map(|(_, id)| id)
             .collect();
         recent.sort_unstable();
+        // An id drawn again after its instance was terminated is one instance in the map,
+        // listed once.
+        recent.dedup();
         // The running instances (in id order, each a copy of its entry in `instances`) merged
-        // with the few recently terminated ones: an id drawn again after its instance was
-        // terminated is one instance in the map, listed once.
+        // with the few recently terminated ones.
         let mut recent = recent.into_iter().peekable();
         let mut listed = Vec::with_capacity(self.running.len() + recent.len());
         for (id, running) in &self.running {
             while let Some(gone) = recent.next_if(|gone| *gone < id) {
                 listed.extend(self.instances.get(gone));
             }
-            while recent.next_if(|gone| *gone == id).is_some() {}
+            recent.next_if(|gone| *gone == id);
             listed.push(running);
         }
         for gone in recent {
             listed.extend(self.instances.get(gone));
         }
-        listed.dedup_by(|a, b| a.instance.instance_id == b.instance.instance_id);
         let seen = |i: &&SimInstance| {
             (
                 i.instance.instance_id.clone(),
