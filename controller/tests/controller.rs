@@ -428,22 +428,42 @@ async fn the_standby_takes_over_from_the_store_when_the_leader_dies() {
     .await;
     assert!(on.iter().flatten().all(|n| n.ends_with(".ec2.internal")));
 
-    // One instance per NodeClaim, and no other: no duplicate launch, no orphan.
-    let claims = nodeclaims(&client).await;
-    let mut claimed: Vec<String> = claims
-        .iter()
-        .filter_map(|c| c.status.as_ref()?.provider_id.clone())
-        .filter_map(|p| p.rsplit('/').next().map(str::to_string))
-        .collect();
-    claimed.sort();
-    let mut live: Vec<String> = live_instances(c)
-        .await
-        .into_iter()
-        .map(|i| i.instance_id)
-        .collect();
-    live.sort();
-    assert_eq!(claimed.len(), claims.len(), "every NodeClaim launched");
-    assert_eq!(live, claimed, "EC2 runs exactly the NodeClaims' instances");
+    // One instance per NodeClaim, and no other: no duplicate launch, no orphan. A machine the
+    // dead leader launched registers from its instance on its own, so its pods can run before
+    // the standby, recovering, finds that instance and writes it into the NodeClaim's status:
+    // the status is waited for, not read once.
+    eventually(
+        "every NodeClaim has its instance, and EC2 runs exactly those",
+        || async {
+            let claims = nodeclaims(&client).await;
+            let mut claimed: Vec<String> = claims
+                .iter()
+                .filter_map(|c| c.status.as_ref()?.provider_id.clone())
+                .filter_map(|p| p.rsplit('/').next().map(str::to_string))
+                .collect();
+            claimed.sort();
+            let mut live: Vec<String> = live_instances(c)
+                .await
+                .into_iter()
+                .map(|i| i.instance_id)
+                .collect();
+            live.sort();
+            if claimed.len() != claims.len() {
+                Err(format!(
+                    "{} of {} NodeClaims launched",
+                    claimed.len(),
+                    claims.len()
+                ))
+            } else if live != claimed {
+                Err(format!(
+                    "EC2 runs {live:?}, the NodeClaims name {claimed:?}"
+                ))
+            } else {
+                Ok(())
+            }
+        },
+    )
+    .await;
 
     assert_eq!(second.stop().await, Stopped::Asked);
     world.replay_verifies();
