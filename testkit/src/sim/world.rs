@@ -186,6 +186,8 @@ pub struct World {
     series_step_ms: u64,
     /// What the clock's moving is metered by, while nothing it reads changes.
     meter_rates: Option<metering::MeterRates>,
+    /// The running machines by instance id, as the meter reads them.
+    meter_links: BTreeMap<String, metering::MeterLink>,
     /// The last periodic listing of the cloud's instances.
     instance_listing: Option<listing::KeptListing>,
 }
@@ -230,6 +232,7 @@ impl World {
             cost_micro_usd_ms: 0,
             cost_meter: Default::default(),
             meter_rates: None,
+            meter_links: BTreeMap::new(),
             instance_listing: None,
             cpu_used_ms: 0,
             cpu_alloc_ms: 0,
@@ -498,7 +501,7 @@ impl World {
     /// The instance stops at once: whatever ran on its node dies with it.
     fn end_instance(&mut self, instance_id: &str) {
         let now = self.now_ms;
-        self.cloud.terminate(instance_id, now);
+        self.end_in_cloud(instance_id);
         let node = self
             .machines
             .values()

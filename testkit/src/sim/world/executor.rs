@@ -221,7 +221,7 @@ impl World {
                     // A machine the world never launched for this run (a late launch result):
                     // terminate the instance the command names.
                     if let Some(id) = instance_id {
-                        self.cloud.terminate(id, now);
+                        self.end_in_cloud(id);
                     }
                     return;
                 };

@@ -48,14 +48,19 @@ impl World {
                         latency.registration_latency.min_ms,
                         latency.registration_latency.max_ms,
                     );
-                if let Some(m) = self.machines.get_mut(&nodeclaim) {
-                    m.instance_id = Some(instance.instance_id.clone());
-                    m.launched_at_ms = Some(now);
-                    // The options were CreateFleet's, and it has answered (a launch
-                    // asked again is answered from the instance). A long run keeps
-                    // every machine it launched: thousands of option lists.
-                    m.spec.options = Vec::new().into();
-                }
+                let cheapest = match self.machines.get_mut(&nodeclaim) {
+                    Some(m) => {
+                        m.instance_id = Some(instance.instance_id.clone());
+                        m.launched_at_ms = Some(now);
+                        // The options were CreateFleet's, and it has answered (a launch
+                        // asked again is answered from the instance). A long run keeps
+                        // every machine it launched: thousands of option lists.
+                        m.spec.options = Vec::new().into();
+                        m.cheapest_price
+                    }
+                    None => instance.price.0,
+                };
+                self.meter_launched(&instance, cheapest);
                 self.schedule(
                     now + join_after,
                     WorldEvent::NodeJoin {
@@ -136,6 +141,7 @@ impl World {
                     .cloned(),
             );
             m.node = Some(node.name.clone());
+            self.meter_joined(&instance.instance.instance_id, &node.name);
         }
         let name = node.name.clone();
         self.cluster.add_node(
@@ -155,8 +161,8 @@ impl World {
             return;
         };
         let node = machine.node.clone();
-        if let Some(id) = &machine.instance_id {
-            self.cloud.terminate(id, now);
+        if let Some(id) = machine.instance_id.clone() {
+            self.end_in_cloud(&id);
         }
         if let Some(node) = &node {
             self.cluster.remove_node(

@@ -48,13 +48,18 @@ impl World {
 
     /// What the clock's moving is metered by, read from the machines and nodes as they are.
     fn meter_rates_now(&self) -> MeterRates {
+        debug_assert_eq!(
+            self.meter_links.values().cloned().collect::<Vec<_>>(),
+            self.meter_links_now(),
+            "the world launched, ended or joined a machine without keeping its meter link"
+        );
         let machines = self
-            .cloud
-            .running()
-            .map(|i| {
-                let machine = self.machines.get(&i.nodeclaim);
-                let node = machine
-                    .and_then(|m| m.node.as_ref())
+            .meter_links
+            .values()
+            .map(|link| {
+                let node = link
+                    .node
+                    .as_ref()
                     .and_then(|n| self.cluster.nodes.get(n))
                     .filter(|n| n.node.ready && !n.node.has_taint(labels::SIBLING_HOLD_TAINT));
                 let phase = match node {
@@ -65,10 +70,9 @@ impl World {
                     ),
                     None => crate::sim::meter::Phase::Booting,
                 };
-                let price = i.instance.price.0;
                 MeteredMachine {
-                    price,
-                    cheapest: machine.map_or(price, |m| m.cheapest_price),
+                    price: link.price,
+                    cheapest: link.cheapest,
                     phase,
                 }
             })
@@ -87,6 +91,52 @@ impl World {
             sums[3] += n.node.allocatable.memory_bytes as i128;
         }
         MeterRates { machines, sums }
+    }
+
+    /// [`World::meter_links`] read from the cloud and the machines as they are.
+    fn meter_links_now(&self) -> Vec<MeterLink> {
+        self.cloud
+            .running()
+            .map(|i| {
+                let machine = self.machines.get(&i.nodeclaim);
+                let price = i.instance.price.0;
+                MeterLink {
+                    price,
+                    cheapest: machine.map_or(price, |m| m.cheapest_price),
+                    node: machine.and_then(|m| m.node.clone()),
+                }
+            })
+            .collect()
+    }
+
+    /// A machine's instance was launched: the meter links it at its price.
+    pub(crate) fn meter_launched(
+        &mut self,
+        instance: &nodewright_core::model::nodeclaim::Instance,
+        cheapest: u64,
+    ) {
+        self.meter_links.insert(
+            instance.instance_id.clone(),
+            MeterLink {
+                price: instance.price.0,
+                cheapest,
+                node: None,
+            },
+        );
+    }
+
+    /// An instance's node joined the cluster as `node`.
+    pub(crate) fn meter_joined(&mut self, instance_id: &str, node: &str) {
+        if let Some(link) = self.meter_links.get_mut(instance_id) {
+            link.node = Some(node.to_string());
+        }
+    }
+
+    /// The instance `instance_id` ends: EC2 terminates it, and the meter stops counting it.
+    pub(crate) fn end_in_cloud(&mut self, instance_id: &str) {
+        self.cloud.terminate(instance_id, self.now_ms);
+        self.meter_links.remove(instance_id);
+        self.forget_meter_rates();
     }
 
     /// The world changed a machine, a node or a pod's place: what it meters is read again
@@ -164,4 +214,14 @@ struct MeteredMachine {
     price: u64,
     cheapest: u64,
     phase: crate::sim::meter::Phase,
+}
+
+/// A running machine as the meter reads it before its node: its price, its launch's cheapest
+/// price, and its node's name once it joined. Kept by the world as machines launch, join and
+/// end, so that metering does not look every machine up again.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct MeterLink {
+    price: u64,
+    cheapest: u64,
+    node: Option<String>,
 }
