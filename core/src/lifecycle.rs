@@ -93,24 +93,48 @@ pub fn garbage(
     instances: &[crate::model::nodeclaim::ListedInstance],
     now_ms: u64,
 ) -> Garbage {
-    use std::collections::BTreeMap;
+    use std::collections::{BTreeMap, BTreeSet};
     let mut out = Garbage::default();
     let mut grace_ends = Wake::default();
-    let owned: BTreeMap<&str, &str> = state
-        .nodeclaims
-        .iter()
-        .filter_map(|(name, c)| {
-            c.instance
-                .as_ref()
-                .map(|i| (i.instance_id.as_str(), name.as_str()))
-        })
-        .collect();
-    let listed: BTreeMap<&str, &crate::model::nodeclaim::ListedInstance> = instances
-        .iter()
-        .map(|i| (i.instance_id.as_str(), i))
-        .collect();
+    // An instance is owned when some NodeClaim has it: nearly always the one its tag names.
+    // The map of every NodeClaim's instance is built only for one that is not.
+    let mut owned: Option<BTreeSet<&str>> = None;
+    let mut is_owned = |i: &crate::model::nodeclaim::ListedInstance| {
+        let by_tag = i
+            .nodeclaim
+            .as_ref()
+            .and_then(|n| state.nodeclaims.get(n))
+            .and_then(|c| c.instance.as_ref())
+            .is_some_and(|x| x.instance_id == i.instance_id);
+        by_tag
+            || owned
+                .get_or_insert_with(|| {
+                    state
+                        .nodeclaims
+                        .values()
+                        .filter_map(|c| c.instance.as_ref().map(|x| x.instance_id.as_str()))
+                        .collect()
+                })
+                .contains(i.instance_id.as_str())
+    };
+    // A listing in id order (as the cloud lists them) is searched as it is; any other through
+    // a map (where an id is listed twice, the later one counts).
+    let listed_map: Option<BTreeMap<&str, &crate::model::nodeclaim::ListedInstance>> =
+        (!crate::model::listing::in_id_order(instances)).then(|| {
+            instances
+                .iter()
+                .map(|i| (i.instance_id.as_str(), i))
+                .collect()
+        });
+    let listed = |id: &str| match &listed_map {
+        Some(map) => map.get(id).copied(),
+        None => instances
+            .binary_search_by(|i| i.instance_id.as_str().cmp(id))
+            .ok()
+            .map(|k| &instances[k]),
+    };
     for i in instances {
-        if !i.running || owned.contains_key(i.instance_id.as_str()) {
+        if !i.running || is_owned(i) {
             continue;
         }
         // Its NodeClaim still waits for the launch result (lost in a crash, or slow): the
@@ -142,7 +166,7 @@ pub fn garbage(
         let (Some(instance), Some(launched)) = (&claim.instance, claim.launched_at_ms) else {
             continue;
         };
-        let why = match listed.get(instance.instance_id.as_str()) {
+        let why = match listed(instance.instance_id.as_str()) {
             None => "is not in the cloud's listing",
             Some(l) if !l.running => "is shutting down or terminated",
             Some(_) => continue,

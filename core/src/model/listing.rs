@@ -75,7 +75,49 @@ pub fn changes(before: &[ListedInstance], after: &[ListedInstance]) -> Option<Li
     if before == after && ids_listed_once(after) {
         return Some(ListingChanges::default());
     }
+    // Both in id order (as the cloud lists them, and so as a listing rebuilt from changes to
+    // one is): the changes are found in one walk over both, without maps.
+    if in_id_order(before) && in_id_order(after) {
+        let found = changes_in_id_order(before, after);
+        debug_assert_eq!(
+            Some(&found),
+            changes_by_walk(before, after).as_ref(),
+            "two listings in id order changed otherwise than by the walk"
+        );
+        return Some(found);
+    }
     changes_by_walk(before, after)
+}
+
+/// Whether each id is listed after a smaller one (so none twice).
+pub fn in_id_order(listing: &[ListedInstance]) -> bool {
+    listing
+        .windows(2)
+        .all(|pair| pair[0].instance_id < pair[1].instance_id)
+}
+
+/// [`changes`] of two listings [`in_id_order`]: the same changes, in the same order, as
+/// [`changes_by_walk`] finds, and [`rebuild`] makes `after` of them (the instances kept are in
+/// the same order in both).
+fn changes_in_id_order(before: &[ListedInstance], after: &[ListedInstance]) -> ListingChanges {
+    let mut found = ListingChanges::default();
+    let mut old = before.iter().peekable();
+    for (position, instance) in after.iter().enumerate() {
+        while let Some(gone) = old.next_if(|o| o.instance_id < instance.instance_id) {
+            found.gone.push(gone.instance_id.clone());
+        }
+        let same = old
+            .next_if(|o| o.instance_id == instance.instance_id)
+            .is_some_and(|o| o == instance);
+        if !same {
+            found.changed.push(ListedAt {
+                position: u32::try_from(position).unwrap_or(u32::MAX),
+                instance: instance.clone(),
+            });
+        }
+    }
+    found.gone.extend(old.map(|o| o.instance_id.clone()));
+    found
 }
 
 /// [`changes`] without its shortcut for an unchanged listing.
@@ -105,10 +147,7 @@ fn changes_by_walk(before: &[ListedInstance], after: &[ListedInstance]) -> Optio
 /// Whether no instance id is listed twice.
 fn ids_listed_once(listing: &[ListedInstance]) -> bool {
     // A listing in id order (as the cloud lists them) says so in one pass.
-    if listing
-        .windows(2)
-        .all(|pair| pair[0].instance_id < pair[1].instance_id)
-    {
+    if in_id_order(listing) {
         return true;
     }
     let mut ids: Vec<&str> = listing.iter().map(|i| i.instance_id.as_str()).collect();
@@ -217,6 +256,30 @@ mod tests {
         #[test]
         fn an_unchanged_listing_changes_nothing_as_the_walk_finds(listing in any_listing()) {
             proptest::prop_assert_eq!(changes(&listing, &listing), changes_by_walk(&listing, &listing));
+        }
+    }
+
+    /// A listing as the cloud gives it: each id once, in id order.
+    fn listing_in_id_order() -> impl proptest::strategy::Strategy<Value = Vec<ListedInstance>> {
+        use proptest::prelude::*;
+        any_listing().prop_map(|mut listing| {
+            listing.sort_by(|a, b| a.instance_id.cmp(&b.instance_id));
+            listing.dedup_by(|a, b| a.instance_id == b.instance_id);
+            listing
+        })
+    }
+
+    proptest::proptest! {
+        /// Two listings in id order: the one walk finds the changes the maps find, and they
+        /// rebuild the new listing.
+        #[test]
+        fn listings_in_id_order_change_as_the_walk_finds(
+            before in listing_in_id_order(),
+            after in listing_in_id_order(),
+        ) {
+            let found = changes_in_id_order(&before, &after);
+            proptest::prop_assert_eq!(Some(found.clone()), changes_by_walk(&before, &after));
+            proptest::prop_assert_eq!(rebuild(&before, &found.changed, &found.gone), after);
         }
     }
 
