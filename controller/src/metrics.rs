@@ -343,7 +343,7 @@ fn resource_values(r: &Resources) -> Vec<(String, f64)> {
         ("memory".to_string(), r.memory_bytes as f64),
         ("pods".to_string(), r.pods as f64),
     ];
-    out.extend(r.extended.iter().map(|(k, v)| (k.clone(), *v as f64)));
+    out.extend(r.extended.iter().map(|(k, v)| (k.to_string(), *v as f64)));
     out
 }
 

@@ -19,7 +19,7 @@ impl ResourceRows {
         let rows: Vec<&Resources> = rows.into_iter().collect();
         let mut extended: Vec<String> = rows
             .iter()
-            .flat_map(|r| r.extended.keys().cloned())
+            .flat_map(|r| r.extended.keys().map(str::to_string))
             .collect();
         extended.sort();
         extended.dedup();
@@ -49,11 +49,13 @@ impl ResourceRows {
     /// `resources` as a row over these rows' names, for [`ResourceRows::holds`]; none when it
     /// asks for an extended resource no row has (then no row holds it).
     pub fn row_of(&self, resources: &Resources) -> Option<Vec<i64>> {
-        if resources
-            .extended
-            .iter()
-            .any(|(name, &amount)| amount > 0 && self.extended.binary_search(name).is_err())
-        {
+        if resources.extended.iter().any(|(name, &amount)| {
+            amount > 0
+                && self
+                    .extended
+                    .binary_search_by(|held| held.as_str().cmp(name))
+                    .is_err()
+        }) {
             return None;
         }
         let mut row = vec![resources.cpu_milli, resources.memory_bytes, resources.pods];

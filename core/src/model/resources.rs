@@ -3,8 +3,10 @@
 
 use std::collections::BTreeMap;
 use std::fmt;
+use std::sync::Arc;
 
-use serde::{Deserialize, Serialize};
+use serde::{Deserialize, Deserializer, Serialize, Serializer};
+use smallvec::SmallVec;
 
 /// The well-known extended resource name for NVIDIA GPUs.
 pub const NVIDIA_GPU: &str = "nvidia.com/gpu";
@@ -23,7 +25,138 @@ pub struct Resources {
     /// Pods.
     pub pods: i64,
     /// Extended resources by name; zero entries are never stored.
-    pub extended: BTreeMap<String, i64>,
+    pub extended: Extended,
+}
+
+/// Extended resources by name, in name order, each name once. A node has one or two (a GPU,
+/// ephemeral storage) and a pod fewer, so they are kept inline, and an amount copied shares its
+/// name instead of copying it. Serialized as the map of names to amounts it is.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Hash)]
+pub struct Extended(SmallVec<[(Arc<str>, i64); 2]>);
+
+impl Extended {
+    /// None.
+    pub fn new() -> Self {
+        Extended(SmallVec::new())
+    }
+
+    /// Where `name` is, or where it would go.
+    fn position(&self, name: &str) -> Result<usize, usize> {
+        self.0.binary_search_by(|(held, _)| (**held).cmp(name))
+    }
+
+    /// The amount of `name`, if it is held.
+    pub fn get(&self, name: &str) -> Option<&i64> {
+        self.position(name).ok().map(|i| &self.0[i].1)
+    }
+
+    /// The amount of `name`, to change, if it is held.
+    pub fn get_mut(&mut self, name: &str) -> Option<&mut i64> {
+        self.position(name).ok().map(|i| &mut self.0[i].1)
+    }
+
+    /// Whether `name` is held.
+    pub fn contains_key(&self, name: &str) -> bool {
+        self.position(name).is_ok()
+    }
+
+    /// Holds `amount` of `name`; the amount it held before, if any.
+    pub fn insert(&mut self, name: &str, amount: i64) -> Option<i64> {
+        match self.position(name) {
+            Ok(i) => Some(std::mem::replace(&mut self.0[i].1, amount)),
+            Err(i) => {
+                self.0.insert(i, (Arc::from(name), amount));
+                None
+            }
+        }
+    }
+
+    /// [`Extended::insert`] of a name held elsewhere: the name is shared, not copied.
+    fn insert_shared(&mut self, name: &Arc<str>, amount: i64) {
+        match self.position(name) {
+            Ok(i) => self.0[i].1 = amount,
+            Err(i) => self.0.insert(i, (Arc::clone(name), amount)),
+        }
+    }
+
+    /// Stops holding `name`; the amount it held, if any.
+    pub fn remove(&mut self, name: &str) -> Option<i64> {
+        let i = self.position(name).ok()?;
+        Some(self.0.remove(i).1)
+    }
+
+    /// Each name and its amount, in name order.
+    pub fn iter(&self) -> ExtendedIter<'_> {
+        ExtendedIter(self.0.iter())
+    }
+
+    /// The names, in order.
+    pub fn keys(&self) -> impl Iterator<Item = &str> {
+        self.0.iter().map(|(name, _)| &**name)
+    }
+
+    /// How many names are held.
+    pub fn len(&self) -> usize {
+        self.0.len()
+    }
+
+    /// Whether none is.
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+}
+
+/// [`Extended::iter`].
+#[derive(Debug, Clone)]
+pub struct ExtendedIter<'a>(std::slice::Iter<'a, (Arc<str>, i64)>);
+
+impl<'a> Iterator for ExtendedIter<'a> {
+    type Item = (&'a str, &'a i64);
+
+    fn next(&mut self) -> Option<Self::Item> {
+        self.0.next().map(|(name, amount)| (&**name, amount))
+    }
+
+    fn size_hint(&self) -> (usize, Option<usize>) {
+        self.0.size_hint()
+    }
+}
+
+impl ExactSizeIterator for ExtendedIter<'_> {}
+
+impl<'a> IntoIterator for &'a Extended {
+    type Item = (&'a str, &'a i64);
+    type IntoIter = ExtendedIter<'a>;
+
+    fn into_iter(self) -> Self::IntoIter {
+        self.iter()
+    }
+}
+
+impl FromIterator<(String, i64)> for Extended {
+    /// In name order whatever the order given; of a name given twice, the last amount.
+    fn from_iter<I: IntoIterator<Item = (String, i64)>>(items: I) -> Self {
+        let mut out = Extended::new();
+        for (name, amount) in items {
+            out.insert(&name, amount);
+        }
+        out
+    }
+}
+
+impl Serialize for Extended {
+    /// As the map `BTreeMap<String, i64>` of the same amounts: the same bytes in every format.
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.collect_map(self.iter())
+    }
+}
+
+impl<'de> Deserialize<'de> for Extended {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        Ok(BTreeMap::<String, i64>::deserialize(deserializer)?
+            .into_iter()
+            .collect())
+    }
 }
 
 impl Resources {
@@ -33,7 +166,7 @@ impl Resources {
             cpu_milli,
             memory_bytes,
             pods,
-            extended: BTreeMap::new(),
+            extended: Extended::new(),
         }
     }
 
@@ -47,11 +180,17 @@ impl Resources {
     pub fn set_extended(&mut self, name: &str, amount: i64) {
         if amount == 0 {
             self.extended.remove(name);
-        } else if let Some(held) = self.extended.get_mut(name) {
-            // A name held already keeps its key: no new one is written.
-            *held = amount;
         } else {
-            self.extended.insert(name.to_string(), amount);
+            self.extended.insert(name, amount);
+        }
+    }
+
+    /// [`Resources::set_extended`] of a name held elsewhere (shared, not copied).
+    fn set_extended_shared(&mut self, name: &Arc<str>, amount: i64) {
+        if amount == 0 {
+            self.extended.remove(name);
+        } else {
+            self.extended.insert_shared(name, amount);
         }
     }
 
@@ -93,7 +232,7 @@ impl Resources {
         if self.pods != 0 {
             names.push("pods".to_string());
         }
-        names.extend(self.extended.keys().cloned());
+        names.extend(self.extended.keys().map(str::to_string));
         names
     }
 
@@ -102,9 +241,9 @@ impl Resources {
         self.cpu_milli = self.cpu_milli.saturating_add(other.cpu_milli);
         self.memory_bytes = self.memory_bytes.saturating_add(other.memory_bytes);
         self.pods = self.pods.saturating_add(other.pods);
-        for (name, amount) in &other.extended {
+        for (name, amount) in &other.extended.0 {
             let sum = self.extended(name).saturating_add(*amount);
-            self.set_extended(name, sum);
+            self.set_extended_shared(name, sum);
         }
     }
 
@@ -113,9 +252,9 @@ impl Resources {
         self.cpu_milli = self.cpu_milli.saturating_sub(other.cpu_milli);
         self.memory_bytes = self.memory_bytes.saturating_sub(other.memory_bytes);
         self.pods = self.pods.saturating_sub(other.pods);
-        for (name, amount) in &other.extended {
+        for (name, amount) in &other.extended.0 {
             let diff = self.extended(name).saturating_sub(*amount);
-            self.set_extended(name, diff);
+            self.set_extended_shared(name, diff);
         }
     }
 
@@ -193,7 +332,7 @@ impl Resources {
         }
         for (name, amount) in &self.extended {
             if *amount > capacity.extended(name) {
-                return Some(name.as_str());
+                return Some(name);
             }
         }
         None
@@ -206,8 +345,8 @@ impl Resources {
             self.memory_bytes.max(other.memory_bytes),
             self.pods.max(other.pods),
         );
-        for name in self.extended.keys().chain(other.extended.keys()) {
-            out.set_extended(name, self.extended(name).max(other.extended(name)));
+        for (name, _) in self.extended.0.iter().chain(&other.extended.0) {
+            out.set_extended_shared(name, self.extended(name).max(other.extended(name)));
         }
         out
     }
@@ -217,13 +356,11 @@ impl Resources {
         self.cpu_milli = self.cpu_milli.max(other.cpu_milli);
         self.memory_bytes = self.memory_bytes.max(other.memory_bytes);
         self.pods = self.pods.max(other.pods);
-        for (name, amount) in &other.extended {
-            // One lookup, and the name is cloned only when it is new here.
+        for (name, amount) in &other.extended.0 {
+            // One lookup, and the name is shared only when it is new here.
             match self.extended.get_mut(name) {
                 Some(mine) => *mine = (*mine).max(*amount),
-                None if *amount > 0 => {
-                    self.extended.insert(name.clone(), *amount);
-                }
+                None if *amount > 0 => self.extended.insert_shared(name, *amount),
                 None => {}
             }
         }
@@ -236,8 +373,8 @@ impl Resources {
             self.memory_bytes.min(other.memory_bytes),
             self.pods.min(other.pods),
         );
-        for name in self.extended.keys().chain(other.extended.keys()) {
-            out.set_extended(name, self.extended(name).min(other.extended(name)));
+        for (name, _) in self.extended.0.iter().chain(&other.extended.0) {
+            out.set_extended_shared(name, self.extended(name).min(other.extended(name)));
         }
         out
     }
@@ -340,6 +477,34 @@ mod tests {
                 expected = expected.max(ratio(u.extended.get(name).copied().unwrap_or(0), *of));
             }
             proptest::prop_assert_eq!(u.dominant_share_of(&a), expected);
+        }
+    }
+
+    proptest::proptest! {
+        /// Extended resources are written as the map of names to amounts they are, byte for
+        /// byte in the log's format and in JSON, and read back the same, whatever order the
+        /// names were set in.
+        #[test]
+        fn extended_resources_serialize_as_their_map(
+            amounts in proptest::collection::vec(
+                (proptest::sample::select(vec!["nvidia.com/gpu", "ephemeral-storage", "a.io/x", "amd.com/gpu"]), -3i64..9),
+                0..6,
+            ),
+        ) {
+            let map: BTreeMap<String, i64> = amounts.iter().map(|(n, a)| (n.to_string(), *a)).collect();
+            let mut extended = Extended::new();
+            for (name, amount) in &amounts {
+                extended.insert(name, *amount);
+            }
+            proptest::prop_assert!(extended.keys().collect::<Vec<_>>().is_sorted());
+            let as_map = postcard::to_stdvec(&map).expect("a map serializes");
+            proptest::prop_assert_eq!(&postcard::to_stdvec(&extended).expect("serializes"), &as_map);
+            proptest::prop_assert_eq!(
+                serde_json::to_string(&extended).expect("serializes"),
+                serde_json::to_string(&map).expect("a map serializes")
+            );
+            let back: Extended = postcard::from_bytes(&as_map).expect("reads back");
+            proptest::prop_assert_eq!(back, extended);
         }
     }
 

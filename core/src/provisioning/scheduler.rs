@@ -1157,7 +1157,7 @@ impl<'a> Solver<'a> {
         let claim = &planned.claim;
         let accelerated = [NVIDIA_GPU, AMD_GPU, AWS_NEURON]
             .iter()
-            .any(|r| claim.requests.extended.contains_key(*r));
+            .any(|r| claim.requests.extended.contains_key(r));
         claim.pods.len() >= 2
             && accelerated
             && self.contexts[planned.pool].pool.limits.is_empty()

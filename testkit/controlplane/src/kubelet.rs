@@ -44,7 +44,7 @@ fn quantities(r: &Resources) -> BTreeMap<String, Quantity> {
         } else {
             amount.to_string()
         };
-        out.insert(name.clone(), Quantity(value));
+        out.insert(name.to_string(), Quantity(value));
     }
     out
 }

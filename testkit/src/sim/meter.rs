@@ -187,9 +187,9 @@ mod tests {
             Phase::Busy { share: 0.75 }
         );
         // A GPU machine is as full as its GPUs.
-        let gpu = nodewright_core::model::resources::NVIDIA_GPU.to_string();
+        let gpu = nodewright_core::model::resources::NVIDIA_GPU;
         let mut alloc = alloc;
-        alloc.extended.insert(gpu.clone(), 8);
+        alloc.extended.insert(gpu, 8);
         let mut used = used;
         used.extended.insert(gpu, 8);
         assert_eq!(Phase::of_node(1, &used, &alloc), Phase::Busy { share: 1.0 });
