@@ -43,7 +43,7 @@ fn run(scenario: &Scenario, options: RunOptions) -> (Report, Vec<LogRecord>) {
                 LogRecord::Event(Event::new(
                     at_ms,
                     EventKind::InstancesListed {
-                        instances: last.clone(),
+                        instances: last.clone().into(),
                     },
                 ))
             }
@@ -51,7 +51,7 @@ fn run(scenario: &Scenario, options: RunOptions) -> (Report, Vec<LogRecord>) {
                 kind: EventKind::InstancesListed { instances },
                 at_ms,
             }) => {
-                last.clone_from(&instances);
+                last = instances.to_vec();
                 LogRecord::Event(Event::new(at_ms, EventKind::InstancesListed { instances }))
             }
             other => other,

@@ -54,7 +54,8 @@ fn an_instance_no_nodeclaim_owns_is_terminated_after_the_grace_period() {
             ),
             // Already terminated: nothing to do.
             listed("i-0cccccccccccccccc", None, 0, false),
-        ],
+        ]
+        .into(),
     });
     assert_eq!(orphans(&out), vec!["i-0aaaaaaaaaaaaaaaa"]);
     let detail = out
@@ -81,11 +82,13 @@ fn a_nodeclaim_whose_instance_is_gone_is_removed() {
     h.nodepool(NodePool::new("default", "default"));
     let (claim, instance, _) = h.running_machine(vec![Pod::new("default", "a", 1000, GIB)]);
     // Fresh launches may lag the listing: not yet.
-    let out = h.send(EventKind::InstancesListed { instances: vec![] });
+    let out = h.send(EventKind::InstancesListed {
+        instances: vec![].into(),
+    });
     assert!(out.is_empty(), "{out:?}");
     h.advance(60_000);
     let out = h.send(EventKind::InstancesListed {
-        instances: vec![listed(&instance.instance_id, Some(&claim.name), 0, false)],
+        instances: vec![listed(&instance.instance_id, Some(&claim.name), 0, false)].into(),
     });
     let t: Vec<(String, TerminationReason, String)> = out
         .iter()
@@ -104,7 +107,9 @@ fn a_nodeclaim_whose_instance_is_gone_is_removed() {
     assert_eq!(t[0].1, TerminationReason::InstanceGone);
     assert!(t[0].2.contains("shutting down or terminated"), "{}", t[0].2);
     // Asked once: the next listing does not ask again.
-    let again = h.send(EventKind::InstancesListed { instances: vec![] });
+    let again = h.send(EventKind::InstancesListed {
+        instances: vec![].into(),
+    });
     assert!(
         !again
             .iter()
@@ -125,7 +130,9 @@ fn a_machine_being_drained_whose_instance_vanished_is_finished_at_once() {
         h.terminations().is_empty(),
         "expired, draining: the pod was asked to leave and has not"
     );
-    let out = h.send(EventKind::InstancesListed { instances: vec![] });
+    let out = h.send(EventKind::InstancesListed {
+        instances: vec![].into(),
+    });
     let t = h.terminations();
     assert_eq!(t.len(), 1, "{out:?}");
     assert_eq!(t[0].nodeclaim, claim.name);
@@ -264,7 +271,7 @@ fn an_instance_whose_nodeclaim_waits_for_its_launch_result_is_not_collected() {
     // The launch result is slow (or was lost); the instance already shows in the listing.
     h.advance(60_000);
     let out = h.send(EventKind::InstancesListed {
-        instances: vec![listed("i-0dddddddddddddddd", Some(&claim.name), 0, true)],
+        instances: vec![listed("i-0dddddddddddddddd", Some(&claim.name), 0, true)].into(),
     });
     assert!(orphans(&out).is_empty(), "{out:?}");
 }

@@ -150,7 +150,9 @@ pub fn relist_events(known: &ClusterState, listing: Listing) -> Vec<EventKind> {
         events.push(EventKind::NodeClassDeleted { name: name.clone() });
     }
     if let Some(instances) = listing.instances {
-        events.push(EventKind::InstancesListed { instances });
+        events.push(EventKind::InstancesListed {
+            instances: instances.into(),
+        });
     }
     events
 }

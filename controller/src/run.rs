@@ -436,8 +436,9 @@ pub async fn run(
                 tick.tick().await;
                 match instances.listing().await {
                     Ok(instances) => {
-                        let _ =
-                            inbox.send(Input::Observed(EventKind::InstancesListed { instances }));
+                        let _ = inbox.send(Input::Observed(EventKind::InstancesListed {
+                            instances: instances.into(),
+                        }));
                     }
                     Err(e) => warn!(error = %e, "listing the cluster's instances failed"),
                 }

@@ -477,14 +477,15 @@ impl Core {
                 interruption,
             } => self.interrupt(message_id, instance_id, interruption, commands),
             EventKind::InstancesListed { instances } => {
-                self.listing.clone_from(instances);
+                self.listing.clear();
+                self.listing.extend_from_slice(instances);
                 self.caches.garbage_quiet_until_ms = None;
                 return self.collect_garbage(commands);
             }
             EventKind::InstancesRelisted { changed, gone } => {
                 // No change rebuilds the same listing.
                 if !(changed.is_empty() && gone.is_empty()) {
-                    self.listing = listing::rebuild(&self.listing, changed, gone);
+                    listing::rebuild_in_place(&mut self.listing, changed, gone);
                     self.caches.garbage_quiet_until_ms = None;
                 }
                 return self.collect_garbage(commands);

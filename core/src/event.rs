@@ -134,8 +134,9 @@ pub enum EventKind {
     },
     /// The cloud's listing of this cluster's instances (every garbage-collection period).
     InstancesListed {
-        /// Every instance listed, in the cloud's order.
-        instances: Vec<crate::model::nodeclaim::ListedInstance>,
+        /// Every instance listed, in the cloud's order: shared, as a listing is often the one
+        /// before (written as the list it is).
+        instances: Arc<[crate::model::nodeclaim::ListedInstance]>,
     },
     /// What an EC2NodeClass's selectors found in the cloud (subnets, security groups, AMIs).
     /// Appended last: the variants' order is the log's format.

@@ -322,7 +322,7 @@ mod tests {
     fn a_core_view_that_lags_the_cluster_is_reported_with_what_differs() {
         let gap = vec![
             EventKind::InstancesListed {
-                instances: Vec::new(),
+                instances: Vec::new().into(),
             },
             EventKind::PodDeleted {
                 pod: PodKey::new("default", "gone"),

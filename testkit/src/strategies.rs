@@ -158,7 +158,7 @@ pub fn event_kind() -> impl Strategy<Value = EventKind> {
         1 => prop::sample::select(CLAIM_NAMES).prop_map(|c| EventKind::NodeClaimTerminated { nodeclaim: c.into() }),
         3 => Just(EventKind::Tick),
         1 => Just(EventKind::CatalogUpdated(catalog)),
-        1 => prop::collection::vec(listed_instance(), 0..4).prop_map(|instances| EventKind::InstancesListed { instances }),
+        1 => prop::collection::vec(listed_instance(), 0..4).prop_map(|instances| EventKind::InstancesListed { instances: instances.into() }),
         1 => (prop::collection::vec((0u32..4, listed_instance()), 0..3), prop::collection::vec(prop::sample::select(CLAIM_NAMES), 0..2)).prop_map(|(changed, gone)| EventKind::InstancesRelisted {
             changed: changed.into_iter().map(|(position, instance)| ListedAt { position, instance }).collect(),
             gone: gone.into_iter().map(|c| format!("i-{c}")).collect(),

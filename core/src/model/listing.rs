@@ -66,6 +66,37 @@ pub fn rebuild(
     after
 }
 
+/// [`rebuild`] in place: `listing` without `gone` and without the instances `changed` lists
+/// again, with each of `changed` put at its position. The instances kept are moved, not copied.
+pub fn rebuild_in_place(listing: &mut Vec<ListedInstance>, changed: &[ListedAt], gone: &[String]) {
+    if changed.is_empty() && gone.is_empty() {
+        return;
+    }
+    #[cfg(debug_assertions)]
+    let expected = rebuild(listing, changed, gone);
+    let left_out: BTreeSet<&str> = gone
+        .iter()
+        .map(String::as_str)
+        .chain(changed.iter().map(|c| c.instance.instance_id.as_str()))
+        .collect();
+    listing.retain(|i| !left_out.contains(i.instance_id.as_str()));
+    let mut placed: Vec<&ListedAt> = changed.iter().collect();
+    placed.sort_by_key(|c| c.position);
+    // As `rebuild` places them: each at its position, but after the one placed before it, and
+    // at the end once the instances kept run out.
+    let mut next_free = 0usize;
+    for c in placed {
+        let at = usize::try_from(c.position)
+            .unwrap_or(usize::MAX)
+            .max(next_free)
+            .min(listing.len());
+        listing.insert(at, c.instance.clone());
+        next_free = at + 1;
+    }
+    #[cfg(debug_assertions)]
+    debug_assert_eq!(*listing, expected, "a listing rebuilt in place differs");
+}
+
 /// The changes from `before` to `after`, when [`rebuild`] makes `after` of them exactly;
 /// `None` when it would not (the instances listed before reordered, an id listed twice): then
 /// the listing is kept whole.
@@ -280,6 +311,26 @@ mod tests {
             let found = changes_in_id_order(&before, &after);
             proptest::prop_assert_eq!(Some(found.clone()), changes_by_walk(&before, &after));
             proptest::prop_assert_eq!(rebuild(&before, &found.changed, &found.gone), after);
+        }
+    }
+
+    proptest::proptest! {
+        /// Rebuilding in place gives what rebuilding gives, for any changes, positions past the
+        /// end and repeated included.
+        #[test]
+        fn a_listing_rebuilt_in_place_is_the_one_rebuilt(
+            before in any_listing(),
+            changed in proptest::collection::vec((0u32..8, any_listing()), 0..4),
+            gone in proptest::collection::vec(0u8..6, 0..3),
+        ) {
+            let changed: Vec<ListedAt> = changed
+                .into_iter()
+                .filter_map(|(position, l)| l.into_iter().next().map(|instance| ListedAt { position, instance }))
+                .collect();
+            let gone: Vec<String> = gone.iter().map(|id| format!("i-{id}")).collect();
+            let mut listing = before.clone();
+            rebuild_in_place(&mut listing, &changed, &gone);
+            proptest::prop_assert_eq!(listing, rebuild(&before, &changed, &gone));
         }
     }
 

@@ -722,7 +722,8 @@ impl SimCluster {
         for key in owners {
             self.reconcile_deployment(&key, now_ms, rng, out, changes);
         }
-        for key in self.jobs.unfinished() {
+        // A Job's pods made change no other Job's wants: those that want pods are found first.
+        for key in self.jobs.wanting_pods() {
             self.reconcile_job(&key, now_ms, rng, out, changes);
         }
     }

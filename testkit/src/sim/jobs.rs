@@ -31,6 +31,14 @@ impl JobRun {
     pub fn complete(&self) -> bool {
         self.succeeded >= self.job.completions
     }
+
+    /// Whether it has fewer pods running or waiting than its parallelism and its completions
+    /// left allow: the Job controller makes another.
+    pub fn wants_a_pod(&self) -> bool {
+        let wanted = self.job.completions.saturating_sub(self.succeeded);
+        let active = self.active.len() as u32;
+        active < self.job.parallelism && active < wanted
+    }
 }
 
 /// A CronJob, its parsed schedule and the Jobs it made.
@@ -67,9 +75,14 @@ impl Jobs {
         }
     }
 
-    /// The Jobs not complete yet, in name order.
-    pub fn unfinished(&self) -> Vec<ObjectKey> {
-        self.unfinished.iter().cloned().collect()
+    /// The Jobs that want another pod, in name order (of the unfinished ones: the others never
+    /// do).
+    pub fn wanting_pods(&self) -> Vec<ObjectKey> {
+        self.unfinished
+            .iter()
+            .filter(|key| self.jobs.get(*key).is_some_and(JobRun::wants_a_pod))
+            .cloned()
+            .collect()
     }
 
     /// Keeps [`Jobs::unfinished`] in step with the Job at `key`.

@@ -61,9 +61,7 @@ impl SimCluster {
             let Some(run) = self.jobs.jobs.get(key) else {
                 return;
             };
-            let wanted = run.job.completions.saturating_sub(run.succeeded);
-            let active = run.active.len() as u32;
-            if active >= run.job.parallelism || active >= wanted {
+            if !run.wants_a_pod() {
                 return;
             }
             let job = &run.job;

@@ -7,20 +7,20 @@ impl World {
     /// The listing the garbage collector's periodic DescribeInstances gets: the one before,
     /// while no instance was launched or terminated and none of the terminated ones listed
     /// aged out of it since (most listings are the one before).
-    pub(super) fn periodic_listing(&mut self) -> Vec<ListedInstance> {
+    pub(super) fn periodic_listing(&mut self) -> std::sync::Arc<[ListedInstance]> {
         let changes = self.cloud.changes();
         if let Some(kept) = &self.instance_listing
             && kept.cloud_changes == changes
             && self.now_ms < kept.until_ms
         {
             debug_assert_eq!(
-                kept.instances,
-                self.listed_instances(),
+                *kept.instances,
+                *self.listed_instances(),
                 "a listing kept while the cloud changed"
             );
-            return kept.instances.clone();
+            return std::sync::Arc::clone(&kept.instances);
         }
-        let instances = self.listed_instances();
+        let instances: std::sync::Arc<[ListedInstance]> = self.listed_instances().into();
         // The first terminated instance listed leaves the listing when it is this old.
         let until_ms = self
             .cloud
@@ -29,7 +29,7 @@ impl World {
         self.instance_listing = Some(KeptListing {
             cloud_changes: changes,
             until_ms,
-            instances: instances.clone(),
+            instances: std::sync::Arc::clone(&instances),
         });
         instances
     }
@@ -101,5 +101,5 @@ pub(super) struct KeptListing {
     cloud_changes: u64,
     /// When a terminated instance in it ages out of the listing.
     until_ms: u64,
-    instances: Vec<ListedInstance>,
+    instances: std::sync::Arc<[ListedInstance]>,
 }
