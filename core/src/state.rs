@@ -7,6 +7,8 @@ use serde::{Deserialize, Serialize};
 
 use crate::catalog::{self, CapacitySettings, ClassResources, InstanceType, NodeResources};
 use crate::model::daemonset::DaemonSet;
+use crate::model::derived::Derived;
+use crate::model::do_not_disrupt::{Asked, Protection};
 use crate::model::labels;
 use crate::model::node::Node;
 use crate::model::nodeclaim::{
@@ -79,6 +81,27 @@ pub struct NodeState {
     pub pods: BTreeMap<PodKey, PodId>,
     /// The last time a pod was bound to or removed from the node (or it became ready).
     pub last_pod_event_ms: u64,
+    /// What the node's `karpenter.sh/do-not-disrupt` asks for, read the first time a
+    /// disruption pass asks (every pass does, and a node has many annotations). Whoever
+    /// replaces [`NodeState::node`] starts it again.
+    #[serde(skip)]
+    pub asked: Derived<Asked>,
+}
+
+impl NodeState {
+    /// [`Node::do_not_disrupt`] of the node, its machine started at `started_ms`.
+    pub fn do_not_disrupt(&self, started_ms: u64) -> Protection {
+        let protection = self
+            .asked
+            .get_or_init(|| Asked::of(&self.node.annotations))
+            .from(started_ms);
+        debug_assert_eq!(
+            protection,
+            self.node.do_not_disrupt(started_ms),
+            "a node's annotations changed without its do-not-disrupt being read again"
+        );
+        protection
+    }
 }
 
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
@@ -279,24 +302,22 @@ impl ClusterState {
     pub fn do_not_disrupt_on_node(&self, node: &str, now_ms: u64) -> Option<Option<u64>> {
         let state = self.nodes.get(node)?;
         let started = self.machine_started_ms(state);
-        protected_until(state, started, self.workload_pods_of(state), now_ms)
+        protected_until(state, started, self.workload_protections_of(state), now_ms)
     }
 
     /// [`Self::do_not_disrupt_on_node`] for the node of NodeClaim `claim` (called `nodeclaim`),
-    /// given the node's state and workload pods: nothing is looked up again where the node
-    /// names that NodeClaim.
-    pub fn do_not_disrupt_among<'p>(
+    /// given the node's state: nothing is looked up again where the node names that NodeClaim.
+    pub fn do_not_disrupt_among(
         &self,
         (nodeclaim, claim): (&str, &NodeClaimState),
         node: &NodeState,
-        workload: impl IntoIterator<Item = &'p Pod>,
         now_ms: u64,
     ) -> Option<Option<u64>> {
         let started = match node.nodeclaim.as_deref() {
             Some(named) if named == nodeclaim => claim.created_at_ms,
             _ => self.machine_started_ms(node),
         };
-        protected_until(node, started, workload, now_ms)
+        protected_until(node, started, self.workload_protections_of(node), now_ms)
     }
 
     /// When the machine of a node was asked for: its NodeClaim's creation (0 for a node
@@ -313,8 +334,20 @@ impl ClusterState {
     pub fn workload_pods_of<'s>(&'s self, node: &'s NodeState) -> impl Iterator<Item = &'s Pod> {
         node.pods
             .values()
+            .filter(|&&id| !self.pods.follows_its_node(id))
             .map(|&id| self.pods.pod(id))
-            .filter(|p| !p.follows_its_node())
+    }
+
+    /// The `karpenter.sh/do-not-disrupt` protection of each of [`Self::workload_pods_of`], as
+    /// read when the pod came in.
+    fn workload_protections_of<'s>(
+        &'s self,
+        node: &'s NodeState,
+    ) -> impl Iterator<Item = Protection> + 's {
+        node.pods
+            .values()
+            .filter(|&&id| !self.pods.follows_its_node(id))
+            .map(|&id| self.pods.protection(id))
     }
 
     /// The pods a drain of the node evicts: every pod bound to it, DaemonSet pods included,
@@ -531,15 +564,14 @@ impl ClusterState {
 
 /// When the protections in force now of a node (whose machine started at `started_ms`) and of
 /// its workload pods run out: `None` when none is in force, `Some(None)` when one never does.
-fn protected_until<'p>(
+fn protected_until(
     node: &NodeState,
     started_ms: u64,
-    workload: impl IntoIterator<Item = &'p Pod>,
+    workload: impl IntoIterator<Item = Protection>,
     now_ms: u64,
 ) -> Option<Option<u64>> {
     let mut ends: Option<Option<u64>> = None;
-    let protections = std::iter::once(node.node.do_not_disrupt(started_ms))
-        .chain(workload.into_iter().map(Pod::do_not_disrupt));
+    let protections = std::iter::once(node.do_not_disrupt(started_ms)).chain(workload);
     for protection in protections.filter(|p| p.active_at(now_ms)) {
         let end = protection.ends_after(now_ms);
         ends = Some(match (ends, end) {
@@ -597,6 +629,7 @@ mod tests {
             nodeclaim: None,
             pods: BTreeMap::new(),
             last_pod_event_ms: 0,
+            asked: Default::default(),
         };
         state.nodes.insert("a".into(), node("a"));
         state.nodes.insert("b".into(), node("b"));

@@ -448,6 +448,7 @@ pub fn consolidation_state(nodes: usize, pods: usize, pdbs: usize) -> (Config, C
                 nodeclaim: Some(claim_name.clone()),
                 pods: Default::default(),
                 last_pod_event_ms: 0,
+                asked: Default::default(),
             },
         );
         state.nodeclaims.insert(

@@ -27,6 +27,7 @@ impl Core {
                     nodeclaim: claim_name.clone(),
                     pods: BTreeMap::new(),
                     last_pod_event_ms: now,
+                    asked: Default::default(),
                 });
                 false
             }
@@ -34,6 +35,7 @@ impl Core {
                 let entry = known.get_mut();
                 let became_ready = node.ready && !entry.node.ready;
                 entry.node = node.clone();
+                entry.asked = Default::default();
                 if entry.nodeclaim.is_none() {
                     entry.nodeclaim = claim_name.clone();
                 }

@@ -110,9 +110,7 @@ fn candidates<'a>(
         };
         pods.clear();
         pods.extend(state.workload_pods_of(node));
-        if let Some(ends) =
-            state.do_not_disrupt_among((name, claim), node, pods.iter().copied(), now_ms)
-        {
+        if let Some(ends) = state.do_not_disrupt_among((name, claim), node, now_ms) {
             // A protection with a duration makes the node a candidate again once it runs out.
             if let Some(at) = ends {
                 next.offer(at);

@@ -47,8 +47,7 @@ pub fn candidates(
         let Some(node) = state.nodes.get(node_name) else {
             continue;
         };
-        let workload = state.workload_pods_of(node);
-        if let Some(ends) = state.do_not_disrupt_among((name, claim), node, workload, now_ms) {
+        if let Some(ends) = state.do_not_disrupt_among((name, claim), node, now_ms) {
             if let Some(at) = ends {
                 next.offer(at);
             }

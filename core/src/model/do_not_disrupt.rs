@@ -19,17 +19,44 @@ pub enum Protection {
     Until(u64),
 }
 
+/// What the annotation asks for, before it is known when its object started.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Asked {
+    /// No annotation, or a value that is neither `"true"` nor a duration.
+    Nothing,
+    /// `"true"`.
+    Forever,
+    /// A duration (ms) from the object's start.
+    For(u64),
+}
+
+impl Asked {
+    /// Reads the annotation.
+    pub fn of(annotations: &BTreeMap<String, String>) -> Self {
+        match annotations.get(DO_NOT_DISRUPT).map(|v| v.trim()) {
+            None => Asked::Nothing,
+            Some("true") => Asked::Forever,
+            Some(value) => match parse_duration_ms(value) {
+                Ok(ms) => Asked::For(ms),
+                Err(_) => Asked::Nothing,
+            },
+        }
+    }
+
+    /// The protection it gives an object that started at `started_at_ms`.
+    pub fn from(self, started_at_ms: u64) -> Protection {
+        match self {
+            Asked::Nothing => Protection::None,
+            Asked::Forever => Protection::Forever,
+            Asked::For(ms) => Protection::Until(started_at_ms.saturating_add(ms)),
+        }
+    }
+}
+
 impl Protection {
     /// Reads the annotation of an object that started at `started_at_ms`.
     pub fn of(annotations: &BTreeMap<String, String>, started_at_ms: u64) -> Self {
-        match annotations.get(DO_NOT_DISRUPT).map(|v| v.trim()) {
-            None => Protection::None,
-            Some("true") => Protection::Forever,
-            Some(value) => match parse_duration_ms(value) {
-                Ok(ms) => Protection::Until(started_at_ms.saturating_add(ms)),
-                Err(_) => Protection::None,
-            },
-        }
+        Asked::of(annotations).from(started_at_ms)
     }
 
     /// Whether it protects at `now_ms`.

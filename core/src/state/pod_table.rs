@@ -9,6 +9,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
+use crate::model::do_not_disrupt::Protection;
 use crate::model::pod::{Pod, PodKey};
 
 /// A pod's place in the [`PodTable`]: valid while the pod is in it (a node drops a pod's id
@@ -31,8 +32,28 @@ impl PodId {
 #[derive(Debug, Clone, Default)]
 pub struct PodTable {
     slots: Vec<Option<Pod>>,
+    /// Per slot, what every disruption pass reads of its pod, read once when the pod came in
+    /// (a pod in the table changes only its node). An empty slot's is left as it was.
+    facts: Vec<PodFacts>,
     by_key: BTreeMap<PodKey, PodId>,
     free: BTreeSet<u32>,
+}
+
+/// What is read of a pod at every disruption pass, read once: its `karpenter.sh/do-not-disrupt`
+/// protection (from its annotations and creation time) and whether it follows its node.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct PodFacts {
+    protection: Protection,
+    follows_its_node: bool,
+}
+
+impl PodFacts {
+    fn of(pod: &Pod) -> Self {
+        PodFacts {
+            protection: pod.do_not_disrupt(),
+            follows_its_node: pod.follows_its_node(),
+        }
+    }
 }
 
 impl PodTable {
@@ -73,6 +94,35 @@ impl PodTable {
         }
     }
 
+    /// [`Pod::do_not_disrupt`] of pod `id`, read when it came in.
+    pub fn protection(&self, id: PodId) -> Protection {
+        let facts = self.facts_of(id);
+        debug_assert_eq!(
+            facts,
+            PodFacts::of(self.pod(id)),
+            "a pod changed in the table"
+        );
+        facts.protection
+    }
+
+    /// [`Pod::follows_its_node`] of pod `id`, read when it came in.
+    pub fn follows_its_node(&self, id: PodId) -> bool {
+        let facts = self.facts_of(id);
+        debug_assert_eq!(
+            facts,
+            PodFacts::of(self.pod(id)),
+            "a pod changed in the table"
+        );
+        facts.follows_its_node
+    }
+
+    fn facts_of(&self, id: PodId) -> PodFacts {
+        match self.facts.get(id.index()) {
+            Some(facts) if matches!(self.slots.get(id.index()), Some(Some(_))) => *facts,
+            _ => panic!("pod id {} names no pod: an id outlived its pod", id.0),
+        }
+    }
+
     /// Whether a pod with this key is in the table.
     pub fn contains_key(&self, key: &PodKey) -> bool {
         self.by_key.contains_key(key)
@@ -81,7 +131,9 @@ impl PodTable {
     /// Adds the pod, or replaces the pod with its key (which keeps its id). Returns its id and
     /// the pod it replaced.
     pub fn insert(&mut self, pod: Pod) -> (PodId, Option<Pod>) {
+        let facts = PodFacts::of(&pod);
         if let Some(&id) = self.by_key.get(&pod.key) {
+            self.facts[id.index()] = facts;
             let old = self.slots[id.index()].replace(pod);
             debug_assert!(old.is_some(), "a key in the index names a filled slot");
             return (id, old);
@@ -92,11 +144,13 @@ impl PodTable {
                 let next = u32::try_from(self.slots.len())
                     .expect("fewer than 2^32 pods: a cluster holds at most a few hundred thousand");
                 self.slots.push(None);
+                self.facts.push(facts);
                 PodId(next)
             }
         };
         self.by_key.insert(pod.key.clone(), id);
         self.slots[id.index()] = Some(pod);
+        self.facts[id.index()] = facts;
         (id, None)
     }
 
@@ -112,6 +166,7 @@ impl PodTable {
                 self.slots.pop();
                 self.free.remove(&(self.slots.len() as u32));
             }
+            self.facts.truncate(self.slots.len());
         } else {
             self.free.insert(id.0);
         }
@@ -154,8 +209,21 @@ impl PodTable {
                 }
             }
         }
+        let facts = slots
+            .iter()
+            .map(|slot| {
+                slot.as_ref().map_or(
+                    PodFacts {
+                        protection: Protection::None,
+                        follows_its_node: false,
+                    },
+                    PodFacts::of,
+                )
+            })
+            .collect();
         Ok(PodTable {
             slots,
+            facts,
             by_key,
             free,
         })
