@@ -134,19 +134,7 @@ async fn pending_pods_get_machines_that_register_and_run_them() {
     }
 
     // EC2 runs exactly the instances the NodeClaims name.
-    let mut live: Vec<String> = live_instances(c)
-        .await
-        .into_iter()
-        .map(|i| i.instance_id)
-        .collect();
-    live.sort();
-    let mut claimed: Vec<String> = claims
-        .iter()
-        .filter_map(|c| c.status.as_ref()?.provider_id.clone())
-        .filter_map(|p| p.rsplit('/').next().map(str::to_string))
-        .collect();
-    claimed.sort();
-    assert_eq!(live, claimed);
+    assert_eq!(live_instance_ids(c).await, claimed_instance_ids(&claims));
 
     // Each launch was announced on its NodeClaim, naming the pods it is for (Karpenter's
     // `Launching` Event). (`Nominated` on a pod is not asserted: as in Karpenter, it is given
@@ -436,18 +424,8 @@ async fn the_standby_takes_over_from_the_store_when_the_leader_dies() {
         "every NodeClaim has its instance, and EC2 runs exactly those",
         || async {
             let claims = nodeclaims(&client).await;
-            let mut claimed: Vec<String> = claims
-                .iter()
-                .filter_map(|c| c.status.as_ref()?.provider_id.clone())
-                .filter_map(|p| p.rsplit('/').next().map(str::to_string))
-                .collect();
-            claimed.sort();
-            let mut live: Vec<String> = live_instances(c)
-                .await
-                .into_iter()
-                .map(|i| i.instance_id)
-                .collect();
-            live.sort();
+            let claimed = claimed_instance_ids(&claims);
+            let live = live_instance_ids(c).await;
             if claimed.len() != claims.len() {
                 Err(format!(
                     "{} of {} NodeClaims launched",

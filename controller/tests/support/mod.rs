@@ -443,6 +443,28 @@ pub async fn live_instances_of(c: &Clients, cluster: &str) -> Vec<Described> {
         .collect()
 }
 
+/// The ids of the live instances of the test's cluster, sorted.
+pub async fn live_instance_ids(c: &Clients) -> Vec<String> {
+    let mut ids: Vec<String> = live_instances(c)
+        .await
+        .into_iter()
+        .map(|i| i.instance_id)
+        .collect();
+    ids.sort();
+    ids
+}
+
+/// The instance ids the NodeClaims' statuses name (from their provider ids), sorted.
+pub fn claimed_instance_ids(claims: &[NodeClaim]) -> Vec<String> {
+    let mut ids: Vec<String> = claims
+        .iter()
+        .filter_map(|c| c.status.as_ref()?.provider_id.clone())
+        .filter_map(|p| p.rsplit('/').next().map(str::to_string))
+        .collect();
+    ids.sort();
+    ids
+}
+
 pub async fn nodeclaims(client: &kube::Client) -> Vec<NodeClaim> {
     Api::<NodeClaim>::all(client.clone())
         .list(&ListParams::default())

@@ -96,31 +96,20 @@ impl PodTable {
 
     /// [`Pod::do_not_disrupt`] of pod `id`, read when it came in.
     pub fn protection(&self, id: PodId) -> Protection {
-        let facts = self.facts_of(id);
-        debug_assert_eq!(
-            facts,
-            PodFacts::of(self.pod(id)),
-            "a pod changed in the table"
-        );
-        facts.protection
+        self.facts_of(id).protection
     }
 
     /// [`Pod::follows_its_node`] of pod `id`, read when it came in.
     pub fn follows_its_node(&self, id: PodId) -> bool {
-        let facts = self.facts_of(id);
-        debug_assert_eq!(
-            facts,
-            PodFacts::of(self.pod(id)),
-            "a pod changed in the table"
-        );
-        facts.follows_its_node
+        self.facts_of(id).follows_its_node
     }
 
+    /// What was read of pod `id` when it came in (debug builds read it again to compare).
     fn facts_of(&self, id: PodId) -> PodFacts {
-        match self.facts.get(id.index()) {
-            Some(facts) if matches!(self.slots.get(id.index()), Some(Some(_))) => *facts,
-            _ => panic!("pod id {} names no pod: an id outlived its pod", id.0),
-        }
+        let pod = self.pod(id);
+        let facts = self.facts[id.index()];
+        debug_assert_eq!(facts, PodFacts::of(pod), "a pod changed in the table");
+        facts
     }
 
     /// Whether a pod with this key is in the table.
