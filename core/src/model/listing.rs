@@ -107,8 +107,9 @@ pub fn changes(before: &[ListedInstance], after: &[ListedInstance]) -> Option<Li
         return Some(ListingChanges::default());
     }
     // Both in id order (as the cloud lists them, and so as a listing rebuilt from changes to
-    // one is): the changes are found in one walk over both, without maps.
-    if in_id_order(before) && in_id_order(after) {
+    // one is): the changes are found in one walk over both, without maps (while every
+    // position is a `u32`, as a rebuild reads it).
+    if after.len() <= u32::MAX as usize && in_id_order(before) && in_id_order(after) {
         let found = changes_in_id_order(before, after);
         debug_assert_eq!(
             Some(&found),

@@ -31,8 +31,15 @@ pub struct Resources {
 /// Extended resources by name, in name order, each name once. A node has one or two (a GPU,
 /// ephemeral storage) and a pod fewer, so they are kept inline, and an amount copied shares its
 /// name instead of copying it. Serialized as the map of names to amounts it is.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Hash)]
+#[derive(Clone, Default, PartialEq, Eq, Hash)]
 pub struct Extended(SmallVec<[(Arc<str>, i64); 2]>);
+
+impl fmt::Debug for Extended {
+    /// As the map it stands for: `{"nvidia.com/gpu": 1}`.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_map().entries(self.iter()).finish()
+    }
+}
 
 impl Extended {
     /// None.
@@ -481,9 +488,9 @@ mod tests {
     }
 
     proptest::proptest! {
-        /// Extended resources are written as the map of names to amounts they are, byte for
-        /// byte in the log's format and in JSON, and read back the same, whatever order the
-        /// names were set in.
+        /// Extended resources are written (and shown) as the map of names to amounts they are,
+        /// byte for byte in the log's format and in JSON, and read back the same, whatever
+        /// order the names were set in.
         #[test]
         fn extended_resources_serialize_as_their_map(
             amounts in proptest::collection::vec(
@@ -503,6 +510,7 @@ mod tests {
                 serde_json::to_string(&extended).expect("serializes"),
                 serde_json::to_string(&map).expect("a map serializes")
             );
+            proptest::prop_assert_eq!(format!("{extended:?}"), format!("{map:?}"));
             let back: Extended = postcard::from_bytes(&as_map).expect("reads back");
             proptest::prop_assert_eq!(back, extended);
         }
