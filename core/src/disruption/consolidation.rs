@@ -79,7 +79,7 @@ fn candidates<'a>(
     nominated: &BTreeSet<String>,
     now_ms: u64,
 ) -> (Vec<Candidate<'a>>, Option<u64>) {
-    let mut out = Vec::new();
+    let mut out = Vec::with_capacity(state.nodeclaims.len());
     let mut next = Wake::default();
     let exhausted = state.exhausted_pdbs();
     // Each candidate's workload pods, in one list reused from node to node.
@@ -153,7 +153,9 @@ fn candidates<'a>(
             },
         });
     }
-    out.sort_by(|a, b| {
+    // NodeClaim names are unique: no two candidates compare equal, so the unstable sort gives
+    // the one order there is.
+    out.sort_unstable_by(|a, b| {
         a.disruption_cost
             .total_cmp(&b.disruption_cost)
             .then_with(|| a.nodeclaim.cmp(b.nodeclaim))

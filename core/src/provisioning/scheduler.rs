@@ -440,7 +440,7 @@ fn existing_targets<'a>(
     shapes: &PoolShapes,
     contexts: &[PoolContext],
 ) -> Vec<Target<'a>> {
-    let mut targets = Vec::new();
+    let mut targets = Vec::with_capacity(state.nodes.len() + state.nodeclaims.len());
     for (name, node_state) in &state.nodes {
         let node = &node_state.node;
         let claim = node_state
@@ -1358,7 +1358,7 @@ pub struct ClusterView<'a> {
     pool_domains: std::cell::RefCell<BTreeMap<String, Vec<BTreeSet<String>>>>,
     /// The free room of every target together, and the targets of each NodeClaim, made when
     /// a simulation first asks ([`ClusterView::new_machine_needs`]).
-    free_room: std::cell::OnceCell<(Resources, BTreeMap<&'a str, Vec<usize>>)>,
+    free_room: std::cell::OnceCell<(Resources, Vec<(&'a str, usize)>)>,
 }
 
 impl<'a> ClusterView<'a> {
@@ -1516,21 +1516,27 @@ impl<'a> ClusterView<'a> {
         // summed once per view, less the removed ones'.)
         let (every_target, targets_of_claim) = self.free_room.get_or_init(|| {
             let mut free = Resources::default();
-            let mut of_claim: BTreeMap<&str, Vec<usize>> = BTreeMap::new();
+            // (NodeClaim, target position), in that order: a claim's targets in position order.
+            let mut of_claim: Vec<(&str, usize)> = Vec::with_capacity(self.targets.len());
             for (i, target) in self.targets.iter().enumerate() {
                 // A node with no room left counts none.
                 free.add(&target.available.max(&Resources::default()));
                 if let Some(claim) = target.nodeclaim {
-                    of_claim.entry(claim).or_default().push(i);
+                    of_claim.push((claim, i));
                 }
             }
+            of_claim.sort_unstable();
             (free, of_claim)
         });
         let mut free = every_target.clone();
         // The targets of the removed NodeClaims, by position.
         let mut gone = vec![false; self.targets.len()];
         for claim in removed {
-            for &i in targets_of_claim.get(claim.as_str()).into_iter().flatten() {
+            let from = targets_of_claim.partition_point(|(c, _)| *c < claim.as_str());
+            for &(_, i) in targets_of_claim[from..]
+                .iter()
+                .take_while(|(c, _)| *c == claim.as_str())
+            {
                 free.sub(&self.targets[i].available.max(&Resources::default()));
                 gone[i] = true;
             }
