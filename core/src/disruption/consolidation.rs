@@ -533,22 +533,19 @@ fn decides(
         );
         return None;
     }
-    match before_solve(view, &removal) {
-        Err(rejection) => {
-            debug_assert!(
-                solved(view, state, config, nodeclaims, &removal, now_ms).is_err(),
-                "ruled out before the solve ({rejection}), yet the simulation takes it"
-            );
-            return None;
-        }
-        Ok(Some(least)) if payback_out_of_reach_at(config, &removal, least) => {
-            debug_assert!(
-                solved(view, state, config, nodeclaims, &removal, now_ms).is_err(),
-                "the payback rule is out of reach with a replacement from {least}, yet the simulation takes it"
-            );
-            return None;
-        }
-        Ok(_) => {}
+    // A rejection, or a replacement that costs too much for the payback rule at the least.
+    let before = before_solve(view, &removal);
+    let sure_no = match before {
+        Err(_) => true,
+        Ok(Some(least)) => payback_out_of_reach_at(config, &removal, least),
+        Ok(None) => false,
+    };
+    if sure_no {
+        debug_assert!(
+            solved(view, state, config, nodeclaims, &removal, now_ms).is_err(),
+            "ruled out before the solve ({before:?}), yet the simulation takes it"
+        );
+        return None;
     }
     solved(view, state, config, nodeclaims, &removal, now_ms).ok()
 }

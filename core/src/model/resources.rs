@@ -69,20 +69,32 @@ impl Extended {
 
     /// Holds `amount` of `name`; the amount it held before, if any.
     pub fn insert(&mut self, name: &str, amount: i64) -> Option<i64> {
+        self.insert_with(name, amount, || Arc::from(name))
+    }
+
+    /// [`Extended::insert`], the name made by `name_of` only when it is new here (a name held
+    /// elsewhere is shared, not copied).
+    fn insert_with(
+        &mut self,
+        name: &str,
+        amount: i64,
+        name_of: impl FnOnce() -> Arc<str>,
+    ) -> Option<i64> {
         match self.position(name) {
             Ok(i) => Some(std::mem::replace(&mut self.0[i].1, amount)),
             Err(i) => {
-                self.0.insert(i, (Arc::from(name), amount));
+                self.0.insert(i, (name_of(), amount));
                 None
             }
         }
     }
 
-    /// [`Extended::insert`] of a name held elsewhere: the name is shared, not copied.
-    fn insert_shared(&mut self, name: &Arc<str>, amount: i64) {
-        match self.position(name) {
-            Ok(i) => self.0[i].1 = amount,
-            Err(i) => self.0.insert(i, (Arc::clone(name), amount)),
+    /// Holds `amount` of `name`, or stops holding it at zero (as [`Resources`] keeps them).
+    fn set_with(&mut self, name: &str, amount: i64, name_of: impl FnOnce() -> Arc<str>) {
+        if amount == 0 {
+            self.remove(name);
+        } else {
+            self.insert_with(name, amount, name_of);
         }
     }
 
@@ -185,20 +197,12 @@ impl Resources {
 
     /// Sets an extended resource (zero removes it).
     pub fn set_extended(&mut self, name: &str, amount: i64) {
-        if amount == 0 {
-            self.extended.remove(name);
-        } else {
-            self.extended.insert(name, amount);
-        }
+        self.extended.set_with(name, amount, || Arc::from(name));
     }
 
     /// [`Resources::set_extended`] of a name held elsewhere (shared, not copied).
     fn set_extended_shared(&mut self, name: &Arc<str>, amount: i64) {
-        if amount == 0 {
-            self.extended.remove(name);
-        } else {
-            self.extended.insert_shared(name, amount);
-        }
+        self.extended.set_with(name, amount, || Arc::clone(name));
     }
 
     /// An extended resource's amount (zero when absent).
@@ -367,7 +371,10 @@ impl Resources {
             // One lookup, and the name is shared only when it is new here.
             match self.extended.get_mut(name) {
                 Some(mine) => *mine = (*mine).max(*amount),
-                None if *amount > 0 => self.extended.insert_shared(name, *amount),
+                None if *amount > 0 => {
+                    self.extended
+                        .insert_with(name, *amount, || Arc::clone(name));
+                }
                 None => {}
             }
         }

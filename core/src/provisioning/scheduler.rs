@@ -156,6 +156,11 @@ struct Target<'a> {
 }
 
 impl<'a> Target<'a> {
+    /// Its room, none where it has less than none.
+    fn room_left(&self) -> Resources {
+        self.available.max(&Resources::default())
+    }
+
     fn known(&self) -> &(BTreeMap<String, String>, Requirements) {
         self.known.get_or_init(|| {
             let known = common_labels(self.label_sets.all());
@@ -1519,8 +1524,7 @@ impl<'a> ClusterView<'a> {
             // (NodeClaim, target position), in that order: a claim's targets in position order.
             let mut of_claim: Vec<(&str, usize)> = Vec::with_capacity(self.targets.len());
             for (i, target) in self.targets.iter().enumerate() {
-                // A node with no room left counts none.
-                free.add(&target.available.max(&Resources::default()));
+                free.add(&target.room_left());
                 if let Some(claim) = target.nodeclaim {
                     of_claim.push((claim, i));
                 }
@@ -1537,7 +1541,7 @@ impl<'a> ClusterView<'a> {
                 .iter()
                 .take_while(|(c, _)| *c == claim.as_str())
             {
-                free.sub(&self.targets[i].available.max(&Resources::default()));
+                free.sub(&self.targets[i].room_left());
                 gone[i] = true;
             }
         }

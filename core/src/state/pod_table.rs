@@ -31,12 +31,24 @@ impl PodId {
 /// next pods exactly where the table that was saved would have.
 #[derive(Debug, Clone, Default)]
 pub struct PodTable {
-    slots: Vec<Option<Pod>>,
-    /// Per slot, what every disruption pass reads of its pod, read once when the pod came in
-    /// (a pod in the table changes only its node). An empty slot's is left as it was.
-    facts: Vec<PodFacts>,
+    slots: Vec<Option<Held>>,
     by_key: BTreeMap<PodKey, PodId>,
     free: BTreeSet<u32>,
+}
+
+/// A pod in its slot, with what every disruption pass reads of it, read once when it came in
+/// (a pod in the table changes only its node).
+#[derive(Debug, Clone, PartialEq)]
+struct Held {
+    pod: Pod,
+    facts: PodFacts,
+}
+
+impl Held {
+    fn new(pod: Pod) -> Self {
+        let facts = PodFacts::of(&pod);
+        Held { pod, facts }
+    }
 }
 
 /// What is read of a pod at every disruption pass, read once: its `karpenter.sh/do-not-disrupt`
@@ -76,8 +88,8 @@ impl PodTable {
     /// pod has this key. (The table hands out no `&mut Pod`: a pod's key must not change.)
     pub fn bind(&mut self, key: &PodKey, node: &str) -> Option<Option<String>> {
         let id = *self.by_key.get(key)?;
-        let pod = self.slots[id.index()].as_mut()?;
-        Some(pod.node_name.replace(node.to_string()))
+        let held = self.slots[id.index()].as_mut()?;
+        Some(held.pod.node_name.replace(node.to_string()))
     }
 
     /// The id of the pod with this key.
@@ -88,8 +100,12 @@ impl PodTable {
     /// The pod with this id. The id must be of a pod in the table (ids are dropped with their
     /// pods): anything else is a broken invariant of the cluster state.
     pub fn pod(&self, id: PodId) -> &Pod {
+        &self.held(id).pod
+    }
+
+    fn held(&self, id: PodId) -> &Held {
         match self.slots.get(id.index()) {
-            Some(Some(pod)) => pod,
+            Some(Some(held)) => held,
             _ => panic!("pod id {} names no pod: an id outlived its pod", id.0),
         }
     }
@@ -106,10 +122,13 @@ impl PodTable {
 
     /// What was read of pod `id` when it came in (debug builds read it again to compare).
     fn facts_of(&self, id: PodId) -> PodFacts {
-        let pod = self.pod(id);
-        let facts = self.facts[id.index()];
-        debug_assert_eq!(facts, PodFacts::of(pod), "a pod changed in the table");
-        facts
+        let held = self.held(id);
+        debug_assert_eq!(
+            held.facts,
+            PodFacts::of(&held.pod),
+            "a pod changed in the table"
+        );
+        held.facts
     }
 
     /// Whether a pod with this key is in the table.
@@ -120,12 +139,10 @@ impl PodTable {
     /// Adds the pod, or replaces the pod with its key (which keeps its id). Returns its id and
     /// the pod it replaced.
     pub fn insert(&mut self, pod: Pod) -> (PodId, Option<Pod>) {
-        let facts = PodFacts::of(&pod);
         if let Some(&id) = self.by_key.get(&pod.key) {
-            self.facts[id.index()] = facts;
-            let old = self.slots[id.index()].replace(pod);
+            let old = self.slots[id.index()].replace(Held::new(pod));
             debug_assert!(old.is_some(), "a key in the index names a filled slot");
-            return (id, old);
+            return (id, old.map(|held| held.pod));
         }
         let id = match self.free.pop_first() {
             Some(free) => PodId(free),
@@ -133,20 +150,18 @@ impl PodTable {
                 let next = u32::try_from(self.slots.len())
                     .expect("fewer than 2^32 pods: a cluster holds at most a few hundred thousand");
                 self.slots.push(None);
-                self.facts.push(facts);
                 PodId(next)
             }
         };
         self.by_key.insert(pod.key.clone(), id);
-        self.slots[id.index()] = Some(pod);
-        self.facts[id.index()] = facts;
+        self.slots[id.index()] = Some(Held::new(pod));
         (id, None)
     }
 
     /// Takes the pod with this key out; its id is free for the next pod.
     pub fn remove(&mut self, key: &PodKey) -> Option<Pod> {
         let id = self.by_key.remove(key)?;
-        let pod = self.slots[id.index()].take();
+        let pod = self.slots[id.index()].take().map(|held| held.pod);
         debug_assert!(pod.is_some(), "a key in the index names a filled slot");
         if id.index() + 1 == self.slots.len() {
             // The last slot: shrink instead of remembering it, with any free slots before it.
@@ -155,7 +170,6 @@ impl PodTable {
                 self.slots.pop();
                 self.free.remove(&(self.slots.len() as u32));
             }
-            self.facts.truncate(self.slots.len());
         } else {
             self.free.insert(id.0);
         }
@@ -198,21 +212,8 @@ impl PodTable {
                 }
             }
         }
-        let facts = slots
-            .iter()
-            .map(|slot| {
-                slot.as_ref().map_or(
-                    PodFacts {
-                        protection: Protection::None,
-                        follows_its_node: false,
-                    },
-                    PodFacts::of,
-                )
-            })
-            .collect();
         Ok(PodTable {
-            slots,
-            facts,
+            slots: slots.into_iter().map(|slot| slot.map(Held::new)).collect(),
             by_key,
             free,
         })
@@ -240,7 +241,12 @@ impl FromIterator<Pod> for PodTable {
 
 impl Serialize for PodTable {
     fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        self.slots.serialize(s)
+        // As the `Vec<Option<Pod>>` of the slots.
+        s.collect_seq(
+            self.slots
+                .iter()
+                .map(|slot| slot.as_ref().map(|held| &held.pod)),
+        )
     }
 }
 

@@ -39,6 +39,7 @@ impl World {
         let Some(machine) = self.machines.get(&nodeclaim) else {
             return;
         };
+        let cheapest = machine.cheapest_price;
         match self.cloud.create_fleet(&machine.spec, now, &mut self.rng) {
             Ok(instance) => {
                 let latency = &scenario.cloud;
@@ -48,18 +49,14 @@ impl World {
                         latency.registration_latency.min_ms,
                         latency.registration_latency.max_ms,
                     );
-                let cheapest = match self.machines.get_mut(&nodeclaim) {
-                    Some(m) => {
-                        m.instance_id = Some(instance.instance_id.clone());
-                        m.launched_at_ms = Some(now);
-                        // The options were CreateFleet's, and it has answered (a launch
-                        // asked again is answered from the instance). A long run keeps
-                        // every machine it launched: thousands of option lists.
-                        m.spec.options = Vec::new().into();
-                        m.cheapest_price
-                    }
-                    None => instance.price.0,
-                };
+                if let Some(m) = self.machines.get_mut(&nodeclaim) {
+                    m.instance_id = Some(instance.instance_id.clone());
+                    m.launched_at_ms = Some(now);
+                    // The options were CreateFleet's, and it has answered (a launch
+                    // asked again is answered from the instance). A long run keeps
+                    // every machine it launched: thousands of option lists.
+                    m.spec.options = Vec::new().into();
+                }
                 self.meter_launched(&instance, cheapest);
                 self.schedule(
                     now + join_after,

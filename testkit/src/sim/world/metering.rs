@@ -132,11 +132,11 @@ impl World {
         }
     }
 
-    /// The instance `instance_id` ends: EC2 terminates it, and the meter stops counting it.
+    /// The instance `instance_id` ends: EC2 terminates it, and the meter stops counting it
+    /// (from the rates read again after the world event or command that ended it).
     pub(crate) fn end_in_cloud(&mut self, instance_id: &str) {
         self.cloud.terminate(instance_id, self.now_ms);
         self.meter_links.remove(instance_id);
-        self.forget_meter_rates();
     }
 
     /// The world changed a machine, a node or a pod's place: what it meters is read again
