@@ -55,6 +55,12 @@ pub struct ControllerArgs {
     /// Read when the event store is created.
     #[arg(long, env = "SEPARATE_MACHINES_WHEN_CHEAPER", default_value_t = true, action = clap::ArgAction::Set)]
     separate_machines_when_cheaper: bool,
+    /// Whether a machine past its `expireAfter` leaves the pods that would lose their work (a
+    /// Job's, an unowned one) to finish before it goes, as if they were annotated
+    /// `karpenter.sh/do-not-disrupt` (`false`: evicted, as Karpenter).
+    /// Read when the event store is created.
+    #[arg(long, env = "EXPIRATION_WAITS_FOR_JOBS", default_value_t = true, action = clap::ArgAction::Set)]
+    expiration_waits_for_jobs: bool,
     /// Karpenter's feature gates: `SpotToSpotConsolidation=true,...`.
     #[arg(long, env = "FEATURE_GATES", default_value = "")]
     feature_gates: String,
@@ -120,6 +126,7 @@ impl ControllerArgs {
                 self.count_lost_work_of_unreplicated_pods,
             ),
             separate_when_cheaper: self.separate_machines_when_cheaper,
+            expiration_waits_for_jobs: self.expiration_waits_for_jobs,
             feature_gates: parse_feature_gates(&self.feature_gates)?,
             store: self.store.clone(),
             kubernetes_version: self.kubernetes_version.clone(),

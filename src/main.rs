@@ -36,7 +36,7 @@ enum Commands {
         /// EC2NodeClasses, workloads; run together for 30m from their state, as `kubectl apply
         /// -f` takes them), or the name of a built-in scenario: seed-tutorial (the default),
         /// mixed, capacity-reservations, cloud-faults, crash-recovery, custom-labels,
-        /// graceful-drain, nodepool-deletion, spot-interruption, spot-storm, spread-lands,
+        /// graceful-drain, long-jobs-expire, nodepool-deletion, spot-interruption, spot-storm, spread-lands,
         /// static-pool, steady-state, volume-topology, zonal-spread (the files of
         /// `scenarios/`)
         #[arg(value_name = "SCENARIO")]

@@ -12,20 +12,10 @@ use nodewright_core::model::nodepool::{
 use nodewright_core::model::pod::{OwnerRef, Pod};
 use nodewright_core::model::requirements::{Operator, RequirementSpec};
 use nodewright_core::{Command, EventKind};
-use nodewright_testkit::harness::CoreHarness;
+use nodewright_testkit::harness::{CoreHarness, replicated};
 
 const GIB: i64 = 1 << 30;
 const MIN: u64 = 60_000;
-
-/// `pod` as a Deployment's: its ReplicaSet makes another when it is evicted, and it loses no
-/// work (Karpenter's consolidation treats every evicted pod so).
-fn replicated(mut pod: Pod) -> Pod {
-    pod.owner = Some(OwnerRef {
-        kind: "ReplicaSet".to_string(),
-        name: "web".to_string(),
-    });
-    pod
-}
 
 fn pool() -> NodePool {
     let mut p = NodePool::new("default", "default");

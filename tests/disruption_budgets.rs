@@ -6,7 +6,7 @@ use nodewright_core::model::duration::MaybeNever;
 use nodewright_core::model::nodeclaim::TerminationReason;
 use nodewright_core::model::nodepool::{BudgetNodes, DisruptionBudget, DisruptionReason, NodePool};
 use nodewright_core::model::pod::Pod;
-use nodewright_testkit::harness::CoreHarness;
+use nodewright_testkit::harness::{CoreHarness, replicated};
 
 const GIB: i64 = 1 << 30;
 const HOUR: u64 = 3_600_000;
@@ -200,7 +200,11 @@ fn expiration_ignores_a_closed_budget() {
     let mut p = business_hours_pool();
     p.expire_after = MaybeNever::After(HOUR);
     h.nodepool(p);
-    let claim = running(&mut h, "p");
+    // A Deployment's pod, which expiration evicts (a Job's would be left to finish first).
+    let claim = h
+        .running_machine(vec![replicated(Pod::new("default", "p", 1000, GIB))])
+        .0
+        .name;
     h.advance(HOUR);
     h.complete_evictions();
     let t = terminations(&h);

@@ -8,7 +8,7 @@ use nodewright_core::model::nodepool::NodePool;
 use nodewright_core::model::pdb::{IntOrPercent, PodDisruptionBudget};
 use nodewright_core::model::pod::{Pod, PodKey};
 use nodewright_core::{Command, EventKind};
-use nodewright_testkit::harness::CoreHarness;
+use nodewright_testkit::harness::{CoreHarness, replicated};
 
 const GIB: i64 = 1 << 30;
 const MIN: u64 = 60_000;
@@ -21,8 +21,10 @@ fn pool(grace_ms: Option<u64>) -> NodePool {
     p
 }
 
+/// A Deployment's web pod: evicted at expiry as in Karpenter (a Job's would be left to finish,
+/// `expirationWaitsForJobs`).
 fn web(name: &str) -> Pod {
-    let mut p = Pod::new("default", name, 500, GIB / 2);
+    let mut p = replicated(Pod::new("default", name, 500, GIB / 2));
     p.labels.insert("app".into(), "web".into());
     p
 }

@@ -7,7 +7,7 @@ use nodewright_core::model::nodeclaim::{Instance, NodeClaimSpec, TerminationReas
 use nodewright_core::model::nodepool::{BudgetNodes, DisruptionBudget, NodePool};
 use nodewright_core::model::pod::{OwnerRef, Pod, PodKey};
 use nodewright_core::{Command, EventKind};
-use nodewright_testkit::harness::CoreHarness;
+use nodewright_testkit::harness::{CoreHarness, replicated};
 
 const GIB: i64 = 1 << 30;
 const MIN: u64 = 60_000;
@@ -314,7 +314,10 @@ fn expire_after_replaces_the_machine_outside_budgets() {
     p.expire_after = MaybeNever::After(60 * MIN);
     p.budgets = vec![no_disruptions()];
     h.nodepool(p);
-    let (claim, _, _) = running_machine(&mut h, "a");
+    // A Deployment's pod, which expiration evicts (a Job's would be left to finish first).
+    let claim = h
+        .running_machine(vec![replicated(Pod::new("default", "a", 1000, GIB))])
+        .0;
     let created = h
         .commands
         .iter()

@@ -528,6 +528,8 @@ name: expired-job
 region: us-east-1
 seed: 1
 duration: 2h
+# Karpenter's expiration, which evicts a Job's pod (nodewright's default lets it finish).
+settings: {expirationWaitsForJobs: false}
 cloud:
   launchLatency: 30s
   registrationLatency: 15s

@@ -123,7 +123,7 @@ fn round_trip_through_a_file() {
 
     let reader = NwlogReader::<TestHeader, TestRecord>::open(&path).unwrap();
     assert_eq!(reader.header(), &header());
-    assert_eq!(reader.format_version(), 6);
+    assert_eq!(reader.format_version(), 7);
     assert_eq!(reader.path(), Some(path.as_path()));
     let read: Vec<TestRecord> = reader.collect::<Result<_, _>>().unwrap();
     assert_eq!(read, written);
@@ -414,7 +414,7 @@ fn an_unknown_version_says_which_versions_this_build_reads() {
             version, supported, ..
         } => {
             assert_eq!(*version, 99);
-            assert_eq!(*supported, &[1u16, 2, 3, 4, 5, 6][..]);
+            assert_eq!(*supported, &[1u16, 2, 3, 4, 5, 6, 7][..]);
         }
         other => panic!("expected UnsupportedVersion, got {other:?}"),
     }

@@ -104,6 +104,7 @@ fn new_config(settings: &Settings) -> Config {
         sibling_hold_ms: settings.sibling_hold.as_millis() as u64,
         count_lost_work: settings.count_lost_work,
         separate_when_cheaper: settings.separate_when_cheaper,
+        expiration_waits_for_jobs: settings.expiration_waits_for_jobs,
         ..Config::default()
     }
 }

@@ -40,6 +40,9 @@ pub struct Settings {
     /// `SEPARATE_MACHINES_WHEN_CHEAPER`: whether a machine planned for GPU pods is launched as
     /// one machine per pod where those cost less. Goes into a new store's configuration.
     pub separate_when_cheaper: bool,
+    /// `EXPIRATION_WAITS_FOR_JOBS`: whether a machine past its `expireAfter` leaves the pods
+    /// that would lose their work to finish. Goes into a new store's configuration.
+    pub expiration_waits_for_jobs: bool,
     /// `FEATURE_GATES` as given (`SpotToSpotConsolidation=true,...`).
     pub feature_gates: Vec<(String, bool)>,
     /// `NODEWRIGHT_STORE`: the redb file of the event log (on a persistent volume).

@@ -57,6 +57,14 @@ pub struct Config {
     /// four-GPU machine at $3.91/h where two one-GPU machines cost $2.41/h, and consolidation
     /// later moves them apart, evicting them.
     pub separate_when_cheaper: bool,
+    /// Beyond Karpenter (`expirationWaitsForJobs`): a machine past its `expireAfter` is
+    /// cordoned and drained as in Karpenter, but the pods whose eviction loses their work (a
+    /// Job's, an unowned one, a workflow step's: [`LostWork::AllButReplicated`]) are left to
+    /// finish, as if annotated `karpenter.sh/do-not-disrupt`, until they end or the NodePool's
+    /// `terminationGracePeriod` runs out. While only they keep it, the machine disrupts nothing
+    /// and does not count against disruption budgets. Karpenter evicts them: a job longer than
+    /// `expireAfter` then never finishes, and every restart pays its work again.
+    pub expiration_waits_for_jobs: bool,
 }
 
 /// Whose work an eviction is counted to lose, for consolidation's payback rule.
@@ -158,11 +166,18 @@ impl Default for Config {
             sibling_hold_ms: 2 * 60_000,
             count_lost_work: LostWork::AllButReplicated,
             separate_when_cheaper: true,
+            expiration_waits_for_jobs: true,
         }
     }
 }
 
 impl Config {
+    /// Whether expiration leaves `pod` to finish on its machine
+    /// (`expiration_waits_for_jobs`): a pod no replicating controller makes again.
+    pub fn expiration_waits_for(&self, pod: &Pod) -> bool {
+        self.expiration_waits_for_jobs && LostWork::AllButReplicated.counts(pod)
+    }
+
     /// The capacity settings these options give.
     pub fn capacity_settings(&self) -> crate::catalog::CapacitySettings {
         crate::catalog::CapacitySettings {

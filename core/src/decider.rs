@@ -136,7 +136,8 @@ impl Core {
     ///    terminator, warnings).
     /// 9: the configuration's `separate_when_cheaper`.
     /// 10: what drifted on a machine replaced for drift (`DriftCause`).
-    pub const STATE_LAYOUT: u32 = 10;
+    /// 11: the configuration's `expiration_waits_for_jobs`.
+    pub const STATE_LAYOUT: u32 = 11;
 
     /// A core that knows nothing yet, deciding under `config`: the first events tell it the
     /// catalog, the NodePools and EC2NodeClasses, then the cluster.
@@ -624,7 +625,7 @@ impl Core {
             for o in overdue {
                 self.terminate(&o.nodeclaim, o.reason, o.detail, commands);
             }
-            let (expired, next_expiry) = expiration::expired(&self.state, now);
+            let (expired, next_expiry) = expiration::expired(&self.state, &self.config, now);
             for (name, detail) in expired {
                 self.terminate(&name, TerminationReason::Expired, detail, commands);
             }

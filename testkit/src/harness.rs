@@ -7,7 +7,7 @@ use nodewright_core::model::node::Node;
 use nodewright_core::model::nodeclaim::{Instance, NodeClaimSpec, OfferingKey, TerminationReason};
 use nodewright_core::model::nodeclass::NodeClass;
 use nodewright_core::model::nodepool::NodePool;
-use nodewright_core::model::pod::{Pod, PodKey};
+use nodewright_core::model::pod::{OwnerRef, Pod, PodKey};
 use nodewright_core::{Command, Config, Core, Event, EventKind};
 
 /// A `TerminateNodeClaim` the core returned, and when.
@@ -26,6 +26,17 @@ pub struct CoreHarness {
     pub commands: Vec<(u64, Command)>,
     catalog: std::sync::Arc<Catalog>,
     next_instance: u64,
+}
+
+/// `pod` as a Deployment's: its ReplicaSet makes another when it is evicted, so it loses no
+/// work (Karpenter treats every evicted pod so; nodewright lets a Job's finish where that
+/// matters: `Config::count_lost_work`, `Config::expiration_waits_for_jobs`).
+pub fn replicated(mut pod: Pod) -> Pod {
+    pod.owner = Some(OwnerRef {
+        kind: "ReplicaSet".to_string(),
+        name: "web".to_string(),
+    });
+    pod
 }
 
 /// The commands a fresh core with the default configuration gives for each event, in order.

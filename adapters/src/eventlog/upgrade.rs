@@ -22,6 +22,10 @@
 //! machine planned beside it whatever that cost, so it reads with `separate_when_cheaper:
 //! false`.
 //!
+//! Version 7: the configuration gains `expiration_waits_for_jobs`. Versions 3 to 6 laid it out
+//! without it ([`ConfigV5`], [`ConfigV6`]); a log they wrote was decided evicting every pod
+//! of an expired machine, so it reads with `expiration_waits_for_jobs: false`.
+//!
 //! Each replays as recorded.
 
 use nodewright_core::Config;
@@ -105,6 +109,20 @@ impl From<ConfigV1> for ConfigV2 {
 #[derive(Deserialize)]
 struct ConfigV5(ConfigV2, LostWork);
 
+/// [`Config`] as format version 6 laid it out: version 5's and `separate_when_cheaper`.
+#[derive(Deserialize)]
+struct ConfigV6(ConfigV2, LostWork, bool);
+
+impl From<ConfigV6> for Config {
+    fn from(ConfigV6(v2, count_lost_work, separate_when_cheaper): ConfigV6) -> Self {
+        Config {
+            count_lost_work,
+            separate_when_cheaper,
+            ..Config::from(v2)
+        }
+    }
+}
+
 impl From<ConfigV5> for Config {
     fn from(ConfigV5(v2, count_lost_work): ConfigV5) -> Self {
         Config {
@@ -134,6 +152,7 @@ impl From<ConfigV2> for Config {
             sibling_hold_ms: v2.sibling_hold_ms,
             count_lost_work: LostWork::Off,
             separate_when_cheaper: false,
+            expiration_waits_for_jobs: false,
         }
     }
 }
@@ -161,6 +180,7 @@ impl super::Header for LogHeader {
             1 => frame::decode_payload::<OldLogHeader<ConfigV1>>(payload).map(LogHeader::from),
             2 => frame::decode_payload::<OldLogHeader<ConfigV2>>(payload).map(LogHeader::from),
             3..=5 => frame::decode_payload::<OldLogHeader<ConfigV5>>(payload).map(LogHeader::from),
+            6 => frame::decode_payload::<OldLogHeader<ConfigV6>>(payload).map(LogHeader::from),
             _ => frame::decode_payload(payload),
         }
     }
@@ -233,6 +253,7 @@ mod tests {
             sibling_hold_ms: 0,
             count_lost_work: LostWork::Off,
             separate_when_cheaper: false,
+            expiration_waits_for_jobs: false,
             ..custom()
         }
     }
@@ -291,6 +312,7 @@ mod tests {
             Config {
                 count_lost_work: LostWork::Off,
                 separate_when_cheaper: false,
+                expiration_waits_for_jobs: false,
                 ..held
             }
         );
@@ -310,17 +332,47 @@ mod tests {
     }
 
     #[test]
-    fn a_version_6_header_round_trips() {
+    fn a_version_7_header_round_trips() {
         let header = LogHeader::new(custom(), "test");
         assert_eq!(header.config.count_lost_work, LostWork::AllButReplicated);
         assert!(header.config.separate_when_cheaper);
+        assert!(header.config.expiration_waits_for_jobs);
         let bytes = postcard::to_stdvec(&header).unwrap();
         assert_eq!(
-            <LogHeader as crate::eventlog::Header>::decode(6, &bytes).unwrap(),
+            <LogHeader as crate::eventlog::Header>::decode(7, &bytes).unwrap(),
             header
         );
-        // Read as version 5's layout, the same bytes are refused rather than misread.
+        // Read as version 6's or 5's layout, the same bytes are refused rather than misread.
+        assert!(<LogHeader as crate::eventlog::Header>::decode(6, &bytes).is_err());
         assert!(<LogHeader as crate::eventlog::Header>::decode(5, &bytes).is_err());
+    }
+
+    #[test]
+    fn a_version_6_header_reads_evicting_expired_machines_and_every_other_setting_kept() {
+        let held = Config {
+            sibling_hold_ms: 90_000,
+            ..custom()
+        };
+        for separate in [true, false] {
+            let v2 = v2_of(&held);
+            let v6 = WrittenAfterV2 {
+                producer: "nodewright 0.6.0",
+                config: (v2.config, (LostWork::Jobs, separate)),
+                source: v2.source,
+            };
+            let bytes = postcard::to_stdvec(&v6).unwrap();
+            let header = <LogHeader as crate::eventlog::Header>::decode(6, &bytes).unwrap();
+            assert_eq!(header.producer, "nodewright 0.6.0");
+            assert_eq!(
+                header.config,
+                Config {
+                    count_lost_work: LostWork::Jobs,
+                    separate_when_cheaper: separate,
+                    expiration_waits_for_jobs: false,
+                    ..held.clone()
+                }
+            );
+        }
     }
 
     /// A header as versions 3 to 5 wrote it: version 2's configuration and, after it,
@@ -353,6 +405,7 @@ mod tests {
                 header.config,
                 Config {
                     separate_when_cheaper: false,
+                    expiration_waits_for_jobs: false,
                     ..held.clone()
                 }
             );
@@ -380,6 +433,7 @@ mod tests {
                 Config {
                     count_lost_work: read_as,
                     separate_when_cheaper: false,
+                    expiration_waits_for_jobs: false,
                     ..held.clone()
                 }
             );

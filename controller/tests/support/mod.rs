@@ -122,6 +122,7 @@ pub fn settings(store: &Path) -> Settings {
         sibling_hold: Duration::from_secs(120),
         count_lost_work: LostWork::AllButReplicated,
         separate_when_cheaper: true,
+        expiration_waits_for_jobs: true,
         feature_gates: Vec::new(),
         store: store.to_path_buf(),
         kubernetes_version: Some("1.33".into()),

@@ -59,7 +59,7 @@ impl Core {
                 continue;
             };
             let (chosen, pool_next, blocked) =
-                emptiness::select(&self.state, pool, &nominated, now);
+                emptiness::select(&self.state, &self.config, pool, &nominated, now);
             for (candidate, detail) in chosen {
                 acted = true;
                 self.terminate(
@@ -353,6 +353,7 @@ impl Core {
             };
             let Ok((allowed, budget_text)) = crate::disruption::budget::allowed_disruptions(
                 &self.state,
+                &self.config,
                 pool,
                 crate::model::nodepool::DisruptionReason::Drifted,
                 now,

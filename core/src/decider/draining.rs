@@ -1,5 +1,6 @@
 //! Draining a machine before its instance goes: evictions in Karpenter's tiers, within
-//! PodDisruptionBudgets and do-not-disrupt until terminationGracePeriod runs out; and which
+//! PodDisruptionBudgets and do-not-disrupt until terminationGracePeriod runs out (and, past
+//! `expireAfter`, leaving Jobs' pods to finish: `Config::expiration_waits_for_jobs`); and which
 //! drains need to look again after an event.
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -109,6 +110,7 @@ impl Core {
             return;
         }
         let forced = drain.forced || drain.deadline_ms.is_some_and(|d| now >= d);
+        let expired = drain.reason == TerminationReason::Expired;
         let tier =
             |p: &Pod| (p.priority >= CRITICAL_PRIORITY) as u8 * 2 + p.is_daemonset_pod() as u8;
         let current_tier = pods.iter().map(|p| tier(p)).min().unwrap_or(0);
@@ -126,6 +128,11 @@ impl Core {
                 Some(Eviction::Refused(at)) => now < at + EVICTION_RETRY_MS,
             };
             if pending {
+                continue;
+            }
+            if !forced && expired && self.config.expiration_waits_for(pod) {
+                // Left to finish (`expirationWaitsForJobs`): its end changes the node's pods,
+                // which steps the drain again; nothing else in the cluster can.
                 continue;
             }
             if !forced

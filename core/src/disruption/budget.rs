@@ -2,7 +2,9 @@
 //! A budget with a `schedule` is active for `duration` after each time the schedule fires
 //! (UTC); several active budgets: the most restrictive wins; no active budget: no limit.
 
+use super::expiration;
 use super::schedule::{CronError, CronSchedule};
+use crate::config::Config;
 use crate::model::nodepool::{BudgetNodes, DisruptionReason, NodePool};
 use crate::state::ClusterState;
 
@@ -16,10 +18,12 @@ pub fn invalid_schedule(pool: &NodePool) -> Option<CronError> {
 
 /// How many more nodes of `pool` may be disrupted at `now_ms` for `reason`: the most
 /// restrictive active budget that applies, minus the nodes already being deleted or not yet
-/// ready; and the sentence that explains it. `Err` when a schedule is invalid: disruption is
-/// blocked until the NodePool is fixed.
+/// ready (but for expired machines kept only by pods left to finish,
+/// [`expiration::waits_only_for_jobs`]: they disrupt nothing); and the sentence that explains
+/// it. `Err` when a schedule is invalid: disruption is blocked until the NodePool is fixed.
 pub fn allowed_disruptions(
     state: &ClusterState,
+    config: &Config,
     pool: &NodePool,
     reason: DisruptionReason,
     now_ms: u64,
@@ -33,10 +37,18 @@ pub fn allowed_disruptions(
         .filter(|c| c.spec.nodepool == pool.name)
         .collect();
     let total = claims.len() as u32;
-    let disrupting = claims
+    let mut disrupting = 0u32;
+    let mut waiting = 0u32;
+    for claim in claims
         .iter()
         .filter(|c| c.terminating.is_some() || !c.is_initialized())
-        .count() as u32;
+    {
+        if expiration::waits_only_for_jobs(state, config, pool, claim, now_ms) {
+            waiting += 1;
+        } else {
+            disrupting += 1;
+        }
+    }
     let mut budget: Option<(u32, String)> = None;
     for b in pool.budgets.iter().filter(|b| b.applies_to(reason)) {
         let active = match (&b.schedule, b.duration_ms) {
@@ -62,8 +74,12 @@ pub fn allowed_disruptions(
     }
     let (limit, text) = budget.unwrap_or((total, "no active budget".to_string()));
     let allowed = limit.saturating_sub(disrupting);
-    Ok((
-        allowed,
-        format!("budget {text} allows {limit}, {disrupting} already disrupting or not ready"),
-    ))
+    let mut explained =
+        format!("budget {text} allows {limit}, {disrupting} already disrupting or not ready");
+    if waiting > 0 {
+        explained.push_str(&format!(
+            " ({waiting} expired, waiting only for Jobs' pods to finish, not counted)"
+        ));
+    }
+    Ok((allowed, explained))
 }

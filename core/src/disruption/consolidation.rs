@@ -413,14 +413,16 @@ type AllowedNow = Result<(u32, String), String>;
 /// (every simulation of a search sees the same cluster at the same time).
 struct BudgetsNow<'a> {
     state: &'a ClusterState,
+    config: &'a Config,
     now_ms: u64,
     allowed: std::cell::RefCell<BTreeMap<String, AllowedNow>>,
 }
 
 impl<'a> BudgetsNow<'a> {
-    fn new(state: &'a ClusterState, now_ms: u64) -> Self {
+    fn new(state: &'a ClusterState, config: &'a Config, now_ms: u64) -> Self {
         BudgetsNow {
             state,
+            config,
             now_ms,
             allowed: std::cell::RefCell::new(BTreeMap::new()),
         }
@@ -434,6 +436,7 @@ impl<'a> BudgetsNow<'a> {
             }
             let allowed = allowed_disruptions(
                 self.state,
+                self.config,
                 pool,
                 DisruptionReason::Underutilized,
                 self.now_ms,
@@ -491,7 +494,7 @@ fn simulate_in(
     nodeclaims: &[&str],
     now_ms: u64,
 ) -> Result<Decision, Rejection> {
-    let budgets = BudgetsNow::new(state, now_ms);
+    let budgets = BudgetsNow::new(state, config, now_ms);
     let removal = Removal::of(state, config, &budgets, nodeclaims, now_ms)?;
     if let Some(rejection) = ruled_out_before_solve(view, &removal) {
         debug_assert!(
@@ -808,7 +811,7 @@ pub fn search(
         now_ms,
         built: std::cell::OnceCell::new(),
     };
-    let budgets = BudgetsNow::new(state, now_ms);
+    let budgets = BudgetsNow::new(state, config, now_ms);
     if let Some(decision) = multi_node(&view, &budgets, &names, &costs) {
         return (Some(decision), None);
     }

@@ -4,6 +4,7 @@
 use std::collections::BTreeSet;
 
 use super::budget::allowed_disruptions;
+use crate::config::Config;
 use crate::model::duration::format_duration_ms;
 use crate::model::nodepool::{DisruptionReason, NodePool};
 use crate::state::ClusterState;
@@ -81,6 +82,7 @@ pub fn candidates(
 /// The empty nodes to remove now, with the sentence that explains each.
 pub fn select(
     state: &ClusterState,
+    config: &Config,
     pool: &NodePool,
     nominated: &BTreeSet<String>,
     now_ms: u64,
@@ -90,7 +92,7 @@ pub fn select(
         return (Vec::new(), next, false);
     }
     let (allowed, budget_text) =
-        match allowed_disruptions(state, pool, DisruptionReason::Empty, now_ms) {
+        match allowed_disruptions(state, config, pool, DisruptionReason::Empty, now_ms) {
             Ok(a) => a,
             Err(_) => return (Vec::new(), next, true),
         };

@@ -1,11 +1,24 @@
-//! Expiration: a NodeClaim older than its `expireAfter` is replaced, forced and outside budgets.
+//! Expiration: a NodeClaim older than its `expireAfter` is terminated, forced and outside
+//! budgets. With `Config::expiration_waits_for_jobs` its drain leaves the pods that would lose
+//! their work to finish; while only they keep the machine, it counts against no budget.
 
+use crate::config::Config;
 use crate::model::duration::format_duration_ms;
-use crate::state::ClusterState;
+use crate::model::nodeclaim::TerminationReason;
+use crate::model::nodepool::NodePool;
+use crate::model::pod::Pod;
+use crate::state::{ClusterState, NodeClaimState};
 use crate::wake::Wake;
 
+/// How many of the pods left to finish an expiration names in its reason.
+const NAMED_PODS: usize = 5;
+
 /// NodeClaims past their `expireAfter`, with the explanation; and the next expiry to come.
-pub fn expired(state: &ClusterState, now_ms: u64) -> (Vec<(String, String)>, Option<u64>) {
+pub fn expired(
+    state: &ClusterState,
+    config: &Config,
+    now_ms: u64,
+) -> (Vec<(String, String)>, Option<u64>) {
     let mut out = Vec::new();
     let mut next = Wake::default();
     for (name, claim) in &state.nodeclaims {
@@ -17,17 +30,88 @@ pub fn expired(state: &ClusterState, now_ms: u64) -> (Vec<(String, String)>, Opt
         };
         let at = claim.created_at_ms + expire_after;
         if at <= now_ms {
-            out.push((
-                name.clone(),
-                format!(
-                    "NodeClaim is {} old, past expireAfter {} (forced; budgets do not apply)",
-                    format_duration_ms(now_ms - claim.created_at_ms),
-                    format_duration_ms(expire_after)
-                ),
-            ));
+            let mut detail = format!(
+                "NodeClaim is {} old, past expireAfter {} (forced; budgets do not apply)",
+                format_duration_ms(now_ms - claim.created_at_ms),
+                format_duration_ms(expire_after)
+            );
+            let waited_for = left_to_finish(state, config, claim);
+            if !waited_for.is_empty() {
+                detail.push_str(&format!(
+                    "; left to finish (expirationWaitsForJobs): {}",
+                    named(&waited_for)
+                ));
+            }
+            out.push((name.clone(), detail));
         } else {
             next.offer(at);
         }
     }
     (out, next.ms())
+}
+
+/// Whether `claim`, past its `expireAfter`, is kept only by pods its drain leaves to finish
+/// (`Config::expiration_waits_for_jobs`), before its NodePool's `terminationGracePeriod` runs
+/// out: its other pods are gone and none is being evicted, so it disrupts nothing and does not
+/// count against the NodePool's disruption budgets.
+pub fn waits_only_for_jobs(
+    state: &ClusterState,
+    config: &Config,
+    pool: &NodePool,
+    claim: &NodeClaimState,
+    now_ms: u64,
+) -> bool {
+    let Some((TerminationReason::Expired, since_ms)) = claim.terminating else {
+        return false;
+    };
+    if !config.expiration_waits_for_jobs
+        || pool
+            .termination_grace_period_ms
+            .is_some_and(|grace| now_ms >= since_ms + grace)
+    {
+        return false;
+    }
+    let Some(node) = &claim.node_name else {
+        return false;
+    };
+    // DaemonSet pods leave after the workload's (the drain's tiers): they keep nothing.
+    let mut workload = state
+        .drainable_pods_on_node(node)
+        .into_iter()
+        .filter(|p| !p.is_daemonset_pod())
+        .peekable();
+    workload.peek().is_some() && workload.all(|p| config.expiration_waits_for(p))
+}
+
+/// The pods on `claim`'s node that its expiration leaves to finish.
+fn left_to_finish<'a>(
+    state: &'a ClusterState,
+    config: &Config,
+    claim: &NodeClaimState,
+) -> Vec<&'a Pod> {
+    if !config.expiration_waits_for_jobs {
+        return Vec::new();
+    }
+    let Some(node) = &claim.node_name else {
+        return Vec::new();
+    };
+    state
+        .drainable_pods_on_node(node)
+        .into_iter()
+        .filter(|p| config.expiration_waits_for(p))
+        .collect()
+}
+
+/// The first few pods by name, and how many more.
+fn named(pods: &[&Pod]) -> String {
+    let mut text = pods
+        .iter()
+        .take(NAMED_PODS)
+        .map(|p| p.key.to_string())
+        .collect::<Vec<_>>()
+        .join(", ");
+    if pods.len() > NAMED_PODS {
+        text.push_str(&format!(" and {} more", pods.len() - NAMED_PODS));
+    }
+    text
 }

@@ -33,6 +33,10 @@ pub const SCENARIOS: &[(&str, &str)] = &[
         include_str!("../../../scenarios/graceful-drain.yaml"),
     ),
     (
+        "long-jobs-expire",
+        include_str!("../../../scenarios/long-jobs-expire.yaml"),
+    ),
+    (
         "nodepool-deletion",
         include_str!("../../../scenarios/nodepool-deletion.yaml"),
     ),

@@ -56,6 +56,11 @@ pub struct SettingsFile {
     /// where those cost less (default `true`; `false`: Karpenter's packing).
     #[serde(rename = "separateMachinesWhenCheaper")]
     pub separate_machines_when_cheaper: Option<bool>,
+    /// nodewright's: whether a machine past its `expireAfter` leaves the pods that would lose
+    /// their work (a Job's, an unowned one) to finish before it goes (default `true`; `false`:
+    /// they are evicted, as Karpenter).
+    #[serde(rename = "expirationWaitsForJobs")]
+    pub expiration_waits_for_jobs: Option<bool>,
 }
 
 /// `40s`, or `{min: 30s, max: 60s}` (uniform, from the scenario's seed).

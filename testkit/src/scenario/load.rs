@@ -857,6 +857,9 @@ pub fn apply_settings(
     if let Some(separate) = settings.separate_machines_when_cheaper {
         config.separate_when_cheaper = separate;
     }
+    if let Some(waits) = settings.expiration_waits_for_jobs {
+        config.expiration_waits_for_jobs = waits;
+    }
     if config.batch_idle_ms > config.batch_max_ms {
         return Err(invalid(
             "settings.batchIdleDuration",

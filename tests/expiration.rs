@@ -1,0 +1,214 @@
+//! Expiration with `expirationWaitsForJobs` (default on): a machine past its `expireAfter` is
+//! cordoned and drained as in Karpenter, but a Job's pod (any pod no replicating controller
+//! makes again) is left to finish, until it ends or `terminationGracePeriod` runs out; while
+//! only such pods keep the machine, it counts against no disruption budget. With the setting
+//! off, Karpenter's way: every pod is evicted.
+
+use std::path::Path;
+
+use nodewright_adapters::eventlog::{LogHeader, LogRecord, MemoryStore};
+use nodewright_core::model::duration::MaybeNever;
+use nodewright_core::model::nodeclaim::TerminationReason;
+use nodewright_core::model::nodepool::{BudgetNodes, DisruptionBudget, NodePool};
+use nodewright_core::model::pod::{OwnerRef, Pod};
+use nodewright_core::{Command, Config};
+use nodewright_testkit::harness::{CoreHarness, replicated};
+use nodewright_testkit::scenario::load_file;
+use nodewright_testkit::{Report, sim};
+
+const GIB: i64 = 1 << 30;
+const MIN: u64 = 60_000;
+const HOUR: u64 = 60 * MIN;
+
+fn pool(grace_ms: Option<u64>) -> NodePool {
+    let mut p = NodePool::new("default", "default");
+    p.expire_after = MaybeNever::After(30 * MIN);
+    p.consolidate_after = MaybeNever::Never;
+    p.termination_grace_period_ms = grace_ms;
+    p
+}
+
+fn job_pod(name: &str) -> Pod {
+    let mut p = Pod::new("default", name, 1_000, GIB);
+    p.owner = Some(OwnerRef {
+        kind: "Job".into(),
+        name: name.into(),
+    });
+    p
+}
+
+fn evicted(h: &CoreHarness) -> Vec<(String, bool)> {
+    h.commands
+        .iter()
+        .filter_map(|(_, c)| match c {
+            Command::EvictPod { pod, forced, .. } => Some((pod.name.clone(), *forced)),
+            _ => None,
+        })
+        .collect()
+}
+
+fn terminated(h: &CoreHarness) -> Vec<(u64, TerminationReason, String)> {
+    h.terminations()
+        .into_iter()
+        .map(|t| (t.at_ms, t.reason, t.detail))
+        .collect()
+}
+
+#[test]
+fn an_expired_machine_evicts_its_web_pod_and_leaves_its_jobs_pod_to_finish() {
+    let mut h = CoreHarness::new();
+    h.nodepool(pool(None));
+    h.running_machine(vec![
+        job_pod("train"),
+        replicated(Pod::new("default", "web", 500, GIB / 2)),
+    ]);
+    h.run_until(31 * MIN);
+    assert!(
+        h.commands
+            .iter()
+            .any(|(_, c)| matches!(c, Command::CordonNode { .. })),
+        "cordoned: nothing new lands on it"
+    );
+    assert_eq!(evicted(&h), vec![("web".to_string(), false)]);
+    h.complete_evictions();
+    // Hours later the job still runs there, and the machine with it.
+    h.run_until(5 * HOUR);
+    assert_eq!(evicted(&h).len(), 1);
+    assert!(terminated(&h).is_empty(), "{:?}", terminated(&h));
+    // It ends: the machine goes, for its expiry, naming the pod it waited for.
+    h.delete_pod("default", "train");
+    let t = terminated(&h);
+    assert_eq!(t.len(), 1, "{t:?}");
+    assert_eq!(t[0].1, TerminationReason::Expired);
+    assert!(
+        t[0].2
+            .contains("left to finish (expirationWaitsForJobs): default/train"),
+        "{}",
+        t[0].2
+    );
+}
+
+#[test]
+fn termination_grace_period_bounds_the_wait() {
+    let mut h = CoreHarness::new();
+    h.nodepool(pool(Some(10 * MIN)));
+    h.running_machine(vec![job_pod("train")]);
+    h.run_until(35 * MIN);
+    assert!(evicted(&h).is_empty(), "left to finish");
+    h.run_until(45 * MIN);
+    assert_eq!(evicted(&h), vec![("train".to_string(), true)]);
+}
+
+#[test]
+fn with_the_setting_off_the_jobs_pod_is_evicted_as_in_karpenter() {
+    let mut h = CoreHarness::with_config(Config {
+        expiration_waits_for_jobs: false,
+        ..Config::default()
+    });
+    h.nodepool(pool(None));
+    h.running_machine(vec![job_pod("train")]);
+    h.run_until(31 * MIN);
+    assert_eq!(evicted(&h), vec![("train".to_string(), false)]);
+    h.complete_evictions();
+    let t = terminated(&h);
+    assert_eq!(t.len(), 1, "{t:?}");
+    assert!(!t[0].2.contains("left to finish"), "{}", t[0].2);
+}
+
+/// A pool of two machines whose budget lets one go at a time: the first expires while its
+/// job runs on; the second, empty, is still removed — the waiting machine disrupts nothing.
+#[test]
+fn a_machine_that_only_waits_for_its_jobs_leaves_the_budget_to_the_others() {
+    for waits in [true, false] {
+        let mut h = CoreHarness::with_config(Config {
+            expiration_waits_for_jobs: waits,
+            ..Config::default()
+        });
+        let mut p = pool(None);
+        p.expire_after = MaybeNever::After(HOUR);
+        p.consolidate_after = MaybeNever::After(MIN);
+        p.budgets = vec![DisruptionBudget {
+            nodes: BudgetNodes::Count(1),
+            schedule: None,
+            duration_ms: None,
+            reasons: vec![],
+        }];
+        h.nodepool(p);
+        h.running_machine(vec![job_pod("train")]);
+        h.run_until(59 * MIN);
+        let (empty_claim, _, _) =
+            h.running_machine(vec![replicated(Pod::new("default", "web", 500, GIB / 2))]);
+        h.run_until(62 * MIN);
+        if !waits {
+            // Karpenter's way: the job is evicted and the expired machine soon goes.
+            assert_eq!(evicted(&h), vec![("train".to_string(), false)]);
+            continue;
+        }
+        assert!(evicted(&h).is_empty());
+        h.delete_pod("default", "web");
+        h.run_until(70 * MIN);
+        let t = terminated(&h);
+        assert_eq!(t.len(), 1, "{t:?}");
+        assert_eq!((t[0].1, &t[0].2[..5]), (TerminationReason::Empty, "node "));
+        assert!(
+            t[0].2
+                .contains("(1 expired, waiting only for Jobs' pods to finish, not counted)"),
+            "{}",
+            t[0].2
+        );
+        assert_eq!(
+            h.terminations()[0].nodeclaim,
+            empty_claim.name,
+            "the empty one, not the one waiting"
+        );
+    }
+}
+
+fn run(config: impl FnOnce(&mut Config)) -> Report {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("scenarios/long-jobs-expire.yaml");
+    let mut scenario = load_file(&path).unwrap_or_else(|e| panic!("{e}"));
+    config(&mut scenario.config);
+    let store = MemoryStore::<LogHeader, LogRecord>::new(LogHeader::new(
+        scenario.config.clone(),
+        &scenario.name,
+    ));
+    sim::run(&scenario, store).expect("runs").0
+}
+
+fn train_pods(report: &Report) -> usize {
+    report
+        .pod_placements
+        .iter()
+        .filter(|p| p.pod.starts_with("default/train-"))
+        .count()
+}
+
+/// `scenarios/long-jobs-expire.yaml`: machines expire after an hour, the job runs three.
+#[test]
+fn a_job_longer_than_expire_after_finishes_where_karpenter_restarts_it_every_hour() {
+    let nodewright = run(|_| {});
+    assert!(nodewright.passed(), "{}", nodewright.summary());
+    assert_eq!(train_pods(&nodewright), 1, "{}", nodewright.summary());
+    assert_eq!(
+        nodewright.cost.above_bound.redone_usd,
+        0.0,
+        "{}",
+        nodewright.summary()
+    );
+    assert!(
+        nodewright.disruptions.expired >= 4,
+        "the web pods' machines expire too"
+    );
+
+    let karpenter = run(|c| c.expiration_waits_for_jobs = false);
+    assert!(karpenter.passed(), "{}", karpenter.summary());
+    // Evicted at each expiry, the job starts over on a new machine: four restarts in five
+    // hours, and it never runs three hours in one go.
+    assert!(train_pods(&karpenter) >= 4, "{}", karpenter.summary());
+    assert!(
+        karpenter.cost.above_bound.redone_usd > 0.3,
+        "{}",
+        karpenter.summary()
+    );
+    assert!(karpenter.disruptions.evictions > nodewright.disruptions.evictions);
+}
