@@ -37,6 +37,10 @@ pub(super) struct Drain {
     /// terminationGracePeriod runs out. Until then, and while its node's pods do not change,
     /// a step would do nothing.
     pub(super) wake_ms: Option<u64>,
+    /// After its last step: pods are left to finish (`Config::expiration_waits_for_jobs`) and
+    /// nothing else holds the drain back. Only their ends (a change of the node's pods) and
+    /// terminationGracePeriod move it, so it needs no periodic look.
+    pub(super) waits_for_jobs: bool,
 }
 
 /// Where the eviction of one pod stands.
@@ -116,6 +120,7 @@ impl Core {
         let current_tier = pods.iter().map(|p| tier(p)).min().unwrap_or(0);
         let mut asked = Vec::new();
         let mut held_back = false;
+        let mut left_to_finish = false;
         for pod in &pods {
             if tier(pod) != current_tier {
                 continue;
@@ -133,6 +138,7 @@ impl Core {
             if !forced && expired && self.config.expiration_waits_for(pod) {
                 // Left to finish (`expirationWaitsForJobs`): its end changes the node's pods,
                 // which steps the drain again; nothing else in the cluster can.
+                left_to_finish = true;
                 continue;
             }
             if !forced
@@ -175,6 +181,7 @@ impl Core {
             d.forced = forced;
             d.held_back = held_back;
             d.wake_ms = wake_ms;
+            d.waits_for_jobs = left_to_finish && !held_back;
         }
     }
 
@@ -228,7 +235,7 @@ impl Core {
                         Eviction::Refused(at) => Some(at + EVICTION_RETRY_MS),
                         Eviction::Asked { .. } => None,
                     })
-                    .chain(std::iter::once(now + EVICTION_RETRY_MS))
+                    .chain((!d.waits_for_jobs).then_some(now + EVICTION_RETRY_MS))
                     .chain(d.deadline_ms.filter(|t| *t > now))
             })
             .filter(|t| *t > now)

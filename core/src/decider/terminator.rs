@@ -46,6 +46,7 @@ impl Core {
                         forced: false,
                         held_back: false,
                         wake_ms: None,
+                        waits_for_jobs: false,
                     },
                 );
                 let mut evicting_now = self.evicting_now();
