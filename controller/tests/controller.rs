@@ -263,12 +263,16 @@ async fn a_restart_between_create_and_launch_launches_once() {
 /// pod stays (the core, which watches the budget, holds the eviction back; a refusal by the
 /// API server of an eviction asked for comes back as `EvictionRefused`, see
 /// `kubernetes/tests/writes.rs`); nothing is forced. Once the budget is gone the pod is
-/// evicted, and the instance is terminated once, with its Node and NodeClaim.
+/// evicted, and the instance is terminated once, with its Node and NodeClaim. (The pod is one
+/// no controller owns, which expiration evicts only as Karpenter does:
+/// `expirationWaitsForJobs` off; with it on the pod is left to finish, the test below.)
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_drain_waits_for_the_budget_and_terminates_once() {
     let world = World::start(support::nodepool_expiring("default", "default", "25s")).await;
     let (client, c) = (world.client.clone(), &world.aws);
-    let controller = world.controller().await;
+    let controller = world
+        .controller_with(|s| s.expiration_waits_for_jobs = false)
+        .await;
 
     let pods_api: Api<Pod> = Api::namespaced(client.clone(), "default");
     let mut db = pause_pod("db-0", "500m", "1Gi");
@@ -302,22 +306,7 @@ async fn a_drain_waits_for_the_budget_and_terminates_once() {
     let instance_id = instance[0].instance_id.clone();
 
     // Expired: tainted, drained, and the budget holds the pod.
-    let nodes_api: Api<k8s_openapi::api::core::v1::Node> = Api::all(client.clone());
-    eventually("the node is tainted karpenter.sh/disrupted", || async {
-        let n = nodes_api.get(&node).await.map_err(|e| e.to_string())?;
-        let tainted = n
-            .spec
-            .and_then(|s| s.taints)
-            .unwrap_or_default()
-            .iter()
-            .any(|t| t.key == "karpenter.sh/disrupted");
-        if tainted {
-            Ok(())
-        } else {
-            Err("not yet".into())
-        }
-    })
-    .await;
+    disrupted_taint_on(&client, &node).await;
     // Several drain rounds (every 5 s) later the pod is still there, unforced.
     tokio::time::sleep(Duration::from_secs(15)).await;
     let pod = pods_api.get_opt("db-0").await.expect("read");
@@ -342,6 +331,72 @@ async fn a_drain_waits_for_the_budget_and_terminates_once() {
     world.replay_verifies();
     // The log holds one eviction (after the budget went) and one termination.
     assert_eq!(world.logged("EvictPod").0, 1);
+    assert_eq!(world.logged("TerminateNodeClaim").0, 1);
+}
+
+/// Waits until `node` carries the `karpenter.sh/disrupted` taint.
+async fn disrupted_taint_on(client: &kube::Client, node: &str) {
+    let nodes_api: Api<k8s_openapi::api::core::v1::Node> = Api::all(client.clone());
+    eventually("the node is tainted karpenter.sh/disrupted", || async {
+        let n = nodes_api.get(node).await.map_err(|e| e.to_string())?;
+        let tainted = n
+            .spec
+            .and_then(|s| s.taints)
+            .unwrap_or_default()
+            .iter()
+            .any(|t| t.key == "karpenter.sh/disrupted");
+        if tainted {
+            Ok(())
+        } else {
+            Err("not yet".into())
+        }
+    })
+    .await;
+}
+
+/// A node expires while it runs a pod no controller owns (a Job's is treated alike): the node
+/// is tainted, but the pod is left to finish (`expirationWaitsForJobs`, the default), with no
+/// eviction asked; when it ends, the instance is terminated, with its Node and NodeClaim.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_expired_node_leaves_its_unowned_pod_to_finish() {
+    let world = World::start(support::nodepool_expiring("default", "default", "25s")).await;
+    let (client, c) = (world.client.clone(), &world.aws);
+    let controller = world.controller().await;
+
+    let pods_api: Api<Pod> = Api::namespaced(client.clone(), "default");
+    pods_api
+        .create(&PostParams::default(), &pause_pod("train-0", "500m", "1Gi"))
+        .await
+        .expect("a pod");
+    let node = eventually("train-0 runs", || async {
+        let pod = pods_api.get("train-0").await.map_err(|e| e.to_string())?;
+        running_on(&pod).ok_or_else(|| format!("{:?}", pod.status))
+    })
+    .await;
+    let instance = live_instances(c).await;
+    assert_eq!(instance.len(), 1);
+    let instance_id = instance[0].instance_id.clone();
+
+    disrupted_taint_on(&client, &node).await;
+    // Several drain rounds later the pod still runs there, and the instance with it.
+    tokio::time::sleep(Duration::from_secs(15)).await;
+    let pod = pods_api.get_opt("train-0").await.expect("read");
+    assert!(
+        pod.is_some_and(|p| p.metadata.deletion_timestamp.is_none()),
+        "the pod was evicted"
+    );
+    assert_eq!(live_instances(c).await.len(), 1, "terminated under its pod");
+
+    // Its work done, the pod goes: so does the machine, once.
+    pods_api
+        .delete("train-0", &Default::default())
+        .await
+        .expect("deleted");
+    world.machine_gone("train-0", &node, &instance_id).await;
+
+    assert_eq!(controller.stop().await, Stopped::Asked);
+    world.replay_verifies();
+    assert_eq!(world.logged("EvictPod").0, 0);
     assert_eq!(world.logged("TerminateNodeClaim").0, 1);
 }
 
