@@ -354,9 +354,11 @@ async fn disrupted_taint_on(client: &kube::Client, node: &str) {
     .await;
 }
 
-/// A node expires while it runs a pod no controller owns (a Job's is treated alike): the node
-/// is tainted, but the pod is left to finish (`expirationWaitsForJobs`, the default), with no
-/// eviction asked; when it ends, the instance is terminated, with its Node and NodeClaim.
+/// A node expires while it runs a pod no controller owns (a Job's is treated alike; kwok's
+/// stages complete a Job's pod at once, so a bare pod is the one that runs here until it is
+/// deleted): the node is tainted, but the pod is left to finish (`expirationWaitsForJobs`, the
+/// default), with no eviction asked; when it ends, the instance is terminated, with its Node
+/// and NodeClaim.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_expired_node_leaves_its_unowned_pod_to_finish() {
     let world = World::start(support::nodepool_expiring("default", "default", "25s")).await;

@@ -526,8 +526,15 @@ pub fn consolidation_pass(nodes: usize, pods: usize, pdbs: usize) -> (f64, usize
 pub fn consolidation_search(config: &Config, state: &ClusterState) -> usize {
     use nodewright_core::disruption::consolidation;
     let nominated = Default::default();
-    consolidation::search(state, &PoolShapes::default(), config, &nominated, 3_600_000)
-        .0
-        .map(|d| d.nodeclaims.len())
-        .unwrap_or(0)
+    consolidation::search(
+        state,
+        &PoolShapes::default(),
+        config,
+        &nominated,
+        &Default::default(),
+        3_600_000,
+    )
+    .0
+    .map(|d| d.nodeclaims.len())
+    .unwrap_or(0)
 }

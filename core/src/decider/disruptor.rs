@@ -44,6 +44,7 @@ impl Core {
                 nominated.insert(target.clone());
             }
         }
+        let leaving_to_finish = self.drains_leaving_pods_to_finish();
         let mut next = Wake::default();
         let mut pools: Vec<String> = self
             .state
@@ -58,8 +59,14 @@ impl Core {
             let Some(pool) = self.state.nodepools.get(name) else {
                 continue;
             };
-            let (chosen, pool_next, blocked) =
-                emptiness::select(&self.state, &self.config, pool, &nominated, now);
+            let (chosen, pool_next, blocked) = emptiness::select(
+                &self.state,
+                &self.config,
+                &leaving_to_finish,
+                pool,
+                &nominated,
+                now,
+            );
             for (candidate, detail) in chosen {
                 acted = true;
                 self.terminate(
@@ -117,6 +124,7 @@ impl Core {
                 &self.state,
                 &self.caches.pool_shapes,
                 &self.config,
+                &self.drains_leaving_pods_to_finish(),
                 &decision.nodeclaims,
                 now,
             ) && again.replacement.is_some() == decision.replacement.is_some()
@@ -150,6 +158,7 @@ impl Core {
             &self.caches.pool_shapes,
             &self.config,
             nominated,
+            &self.drains_leaving_pods_to_finish(),
             now,
         );
         self.disruptor.last_consolidation_search = Some((self.epoch, now));
@@ -354,6 +363,7 @@ impl Core {
             let Ok((allowed, budget_text)) = crate::disruption::budget::allowed_disruptions(
                 &self.state,
                 &self.config,
+                &self.drains_leaving_pods_to_finish(),
                 pool,
                 crate::model::nodepool::DisruptionReason::Drifted,
                 now,

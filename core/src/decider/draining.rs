@@ -185,6 +185,28 @@ impl Core {
         }
     }
 
+    /// The NodeClaims whose drains may leave pods to finish now: past `expireAfter`
+    /// (`Config::expiration_waits_for_jobs`), not forced, before their own terminationGracePeriod
+    /// deadline (which a spot interruption may have brought forward). Budgets do not count
+    /// those of them kept only by such pods
+    /// ([`crate::disruption::expiration::waits_only_for_jobs`]).
+    pub(super) fn drains_leaving_pods_to_finish(&self) -> BTreeSet<String> {
+        if !self.config.expiration_waits_for_jobs {
+            return BTreeSet::new();
+        }
+        let now = self.now_ms;
+        self.terminator
+            .draining
+            .iter()
+            .filter(|(_, d)| {
+                d.reason == TerminationReason::Expired
+                    && !d.forced
+                    && d.deadline_ms.is_none_or(|t| now < t)
+            })
+            .map(|(name, _)| name.clone())
+            .collect()
+    }
+
     /// Pods asked to leave by any drain and still there: they count as unavailable for
     /// PodDisruptionBudgets (a refused one does not: it is still running, and is what may be
     /// asked again).

@@ -2,6 +2,8 @@
 //! A budget with a `schedule` is active for `duration` after each time the schedule fires
 //! (UTC); several active budgets: the most restrictive wins; no active budget: no limit.
 
+use std::collections::BTreeSet;
+
 use super::expiration;
 use super::schedule::{CronError, CronSchedule};
 use crate::config::Config;
@@ -18,12 +20,14 @@ pub fn invalid_schedule(pool: &NodePool) -> Option<CronError> {
 
 /// How many more nodes of `pool` may be disrupted at `now_ms` for `reason`: the most
 /// restrictive active budget that applies, minus the nodes already being deleted or not yet
-/// ready (but for expired machines kept only by pods left to finish,
+/// ready (but for expired machines kept only by pods their drains leave to finish,
 /// [`expiration::waits_only_for_jobs`]: they disrupt nothing); and the sentence that explains
-/// it. `Err` when a schedule is invalid: disruption is blocked until the NodePool is fixed.
+/// it. `leaving_to_finish` names the NodeClaims whose drains may leave pods to finish now.
+/// `Err` when a schedule is invalid: disruption is blocked until the NodePool is fixed.
 pub fn allowed_disruptions(
     state: &ClusterState,
     config: &Config,
+    leaving_to_finish: &BTreeSet<String>,
     pool: &NodePool,
     reason: DisruptionReason,
     now_ms: u64,
@@ -33,17 +37,17 @@ pub fn allowed_disruptions(
     }
     let claims: Vec<_> = state
         .nodeclaims
-        .values()
-        .filter(|c| c.spec.nodepool == pool.name)
+        .iter()
+        .filter(|(_, c)| c.spec.nodepool == pool.name)
         .collect();
     let total = claims.len() as u32;
     let mut disrupting = 0u32;
     let mut waiting = 0u32;
-    for claim in claims
+    for (name, claim) in claims
         .iter()
-        .filter(|c| c.terminating.is_some() || !c.is_initialized())
+        .filter(|(_, c)| c.terminating.is_some() || !c.is_initialized())
     {
-        if expiration::waits_only_for_jobs(state, config, pool, claim, now_ms) {
+        if expiration::waits_only_for_jobs(state, config, leaving_to_finish, name, claim) {
             waiting += 1;
         } else {
             disrupting += 1;

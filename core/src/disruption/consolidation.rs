@@ -277,10 +277,18 @@ pub fn simulate(
     state: &ClusterState,
     shapes: &PoolShapes,
     config: &Config,
+    leaving_to_finish: &BTreeSet<String>,
     nodeclaim: &str,
     now_ms: u64,
 ) -> Result<Decision, Rejection> {
-    simulate_many(state, shapes, config, &[nodeclaim.to_string()], now_ms)
+    simulate_many(
+        state,
+        shapes,
+        config,
+        leaving_to_finish,
+        &[nodeclaim.to_string()],
+        now_ms,
+    )
 }
 
 /// Simulates removing several nodes at once: all their pods onto the rest of the cluster and
@@ -289,6 +297,7 @@ pub fn simulate_many(
     state: &ClusterState,
     shapes: &PoolShapes,
     config: &Config,
+    leaving_to_finish: &BTreeSet<String>,
     nodeclaims: &[String],
     now_ms: u64,
 ) -> Result<Decision, Rejection> {
@@ -297,6 +306,7 @@ pub fn simulate_many(
         &ClusterView::new(state, shapes, config, now_ms),
         state,
         config,
+        &BudgetsNow::new(state, config, leaving_to_finish, now_ms),
         &nodeclaims,
         now_ms,
     )
@@ -414,15 +424,22 @@ type AllowedNow = Result<(u32, String), String>;
 struct BudgetsNow<'a> {
     state: &'a ClusterState,
     config: &'a Config,
+    leaving_to_finish: &'a BTreeSet<String>,
     now_ms: u64,
     allowed: std::cell::RefCell<BTreeMap<String, AllowedNow>>,
 }
 
 impl<'a> BudgetsNow<'a> {
-    fn new(state: &'a ClusterState, config: &'a Config, now_ms: u64) -> Self {
+    fn new(
+        state: &'a ClusterState,
+        config: &'a Config,
+        leaving_to_finish: &'a BTreeSet<String>,
+        now_ms: u64,
+    ) -> Self {
         BudgetsNow {
             state,
             config,
+            leaving_to_finish,
             now_ms,
             allowed: std::cell::RefCell::new(BTreeMap::new()),
         }
@@ -437,6 +454,7 @@ impl<'a> BudgetsNow<'a> {
             let allowed = allowed_disruptions(
                 self.state,
                 self.config,
+                self.leaving_to_finish,
                 pool,
                 DisruptionReason::Underutilized,
                 self.now_ms,
@@ -491,11 +509,11 @@ fn simulate_in(
     view: &ClusterView,
     state: &ClusterState,
     config: &Config,
+    budgets: &BudgetsNow,
     nodeclaims: &[&str],
     now_ms: u64,
 ) -> Result<Decision, Rejection> {
-    let budgets = BudgetsNow::new(state, config, now_ms);
-    let removal = Removal::of(state, config, &budgets, nodeclaims, now_ms)?;
+    let removal = Removal::of(state, config, budgets, nodeclaims, now_ms)?;
     if let Some(rejection) = ruled_out_before_solve(view, &removal) {
         debug_assert!(
             solved(view, state, config, nodeclaims, &removal, now_ms).is_err(),
@@ -790,6 +808,7 @@ pub fn search(
     shapes: &PoolShapes,
     config: &Config,
     nominated: &BTreeSet<String>,
+    leaving_to_finish: &BTreeSet<String>,
     now_ms: u64,
 ) -> (Option<Decision>, Option<u64>) {
     if state.pending_pods().next().is_some() {
@@ -811,7 +830,7 @@ pub fn search(
         now_ms,
         built: std::cell::OnceCell::new(),
     };
-    let budgets = BudgetsNow::new(state, config, now_ms);
+    let budgets = BudgetsNow::new(state, config, leaving_to_finish, now_ms);
     if let Some(decision) = multi_node(&view, &budgets, &names, &costs) {
         return (Some(decision), None);
     }

@@ -83,6 +83,7 @@ pub fn candidates(
 pub fn select(
     state: &ClusterState,
     config: &Config,
+    leaving_to_finish: &BTreeSet<String>,
     pool: &NodePool,
     nominated: &BTreeSet<String>,
     now_ms: u64,
@@ -91,11 +92,17 @@ pub fn select(
     if candidates.is_empty() {
         return (Vec::new(), next, false);
     }
-    let (allowed, budget_text) =
-        match allowed_disruptions(state, config, pool, DisruptionReason::Empty, now_ms) {
-            Ok(a) => a,
-            Err(_) => return (Vec::new(), next, true),
-        };
+    let (allowed, budget_text) = match allowed_disruptions(
+        state,
+        config,
+        leaving_to_finish,
+        pool,
+        DisruptionReason::Empty,
+        now_ms,
+    ) {
+        Ok(a) => a,
+        Err(_) => return (Vec::new(), next, true),
+    };
     let blocked = (candidates.len() as u32) > allowed;
     let after = pool.consolidate_after.as_ms().unwrap_or(0);
     let chosen = candidates

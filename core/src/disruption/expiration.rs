@@ -2,10 +2,10 @@
 //! budgets. With `Config::expiration_waits_for_jobs` its drain leaves the pods that would lose
 //! their work to finish; while only they keep the machine, it counts against no budget.
 
+use std::collections::BTreeSet;
+
 use crate::config::Config;
 use crate::model::duration::format_duration_ms;
-use crate::model::nodeclaim::TerminationReason;
-use crate::model::nodepool::NodePool;
 use crate::model::pod::Pod;
 use crate::state::{ClusterState, NodeClaimState};
 use crate::wake::Wake;
@@ -35,7 +35,16 @@ pub fn expired(
                 format_duration_ms(now_ms - claim.created_at_ms),
                 format_duration_ms(expire_after)
             );
-            let waited_for = left_to_finish(state, config, claim);
+            // A terminationGracePeriod of zero forces the drain at once: nothing is waited for.
+            let forced_at_once = state
+                .nodepools
+                .get(&claim.spec.nodepool)
+                .is_some_and(|p| p.termination_grace_period_ms == Some(0));
+            let waited_for = if forced_at_once {
+                Vec::new()
+            } else {
+                left_to_finish(state, config, claim)
+            };
             if !waited_for.is_empty() {
                 detail.push_str(&format!(
                     "; left to finish (expirationWaitsForJobs): {}",
@@ -50,25 +59,19 @@ pub fn expired(
     (out, next.ms())
 }
 
-/// Whether `claim`, past its `expireAfter`, is kept only by pods its drain leaves to finish
-/// (`Config::expiration_waits_for_jobs`), before its NodePool's `terminationGracePeriod` runs
-/// out: its other pods are gone and none is being evicted, so it disrupts nothing and does not
-/// count against the NodePool's disruption budgets.
+/// Whether the NodeClaim `name`, past its `expireAfter`, is kept only by pods its drain leaves
+/// to finish (`Config::expiration_waits_for_jobs`): its drain is among `leaving_to_finish`
+/// (not forced, its terminationGracePeriod deadline not reached) and every workload pod left
+/// on its node is one it leaves to finish. Its other pods are gone and none is being evicted,
+/// so it disrupts nothing and does not count against the NodePool's disruption budgets.
 pub fn waits_only_for_jobs(
     state: &ClusterState,
     config: &Config,
-    pool: &NodePool,
+    leaving_to_finish: &BTreeSet<String>,
+    name: &str,
     claim: &NodeClaimState,
-    now_ms: u64,
 ) -> bool {
-    let Some((TerminationReason::Expired, since_ms)) = claim.terminating else {
-        return false;
-    };
-    if !config.expiration_waits_for_jobs
-        || pool
-            .termination_grace_period_ms
-            .is_some_and(|grace| now_ms >= since_ms + grace)
-    {
+    if !leaving_to_finish.contains(name) {
         return false;
     }
     let Some(node) = &claim.node_name else {
