@@ -12,7 +12,7 @@ use nodewright_core::model::nodepool::{
 use nodewright_core::model::pod::{OwnerRef, Pod};
 use nodewright_core::model::requirements::{Operator, RequirementSpec};
 use nodewright_core::{Command, EventKind};
-use nodewright_testkit::harness::{CoreHarness, replicated};
+use nodewright_testkit::harness::{CoreHarness, pdb_of_app, replicated};
 
 const GIB: i64 = 1 << 30;
 const MIN: u64 = 60_000;
@@ -367,8 +367,6 @@ fn multi_node_consolidation_respects_the_budget() {
 
 #[test]
 fn a_node_whose_pod_a_pdb_protects_is_not_consolidated() {
-    use nodewright_core::model::affinity::LabelSelector;
-    use nodewright_core::model::pdb::{IntOrPercent, PodDisruptionBudget};
     let mut h = CoreHarness::new();
     h.nodepool(pool());
     let (_, node) = machine(&mut h, &[("big", 14_000)]);
@@ -376,18 +374,11 @@ fn a_node_whose_pod_a_pdb_protects_is_not_consolidated() {
     guarded.labels.insert("app".into(), "db".into());
     guarded.node_name = Some(node);
     h.send(EventKind::PodApplied(Box::new(guarded)));
-    h.send(EventKind::PodDisruptionBudgetApplied(Box::new(
-        PodDisruptionBudget {
-            namespace: "default".into(),
-            name: "db".into(),
-            selector: LabelSelector {
-                match_labels: [("app".to_string(), "db".to_string())].into(),
-                match_expressions: vec![],
-            },
-            min_available: Some(IntOrPercent::Int(1)),
-            max_unavailable: None,
-        },
-    )));
+    h.send(EventKind::PodDisruptionBudgetApplied(Box::new(pdb_of_app(
+        "db",
+        Some(1),
+        None,
+    ))));
     h.delete_pod("default", "big");
     h.run_until(h.now_ms + 30 * MIN);
     assert_eq!(

@@ -1,25 +1,15 @@
 //! The termination flow: cordon, evict in tiers through the Eviction API (PodDisruptionBudgets
 //! apply, refusals are retried), do-not-disrupt and terminationGracePeriod, then terminate.
 
-use nodewright_core::model::affinity::LabelSelector;
 use nodewright_core::model::duration::MaybeNever;
 use nodewright_core::model::labels;
-use nodewright_core::model::nodepool::NodePool;
 use nodewright_core::model::pdb::{IntOrPercent, PodDisruptionBudget};
 use nodewright_core::model::pod::{Pod, PodKey};
 use nodewright_core::{Command, EventKind};
-use nodewright_testkit::harness::{CoreHarness, replicated};
+use nodewright_testkit::harness::{CoreHarness, expiring_pool, pdb_of_app, replicated};
 
 const GIB: i64 = 1 << 30;
 const MIN: u64 = 60_000;
-
-fn pool(grace_ms: Option<u64>) -> NodePool {
-    let mut p = NodePool::new("default", "default");
-    p.expire_after = MaybeNever::After(30 * MIN);
-    p.consolidate_after = MaybeNever::Never;
-    p.termination_grace_period_ms = grace_ms;
-    p
-}
 
 /// A Deployment's web pod: evicted at expiry as in Karpenter (a Job's would be left to finish,
 /// `expirationWaitsForJobs`).
@@ -51,22 +41,13 @@ fn terminated(h: &CoreHarness) -> bool {
 }
 
 fn pdb_max_unavailable_1() -> PodDisruptionBudget {
-    PodDisruptionBudget {
-        namespace: "default".into(),
-        name: "web".into(),
-        selector: LabelSelector {
-            match_labels: [("app".to_string(), "web".to_string())].into(),
-            match_expressions: vec![],
-        },
-        min_available: None,
-        max_unavailable: Some(IntOrPercent::Int(1)),
-    }
+    pdb_of_app("web", None, Some(1))
 }
 
 #[test]
 fn a_pdb_with_max_unavailable_1_never_has_two_pods_evicted_at_once() {
     let mut h = CoreHarness::new();
-    h.nodepool(pool(None));
+    h.nodepool(expiring_pool(None));
     h.send(EventKind::PodDisruptionBudgetApplied(Box::new(
         pdb_max_unavailable_1(),
     )));
@@ -100,7 +81,7 @@ fn a_pdb_with_max_unavailable_1_never_has_two_pods_evicted_at_once() {
 #[test]
 fn a_refused_eviction_is_retried_not_forced() {
     let mut h = CoreHarness::new();
-    h.nodepool(pool(None));
+    h.nodepool(expiring_pool(None));
     machine(&mut h, vec![web("w1")]);
     h.run_until(31 * MIN);
     assert_eq!(evictions(&h).len(), 1);
@@ -119,7 +100,7 @@ fn a_refused_eviction_is_retried_not_forced() {
 #[test]
 fn a_do_not_disrupt_pod_keeps_its_node_until_termination_grace_period() {
     let mut h = CoreHarness::new();
-    h.nodepool(pool(Some(60 * MIN)));
+    h.nodepool(expiring_pool(Some(60 * MIN)));
     let mut keeper = web("keeper");
     keeper
         .annotations
@@ -155,7 +136,7 @@ fn a_do_not_disrupt_pod_keeps_its_node_until_termination_grace_period() {
 #[test]
 fn termination_grace_period_overrides_a_blocking_pdb() {
     let mut h = CoreHarness::new();
-    h.nodepool(pool(Some(10 * MIN)));
+    h.nodepool(expiring_pool(Some(10 * MIN)));
     let mut pdb = pdb_max_unavailable_1();
     pdb.max_unavailable = Some(IntOrPercent::Int(0));
     h.send(EventKind::PodDisruptionBudgetApplied(Box::new(pdb)));
@@ -171,7 +152,7 @@ fn termination_grace_period_overrides_a_blocking_pdb() {
 #[test]
 fn critical_pods_leave_after_the_others() {
     let mut h = CoreHarness::new();
-    h.nodepool(pool(None));
+    h.nodepool(expiring_pool(None));
     let mut critical = web("critical");
     critical.labels.clear();
     critical.priority = 2_000_000_000;
@@ -195,7 +176,7 @@ fn critical_pods_leave_after_the_others() {
 #[test]
 fn an_empty_node_is_terminated_without_a_drain() {
     let mut h = CoreHarness::new();
-    let mut p = pool(None);
+    let mut p = expiring_pool(None);
     p.consolidate_after = MaybeNever::After(0);
     h.nodepool(p);
     machine(&mut h, vec![web("w1")]);
@@ -213,7 +194,7 @@ fn an_empty_node_is_terminated_without_a_drain() {
 #[test]
 fn the_simulator_flags_a_voluntary_eviction_of_a_do_not_disrupt_pod() {
     let mut h = CoreHarness::new();
-    h.nodepool(pool(None));
+    h.nodepool(expiring_pool(None));
     let mut keeper = web("keeper");
     keeper
         .annotations
@@ -243,7 +224,7 @@ fn the_simulator_flags_a_voluntary_eviction_of_a_do_not_disrupt_pod() {
 fn the_drain_goes_in_karpenters_four_tiers() {
     use nodewright_core::model::pod::OwnerRef;
     let mut h = CoreHarness::new();
-    h.nodepool(pool(None));
+    h.nodepool(expiring_pool(None));
     let daemon = |name: &str, priority: i32| {
         let mut p = Pod::new("kube-system", name, 100, GIB / 8);
         p.owner = Some(OwnerRef {
@@ -290,7 +271,7 @@ fn the_drain_goes_in_karpenters_four_tiers() {
 #[test]
 fn a_do_not_disrupt_duration_holds_the_drain_only_until_it_runs_out() {
     let mut h = CoreHarness::new();
-    h.nodepool(pool(None));
+    h.nodepool(expiring_pool(None));
     let mut keeper = web("keeper");
     keeper.labels.clear();
     keeper
@@ -312,7 +293,7 @@ fn a_do_not_disrupt_duration_holds_the_drain_only_until_it_runs_out() {
 #[test]
 fn a_refused_eviction_under_a_budget_is_asked_again_not_counted_as_leaving() {
     let mut h = CoreHarness::new();
-    h.nodepool(pool(None));
+    h.nodepool(expiring_pool(None));
     h.send(EventKind::PodDisruptionBudgetApplied(Box::new(
         pdb_max_unavailable_1(),
     )));
@@ -343,7 +324,7 @@ fn pods_that_tolerate_the_disrupted_taint_are_not_drained() {
     use nodewright_core::model::pod::OwnerRef;
     use nodewright_core::model::taints::{Toleration, TolerationOperator};
     let mut h = CoreHarness::new();
-    h.nodepool(pool(None));
+    h.nodepool(expiring_pool(None));
     let mut plain = web("plain");
     plain.labels.clear();
     let node = machine(&mut h, vec![plain]);

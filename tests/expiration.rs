@@ -7,28 +7,18 @@
 use std::path::Path;
 
 use nodewright_adapters::eventlog::{LogHeader, LogRecord, MemoryStore};
-use nodewright_core::model::affinity::LabelSelector;
 use nodewright_core::model::duration::MaybeNever;
 use nodewright_core::model::nodeclaim::TerminationReason;
-use nodewright_core::model::nodepool::{BudgetNodes, DisruptionBudget, NodePool};
-use nodewright_core::model::pdb::{IntOrPercent, PodDisruptionBudget};
+use nodewright_core::model::nodepool::{BudgetNodes, DisruptionBudget};
 use nodewright_core::model::pod::{OwnerRef, Pod};
 use nodewright_core::{Command, Config, EventKind};
-use nodewright_testkit::harness::{CoreHarness, replicated};
+use nodewright_testkit::harness::{CoreHarness, expiring_pool, pdb_of_app, replicated};
 use nodewright_testkit::scenario::load_file;
 use nodewright_testkit::{Report, sim};
 
 const GIB: i64 = 1 << 30;
 const MIN: u64 = 60_000;
 const HOUR: u64 = 60 * MIN;
-
-fn pool(grace_ms: Option<u64>) -> NodePool {
-    let mut p = NodePool::new("default", "default");
-    p.expire_after = MaybeNever::After(30 * MIN);
-    p.consolidate_after = MaybeNever::Never;
-    p.termination_grace_period_ms = grace_ms;
-    p
-}
 
 fn job_pod(name: &str) -> Pod {
     let mut p = Pod::new("default", name, 1_000, GIB);
@@ -59,7 +49,7 @@ fn terminated(h: &CoreHarness) -> Vec<(u64, TerminationReason, String)> {
 #[test]
 fn an_expired_machine_evicts_its_web_pod_and_leaves_its_jobs_pod_to_finish() {
     let mut h = CoreHarness::new();
-    h.nodepool(pool(None));
+    h.nodepool(expiring_pool(None));
     h.running_machine(vec![
         job_pod("train"),
         replicated(Pod::new("default", "web", 500, GIB / 2)),
@@ -95,21 +85,14 @@ fn an_expired_machine_evicts_its_web_pod_and_leaves_its_jobs_pod_to_finish() {
 #[test]
 fn a_pod_held_by_its_budget_beside_a_jobs_pod_is_evicted_when_the_budget_goes() {
     let mut h = CoreHarness::new();
-    h.nodepool(pool(None));
+    h.nodepool(expiring_pool(None));
     let mut web = replicated(Pod::new("default", "web", 500, GIB / 2));
     web.labels.insert("app".into(), "web".into());
-    h.send(EventKind::PodDisruptionBudgetApplied(Box::new(
-        PodDisruptionBudget {
-            namespace: "default".into(),
-            name: "web".into(),
-            selector: LabelSelector {
-                match_labels: [("app".to_string(), "web".to_string())].into(),
-                match_expressions: vec![],
-            },
-            min_available: Some(IntOrPercent::Int(1)),
-            max_unavailable: None,
-        },
-    )));
+    h.send(EventKind::PodDisruptionBudgetApplied(Box::new(pdb_of_app(
+        "web",
+        Some(1),
+        None,
+    ))));
     h.running_machine(vec![job_pod("train"), web]);
     h.run_until(40 * MIN);
     assert!(
@@ -134,7 +117,7 @@ fn a_pod_held_by_its_budget_beside_a_jobs_pod_is_evicted_when_the_budget_goes() 
 #[test]
 fn a_protection_that_runs_out_beside_a_jobs_pod_lets_the_drain_go_on() {
     let mut h = CoreHarness::new();
-    h.nodepool(pool(None));
+    h.nodepool(expiring_pool(None));
     let mut web = replicated(Pod::new("default", "web", 500, GIB / 2));
     web.annotations
         .insert("karpenter.sh/do-not-disrupt".into(), "45m".into());
@@ -148,7 +131,7 @@ fn a_protection_that_runs_out_beside_a_jobs_pod_lets_the_drain_go_on() {
 #[test]
 fn termination_grace_period_bounds_the_wait() {
     let mut h = CoreHarness::new();
-    h.nodepool(pool(Some(10 * MIN)));
+    h.nodepool(expiring_pool(Some(10 * MIN)));
     h.running_machine(vec![job_pod("train")]);
     h.run_until(35 * MIN);
     assert!(evicted(&h).is_empty(), "left to finish");
@@ -162,7 +145,7 @@ fn with_the_setting_off_the_jobs_pod_is_evicted_as_in_karpenter() {
         expiration_waits_for_jobs: false,
         ..Config::default()
     });
-    h.nodepool(pool(None));
+    h.nodepool(expiring_pool(None));
     h.running_machine(vec![job_pod("train")]);
     h.run_until(31 * MIN);
     assert_eq!(evicted(&h), vec![("train".to_string(), false)]);
@@ -181,7 +164,7 @@ fn a_machine_that_only_waits_for_its_jobs_leaves_the_budget_to_the_others() {
             expiration_waits_for_jobs: waits,
             ..Config::default()
         });
-        let mut p = pool(None);
+        let mut p = expiring_pool(None);
         p.expire_after = MaybeNever::After(HOUR);
         p.consolidate_after = MaybeNever::After(MIN);
         p.budgets = vec![DisruptionBudget {

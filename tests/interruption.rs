@@ -4,16 +4,14 @@
 
 use nodewright_core::catalog::CapacityType;
 use nodewright_core::interruption::Interruption;
-use nodewright_core::model::affinity::LabelSelector;
 use nodewright_core::model::duration::MaybeNever;
 use nodewright_core::model::labels;
 use nodewright_core::model::nodeclaim::{Instance, NodeClaimSpec, TerminationReason};
 use nodewright_core::model::nodepool::NodePool;
-use nodewright_core::model::pdb::{IntOrPercent, PodDisruptionBudget};
 use nodewright_core::model::pod::Pod;
 use nodewright_core::model::requirements::{Operator, RequirementSpec};
 use nodewright_core::{Command, EventKind};
-use nodewright_testkit::harness::CoreHarness;
+use nodewright_testkit::harness::{CoreHarness, pdb_of_app};
 
 const GIB: i64 = 1 << 30;
 
@@ -119,18 +117,11 @@ fn the_drain_is_forced_when_the_spot_notice_runs_out() {
     let mut h = CoreHarness::new();
     let (_, instance, _) = spot_machine(&mut h);
     // A budget that allows no eviction would hold the drain for good.
-    h.send(EventKind::PodDisruptionBudgetApplied(Box::new(
-        PodDisruptionBudget {
-            namespace: "default".into(),
-            name: "web".into(),
-            selector: LabelSelector {
-                match_labels: [("app".to_string(), "web".to_string())].into(),
-                match_expressions: vec![],
-            },
-            min_available: Some(IntOrPercent::Int(2)),
-            max_unavailable: None,
-        },
-    )));
+    h.send(EventKind::PodDisruptionBudgetApplied(Box::new(pdb_of_app(
+        "web",
+        Some(2),
+        None,
+    ))));
     let deadline = h.now_ms + 120_000;
     let out = interrupt(
         &mut h,
@@ -443,18 +434,11 @@ fn a_spot_warning_for_a_machine_already_draining_marks_its_offering_and_hastens_
     let mut pool = spot_pool();
     pool.expire_after = MaybeNever::After(10 * 60_000);
     h.nodepool(pool);
-    h.send(EventKind::PodDisruptionBudgetApplied(Box::new(
-        PodDisruptionBudget {
-            namespace: "default".into(),
-            name: "web".into(),
-            selector: LabelSelector {
-                match_labels: [("app".to_string(), "web".to_string())].into(),
-                match_expressions: vec![],
-            },
-            min_available: Some(IntOrPercent::Int(2)),
-            max_unavailable: None,
-        },
-    )));
+    h.send(EventKind::PodDisruptionBudgetApplied(Box::new(pdb_of_app(
+        "web",
+        Some(2),
+        None,
+    ))));
     let (_, instance, _) = h.running_machine(vec![web("w1"), web("w2")]);
     // Expired: draining, held by the budget.
     h.advance(11 * 60_000);

@@ -365,16 +365,8 @@ async fn an_expired_node_leaves_its_unowned_pod_to_finish() {
     let (client, c) = (world.client.clone(), &world.aws);
     let controller = world.controller().await;
 
+    let node = running_pod(&client, "train-0").await;
     let pods_api: Api<Pod> = Api::namespaced(client.clone(), "default");
-    pods_api
-        .create(&PostParams::default(), &pause_pod("train-0", "500m", "1Gi"))
-        .await
-        .expect("a pod");
-    let node = eventually("train-0 runs", || async {
-        let pod = pods_api.get("train-0").await.map_err(|e| e.to_string())?;
-        running_on(&pod).ok_or_else(|| format!("{:?}", pod.status))
-    })
-    .await;
     let instance = live_instances(c).await;
     assert_eq!(instance.len(), 1);
     let instance_id = instance[0].instance_id.clone();

@@ -2,11 +2,14 @@
 //! pods, and time. It speaks the event contract only, as the driver does.
 
 use nodewright_core::catalog::{self, CapacityType, Catalog};
+use nodewright_core::model::affinity::LabelSelector;
+use nodewright_core::model::duration::MaybeNever;
 use nodewright_core::model::labels;
 use nodewright_core::model::node::Node;
 use nodewright_core::model::nodeclaim::{Instance, NodeClaimSpec, OfferingKey, TerminationReason};
 use nodewright_core::model::nodeclass::NodeClass;
 use nodewright_core::model::nodepool::NodePool;
+use nodewright_core::model::pdb::{IntOrPercent, PodDisruptionBudget};
 use nodewright_core::model::pod::{OwnerRef, Pod, PodKey};
 use nodewright_core::{Command, Config, Core, Event, EventKind};
 
@@ -37,6 +40,34 @@ pub fn replicated(mut pod: Pod) -> Pod {
         name: "web".to_string(),
     });
     pod
+}
+
+/// A PodDisruptionBudget named `app` in `default` over the pods labelled `app: <app>`.
+pub fn pdb_of_app(
+    app: &str,
+    min_available: Option<i64>,
+    max_unavailable: Option<i64>,
+) -> PodDisruptionBudget {
+    PodDisruptionBudget {
+        namespace: "default".into(),
+        name: app.into(),
+        selector: LabelSelector {
+            match_labels: [("app".to_string(), app.to_string())].into(),
+            match_expressions: vec![],
+        },
+        min_available: min_available.map(IntOrPercent::Int),
+        max_unavailable: max_unavailable.map(IntOrPercent::Int),
+    }
+}
+
+/// NodePool `default` whose machines expire after 30 minutes and are never consolidated,
+/// with `terminationGracePeriod` `grace_ms`: for the termination flow.
+pub fn expiring_pool(grace_ms: Option<u64>) -> NodePool {
+    let mut p = NodePool::new("default", "default");
+    p.expire_after = MaybeNever::After(30 * 60_000);
+    p.consolidate_after = MaybeNever::Never;
+    p.termination_grace_period_ms = grace_ms;
+    p
 }
 
 /// The commands a fresh core with the default configuration gives for each event, in order.
