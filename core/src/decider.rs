@@ -136,7 +136,8 @@ impl Core {
     ///    terminator, warnings).
     /// 9: the configuration's `separate_when_cheaper`.
     /// 10: what drifted on a machine replaced for drift (`DriftCause`).
-    /// 11: the configuration's `expiration_waits_for_jobs`.
+    /// 11: the configuration's `expiration_waits_for_jobs`, and whether a drain waits only for
+    ///     pods left to finish.
     pub const STATE_LAYOUT: u32 = 11;
 
     /// A core that knows nothing yet, deciding under `config`: the first events tell it the
