@@ -44,6 +44,8 @@ impl Core {
                 nominated.insert(target.clone());
             }
         }
+        // Read once for the pass: what the pass terminates is empty, drifted or
+        // underutilized, never expired, so no drain it starts leaves pods to finish.
         let leaving_to_finish = self.drains_leaving_pods_to_finish();
         let mut next = Wake::default();
         let mut pools: Vec<String> = self
@@ -84,7 +86,7 @@ impl Core {
             next.offer_some(pool_next);
         }
         if !acted && self.disruptor.pending_consolidation.is_none() {
-            acted = self.drift(commands);
+            acted = self.drift(commands, &leaving_to_finish);
         }
         if let Some(at) = self.disruptor.drift_wake_ms {
             // Already due but not looked at (another method acted): the next pass will, when
@@ -97,7 +99,7 @@ impl Core {
             next.offer_some(at);
         }
         if !acted {
-            let (at, _) = self.consolidate(commands, &nominated);
+            let (at, _) = self.consolidate(commands, &nominated, &leaving_to_finish);
             next.offer_some(at);
         }
         next.ms()
@@ -110,6 +112,7 @@ impl Core {
         &mut self,
         commands: &mut Vec<Command>,
         nominated: &BTreeSet<String>,
+        leaving_to_finish: &BTreeSet<String>,
     ) -> (Option<u64>, bool) {
         self.refresh_pool_shapes();
         let now = self.now_ms;
@@ -124,7 +127,7 @@ impl Core {
                 &self.state,
                 &self.caches.pool_shapes,
                 &self.config,
-                &self.drains_leaving_pods_to_finish(),
+                leaving_to_finish,
                 &decision.nodeclaims,
                 now,
             ) && again.replacement.is_some() == decision.replacement.is_some()
@@ -158,7 +161,7 @@ impl Core {
             &self.caches.pool_shapes,
             &self.config,
             nominated,
-            &self.drains_leaving_pods_to_finish(),
+            leaving_to_finish,
             now,
         );
         self.disruptor.last_consolidation_search = Some((self.epoch, now));
@@ -301,7 +304,7 @@ impl Core {
 
     /// Drift: the first drifted machine the `Drifted` budget allows is replaced (or removed if
     /// its pods fit elsewhere). Returns whether it acted.
-    fn drift(&mut self, commands: &mut Vec<Command>) -> bool {
+    fn drift(&mut self, commands: &mut Vec<Command>, leaving_to_finish: &BTreeSet<String>) -> bool {
         if !self.disruptor.replacements.is_empty() {
             return false;
         }
@@ -331,12 +334,18 @@ impl Core {
             return false;
         }
         let mut wake = Wake::default();
-        let acted = self.drift_search(now, &mut wake, commands);
+        let acted = self.drift_search(now, &mut wake, leaving_to_finish, commands);
         self.disruptor.drift_wake_ms = wake.ms();
         acted
     }
 
-    fn drift_search(&mut self, now: u64, wake: &mut Wake, commands: &mut Vec<Command>) -> bool {
+    fn drift_search(
+        &mut self,
+        now: u64,
+        wake: &mut Wake,
+        leaving_to_finish: &BTreeSet<String>,
+        commands: &mut Vec<Command>,
+    ) -> bool {
         self.refresh_pool_shapes();
         let exhausted: Vec<crate::model::pdb::PodDisruptionBudget> =
             self.state.exhausted_pdbs().into_iter().cloned().collect();
@@ -363,7 +372,7 @@ impl Core {
             let Ok((allowed, budget_text)) = crate::disruption::budget::allowed_disruptions(
                 &self.state,
                 &self.config,
-                &self.drains_leaving_pods_to_finish(),
+                leaving_to_finish,
                 pool,
                 crate::model::nodepool::DisruptionReason::Drifted,
                 now,
