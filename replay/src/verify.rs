@@ -107,6 +107,7 @@ pub fn verify_with_progress<S: std::io::Read>(
     let mut check = Checker::new(
         Replayer::new(header.clone()).joining_commands(),
         VecDeque::new(),
+        Digested::starting_the_log(true),
     );
     let mut shown = Shown::default();
     // The first divergence, with the events after it; `None` when the whole log replays.
@@ -127,8 +128,7 @@ pub fn verify_with_progress<S: std::io::Read>(
             &mut progress,
         );
     };
-    let mut digest = DecisionDigest::new();
-    check.digested.add_to(&mut digest);
+    let digest = check.digested.after(DecisionDigest::new());
     Ok(VerifyOutcome::of(
         header,
         check.replay.events(),
@@ -188,7 +188,8 @@ impl Shown {
 }
 
 /// Every command of a check in order, as its encoding, for the decision digest: kept rather
-/// than hashed as it comes, so that the checks of a log's parts hash in the log's order.
+/// than hashed as it comes, so that the checks of a log's later parts hash in the log's order
+/// ([`Digested::Kept`]).
 #[derive(Debug, Default)]
 pub(crate) struct CommandBytes {
     bytes: Vec<u8>,
@@ -203,18 +204,75 @@ impl CommandBytes {
         self.ends.extend(ends.iter().map(|end| base + end));
     }
 
+    /// Hashes every command, in order, into `digest`.
+    fn add_to(&self, digest: &mut DecisionDigest) {
+        add_each(digest, &self.bytes, &self.ends);
+    }
+}
+
+/// Hashes the commands encoded one after the other in `encoded` (`ends` where each ends) into
+/// `digest`, one by one.
+fn add_each(digest: &mut DecisionDigest, encoded: &[u8], ends: &[usize]) {
+    let mut from = 0;
+    for &end in ends {
+        digest.add_encoded(&encoded[from..end]);
+        from = end;
+    }
+}
+
+/// The recorded commands of a check, for the decision digest, in the log's order. A check that
+/// starts at the log's start hashes them as they come; a check of a later part of the log
+/// keeps their encodings until the parts before it are hashed, and they are hashed after
+/// those ([`parallel`]). Hashing as they come keeps no copy of them: the launches' options
+/// make them tens of megabytes on a long log.
+#[derive(Debug)]
+pub(crate) enum Digested {
+    /// Hashed from the log's first command.
+    Hashed(DecisionDigest),
+    /// Kept, to be hashed after the commands before them.
+    Kept(CommandBytes),
+}
+
+impl Digested {
+    /// For a check that starts at the log's start (`true`), or later in it.
+    pub(crate) fn starting_the_log(starts: bool) -> Digested {
+        if starts {
+            Digested::Hashed(DecisionDigest::new())
+        } else {
+            Digested::Kept(CommandBytes::default())
+        }
+    }
+
+    /// Commands already encoded one after the other, `ends` where each ends.
+    fn push_encoded(&mut self, encoded: &[u8], ends: &[usize]) {
+        match self {
+            Digested::Hashed(digest) => add_each(digest, encoded, ends),
+            Digested::Kept(bytes) => bytes.push_encoded(encoded, ends),
+        }
+    }
+
     fn push_all(&mut self, commands: &[Command]) {
         let (mut encoded, mut ends) = (Vec::new(), Vec::new());
         encode_each(commands, &mut encoded, &mut ends);
         self.push_encoded(&encoded, &ends);
     }
 
-    /// Hashes every command, in order, into `digest`.
-    pub(crate) fn add_to(&self, digest: &mut DecisionDigest) {
-        let mut from = 0;
-        for &end in &self.ends {
-            digest.add_encoded(&self.bytes[from..end]);
-            from = end;
+    /// The digest of the commands before these (`before`) and these. A check that hashed from
+    /// the log's start has no commands before it: `before` is then empty and is not read.
+    pub(crate) fn after(self, mut before: DecisionDigest) -> DecisionDigest {
+        match self {
+            Digested::Hashed(digest) => {
+                debug_assert_eq!(
+                    before.commands(),
+                    0,
+                    "a check from the log's start has no commands before it"
+                );
+                digest
+            }
+            Digested::Kept(bytes) => {
+                bytes.add_to(&mut before);
+                before
+            }
         }
     }
 }
@@ -229,21 +287,26 @@ pub(crate) struct Checker {
     pub(crate) before: VecDeque<(u64, Event)>,
     open: Option<Vec<Command>>,
     pub(crate) snapshots: SnapshotCheck,
-    pub(crate) digested: CommandBytes,
+    pub(crate) digested: Digested,
     /// The replayed commands' encodings, one after the other, and where each ends.
     encoded: Vec<u8>,
     ends: Vec<usize>,
 }
 
 impl Checker {
-    /// A check over `replay`, with the events that came before (for a divergence's context).
-    pub(crate) fn new(replay: Replayer, before: VecDeque<(u64, Event)>) -> Checker {
+    /// A check over `replay`, with the events that came before (for a divergence's context);
+    /// its commands digested as `digested` keeps them.
+    pub(crate) fn new(
+        replay: Replayer,
+        before: VecDeque<(u64, Event)>,
+        digested: Digested,
+    ) -> Checker {
         Checker {
             replay,
             before,
             open: None,
             snapshots: SnapshotCheck::default(),
-            digested: CommandBytes::default(),
+            digested,
             encoded: Vec::new(),
             ends: Vec::new(),
         }

@@ -14,7 +14,7 @@
 //!   replayed core), or one that does not restore — the log is checked again from the start,
 //!   in one piece.
 
-use std::collections::VecDeque;
+use std::collections::{BTreeMap, VecDeque};
 use std::path::Path;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Mutex, mpsc};
@@ -26,8 +26,8 @@ use nodewright_adapters::eventlog::{
 use nodewright_core::{Event, EventKind};
 
 use super::{
-    CONTEXT, Checker, Divergence, Progress, ReplayError, Shown, SnapshotCheck, VerifyOutcome,
-    verify_with_progress,
+    CONTEXT, Checker, Digested, Divergence, Progress, ReplayError, Shown, SnapshotCheck,
+    VerifyOutcome, verify_with_progress,
 };
 use crate::replayer::Replayer;
 
@@ -67,9 +67,16 @@ enum PartEnd {
     Unread,
 }
 
-/// What the check of one part found.
+/// What the check of one part found: what the join reads of it (its core is dropped when the
+/// part is checked, not held until every part is).
 struct Found {
-    check: Checker,
+    /// For a cut log's first part: the index of the log's first event in the log it was cut
+    /// from.
+    started_at: Option<u64>,
+    /// The events replayed when the part's check ended (counted from the log's start).
+    events: u64,
+    snapshots: SnapshotCheck,
+    digested: Digested,
     /// The first divergence, its `after` filled from the rest of the part.
     divergence: Option<Divergence>,
     /// Whether the one check from the start would read on into the next part exactly as the
@@ -109,7 +116,7 @@ pub(crate) fn verify_file_in_parts(
     let (send, receive) = mpsc::sync_channel::<Part>(0);
     let receive = Mutex::new(Some(receive));
     let live = AtomicUsize::new(jobs);
-    let found: Mutex<Vec<(usize, Outcome)>> = Mutex::new(Vec::new());
+    let joiner: Mutex<Joiner> = Mutex::new(Joiner::default());
     // The first part (in the log's order) known to end the check; parts after it are skipped.
     let ended_at = AtomicUsize::new(usize::MAX);
     let read = std::thread::scope(|scope| {
@@ -136,17 +143,16 @@ pub(crate) fn verify_file_in_parts(
                     if ends_check(&outcome) {
                         ended_at.fetch_min(index, Ordering::SeqCst);
                     }
-                    if let Ok(mut found) = found.lock() {
-                        found.push((index, outcome));
+                    if let Ok(mut joiner) = joiner.lock() {
+                        joiner.take(index, outcome);
                     }
                 }
             });
         }
         read_parts(&mut reader, send, bytes_total, &mut progress, &ended_at)
     });
-    let mut found = found.into_inner().unwrap_or_default();
-    found.sort_by_key(|(index, _)| *index);
-    match join(path, header, found, read)? {
+    let joiner = joiner.into_inner().unwrap_or_default();
+    match joiner.outcome(path, header, read)? {
         Some(outcome) => Ok(outcome),
         None => in_one_piece(&mut progress),
     }
@@ -260,7 +266,9 @@ fn read_parts<S: std::io::Read>(
                 index: part.index + 1,
                 start,
                 before,
-                records: Vec::new(),
+                // The parts between snapshots are alike: room for as many records as this
+                // one held, instead of growing to it by doubling.
+                records: Vec::with_capacity(part.records.len()),
                 end: PartEnd::Unread,
             };
             part.end = PartEnd::Snapshot;
@@ -319,6 +327,7 @@ fn event_of(record: &ReadRecord) -> Option<Result<Event, String>> {
 
 /// Checks one part from its start.
 fn check_part(header: &LogHeader, path: &Path, part: Part) -> Outcome {
+    let digested = Digested::starting_the_log(matches!(part.start, Start::Beginning));
     let replay = match part.start {
         Start::Beginning => Replayer::new(header.clone()),
         Start::Snapshot {
@@ -330,7 +339,7 @@ fn check_part(header: &LogHeader, path: &Path, part: Part) -> Outcome {
             Err(e) => return Outcome::Failed(e),
         },
     };
-    let mut check = Checker::new(replay.joining_commands(), part.before);
+    let mut check = Checker::new(replay.joining_commands(), part.before, digested);
     let mut records = part.records.into_iter();
     let mut divergence = None;
     for entry in records.by_ref() {
@@ -377,79 +386,147 @@ fn check_part(header: &LogHeader, path: &Path, part: Part) -> Outcome {
     // from it, goes on as one check from the start would.
     let hands_on = part.end != PartEnd::Snapshot || check.snapshots.first_divergence.is_none();
     Outcome::Found(Box::new(Found {
-        check,
+        started_at: check.replay.started_at(),
+        events: check.replay.events(),
+        snapshots: check.snapshots,
+        digested: check.digested,
         divergence,
         hands_on,
     }))
 }
 
-/// Joins the parts' findings in order into the outcome of one check from the start; `None`
-/// when they cannot say it (a snapshot differs from the replayed core, or one does not
-/// restore): the log is then checked from the start in one piece.
-fn join(
-    path: &Path,
-    header: LogHeader,
-    found: Vec<(usize, Outcome)>,
-    read: Read,
-) -> Result<Option<VerifyOutcome>, ReplayError> {
-    let mut digest = DecisionDigest::new();
-    let mut snapshots = SnapshotCheck::default();
-    let mut started_at = None;
-    let mut events_replayed = 0;
-    let mut divergence = None;
-    for (expected, (index, outcome)) in found.into_iter().enumerate() {
-        if index != expected {
-            // A part never checked: the reading stopped before it (a damaged record), or it
-            // was skipped after the part that ended the check.
-            break;
+/// The parts' findings joined in the log's order, as they come, into the outcome of one check
+/// from the start. A part is joined as soon as every part before it is: its commands are
+/// hashed after theirs and its kept encodings let go, so a log's commands are never all held
+/// at once.
+#[derive(Default)]
+struct Joiner {
+    /// The next part to join.
+    next: usize,
+    /// Parts checked before a part before them.
+    waiting: BTreeMap<usize, Outcome>,
+    digest: DecisionDigest,
+    snapshots: SnapshotCheck,
+    started_at: Option<u64>,
+    events_replayed: u64,
+    divergence: Option<Divergence>,
+    /// Set when a part ended the join: the parts after it are not joined.
+    ended: Option<JoinEnd>,
+}
+
+/// Why the join ended before the parts did.
+enum JoinEnd {
+    /// A part diverged, or was skipped after the part that ended the check: the outcome is
+    /// what was joined.
+    Stopped,
+    /// A snapshot differs from the replayed core, or one does not restore: the parts cannot
+    /// say what one check from the start says.
+    CheckInOnePiece,
+    /// A part's records did not decode.
+    Failed(ReplayError),
+}
+
+impl Joiner {
+    /// The outcome of part `index`; joined now if every part before it is.
+    fn take(&mut self, index: usize, outcome: Outcome) {
+        if self.ended.is_some() {
+            return;
         }
+        self.waiting.insert(index, outcome);
+        while self.ended.is_none() {
+            let Some(outcome) = self.waiting.remove(&self.next) else {
+                break;
+            };
+            self.join_next(outcome);
+            self.next += 1;
+        }
+        if self.ended.is_some() {
+            self.waiting.clear();
+        }
+    }
+
+    /// Joins the outcome of part `self.next`, the one after those joined.
+    fn join_next(&mut self, outcome: Outcome) {
         let found = match outcome {
             Outcome::Found(found) => found,
-            Outcome::Failed(ReplayError::StartingSnapshot { .. }) => return Ok(None),
-            Outcome::Failed(e) => return Err(e),
-            Outcome::Skipped => break,
+            Outcome::Failed(ReplayError::StartingSnapshot { .. }) => {
+                self.ended = Some(JoinEnd::CheckInOnePiece);
+                return;
+            }
+            Outcome::Failed(e) => {
+                self.ended = Some(JoinEnd::Failed(e));
+                return;
+            }
+            Outcome::Skipped => {
+                self.ended = Some(JoinEnd::Stopped);
+                return;
+            }
         };
         let Found {
-            check,
-            divergence: diverged,
+            started_at,
+            events,
+            snapshots,
+            digested,
+            divergence,
             hands_on,
         } = *found;
-        if index == 0 {
-            started_at = check.replay.started_at();
+        if self.next == 0 {
+            self.started_at = started_at;
         }
-        check.digested.add_to(&mut digest);
-        snapshots.checked += check.snapshots.checked;
-        snapshots.first_divergence = snapshots
+        self.digest = digested.after(std::mem::take(&mut self.digest));
+        self.snapshots.checked += snapshots.checked;
+        self.snapshots.first_divergence = self
+            .snapshots
             .first_divergence
-            .or(check.snapshots.first_divergence);
-        events_replayed = check.replay.events();
+            .or(snapshots.first_divergence);
+        self.events_replayed = events;
         if !hands_on {
-            return Ok(None);
+            self.ended = Some(JoinEnd::CheckInOnePiece);
+        } else if divergence.is_some() {
+            self.divergence = divergence;
+            self.ended = Some(JoinEnd::Stopped);
         }
-        if let Some(mut d) = diverged {
-            // Its context runs on past its part: read from the log (the parts after it were
-            // not checked).
-            if d.after.len() < CONTEXT {
-                let last = d.after.last().map_or(d.event_index, |(i, _)| *i);
-                d.after
-                    .extend(events_after(path, last, CONTEXT - d.after.len()));
+    }
+
+    /// The outcome of one check from the start, from the parts joined (a part never checked
+    /// ends them: the reading stopped before it, at a damaged record); `None` when they cannot
+    /// say it, and the log is checked from the start in one piece. `read` is how the reading
+    /// ended.
+    fn outcome(
+        self,
+        path: &Path,
+        header: LogHeader,
+        read: Read,
+    ) -> Result<Option<VerifyOutcome>, ReplayError> {
+        match self.ended {
+            Some(JoinEnd::CheckInOnePiece) => return Ok(None),
+            Some(JoinEnd::Failed(e)) => return Err(e),
+            Some(JoinEnd::Stopped) | None => {}
+        }
+        let mut divergence = self.divergence;
+        match divergence.as_mut() {
+            Some(d) => {
+                // Its context runs on past its part: read from the log (the parts after it
+                // were not checked).
+                if d.after.len() < CONTEXT {
+                    let last = d.after.last().map_or(d.event_index, |(i, _)| *i);
+                    d.after
+                        .extend(events_after(path, last, CONTEXT - d.after.len()));
+                }
             }
-            divergence = Some(d);
-            break;
+            // No divergence in the parts checked: a record that did not read is the log's
+            // error.
+            None => read?,
         }
+        Ok(Some(VerifyOutcome::of(
+            header,
+            self.events_replayed,
+            self.started_at,
+            &self.digest,
+            divergence,
+            self.snapshots,
+        )))
     }
-    if divergence.is_none() {
-        // No divergence in the parts checked: a record that did not read is the log's error.
-        read?;
-    }
-    Ok(Some(VerifyOutcome::of(
-        header,
-        events_replayed,
-        started_at,
-        &digest,
-        divergence,
-        snapshots,
-    )))
 }
 
 /// Up to `wanted` events of the log at `path` after the one of index `last`, with their
@@ -477,4 +554,70 @@ fn events_after(path: &Path, last: u64, wanted: usize) -> Vec<(u64, Event)> {
         }
     }
     after
+}
+
+#[cfg(test)]
+mod tests {
+    use nodewright_core::Command;
+    use nodewright_core::config::Config;
+    use nodewright_core::model::nodeclaim::TerminationReason;
+
+    use super::*;
+
+    fn terminate(i: usize) -> Command {
+        Command::TerminateNodeClaim {
+            nodeclaim: format!("default-{i}"),
+            node: None,
+            instance_id: None,
+            reason: TerminationReason::Empty,
+            detail: "ran no workload pod".to_string(),
+        }
+    }
+
+    /// Part `index` of three parts of two commands each, checked to its end.
+    fn part(index: usize) -> Outcome {
+        let mut digested = Digested::starting_the_log(index == 0);
+        digested.push_all(&[terminate(2 * index), terminate(2 * index + 1)]);
+        Outcome::Found(Box::new(Found {
+            started_at: None,
+            events: 10 * (index as u64 + 1),
+            snapshots: SnapshotCheck::default(),
+            digested,
+            divergence: None,
+            hands_on: true,
+        }))
+    }
+
+    fn joined(order: &[usize]) -> VerifyOutcome {
+        let mut joiner = Joiner::default();
+        for &index in order {
+            joiner.take(index, part(index));
+        }
+        let header = LogHeader::new(Config::default(), "test");
+        match joiner.outcome(Path::new("unused.nwlog"), header, Ok(())) {
+            Ok(Some(outcome)) => outcome,
+            other => panic!("the parts join: {:?}", other.map(|o| o.map(|o| o.events))),
+        }
+    }
+
+    #[test]
+    fn parts_checked_in_any_order_are_hashed_in_the_logs_order() {
+        let mut digest = DecisionDigest::new();
+        digest.add_all(&(0..6).map(terminate).collect::<Vec<_>>());
+        for order in [[0, 1, 2], [2, 1, 0], [1, 2, 0], [0, 2, 1]] {
+            let outcome = joined(&order);
+            assert_eq!(outcome.decision_digest, digest.hex(), "order {order:?}");
+            assert_eq!(outcome.commands, 6);
+            assert_eq!(outcome.events, 30, "the last part's count");
+        }
+    }
+
+    #[test]
+    fn a_part_missing_ends_the_join_before_it() {
+        let mut digest = DecisionDigest::new();
+        digest.add_all(&(0..2).map(terminate).collect::<Vec<_>>());
+        let outcome = joined(&[2, 0]);
+        assert_eq!(outcome.decision_digest, digest.hex());
+        assert_eq!(outcome.events, 10);
+    }
 }
