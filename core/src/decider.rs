@@ -1,7 +1,6 @@
 //! The decider: `handle(event) -> commands`, and `next_timer_ms()` — the core's one entry point.
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 
@@ -12,9 +11,7 @@ use crate::event::{Event, EventKind};
 use crate::lifecycle;
 use crate::model::labels;
 use crate::model::listing;
-use crate::model::nodeclaim::{
-    LaunchOption, LaunchReason, ListedInstance, NodeClaimSpec, TerminationReason,
-};
+use crate::model::nodeclaim::{LaunchReason, ListedInstance, NodeClaimSpec, TerminationReason};
 use crate::model::nodeclass::NodeOs;
 use crate::model::pod::{Pod, PodKey};
 use crate::model::requirements::RequirementSpec;
@@ -174,6 +171,7 @@ impl Core {
     /// every machine with may have changed too.
     fn pool_shapes_changed(&mut self) {
         self.caches.pool_shapes_stale = true;
+        self.caches.launch_memo.clear();
         self.caches.drift_inputs = None;
         self.caches.drift_found_none = false;
         self.caches.drift_clean.clear();

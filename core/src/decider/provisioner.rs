@@ -2,6 +2,7 @@
 //! static NodePools, and the NodeClaim a planned machine becomes.
 
 use super::*;
+use crate::provisioning::launch_memo::LaunchChoice;
 
 impl Core {
     pub(super) fn has_pending_pods(&self) -> bool {
@@ -249,18 +250,15 @@ impl Core {
         planned: &PlannedClaim,
     ) -> Option<(NodeClaimSpec, LaunchReason)> {
         let pool = self.state.nodepools.get(&planned.nodepool)?.clone();
-        let offerings = scheduler::launch_offerings(
+        let LaunchChoice {
+            options,
+            type_count,
+        } = self.caches.launch_memo.choose(
             &self.state,
             planned,
             self.now_ms,
             self.config.max_instance_types,
-        );
-        let prepared = self.state.catalog.as_deref()?;
-        let options: Arc<[LaunchOption]> = offerings.iter().map(|o| o.option(prepared)).collect();
-        let mut types: Vec<usize> = offerings.iter().map(|o| o.t).collect();
-        types.sort_unstable();
-        types.dedup();
-        let type_count = types.len();
+        )?;
         let cheapest = options.first()?.clone();
         let name = loop {
             let candidate = format!("{}-{}", pool.name, self.provisioner.names.suffix());

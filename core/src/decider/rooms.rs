@@ -123,6 +123,9 @@ pub(super) struct Caches {
     /// The last garbage collection found nothing, and neither the listing nor a NodeClaim
     /// changed since: the next finds nothing either before this time (`u64::MAX`: ever).
     pub(super) garbage_quiet_until_ms: Option<u64>,
+    /// Recent launches' options by what chose them; forgotten when the catalog or a NodePool
+    /// changes.
+    pub(super) launch_memo: crate::provisioning::launch_memo::LaunchMemo,
 }
 
 impl Caches {

@@ -3,6 +3,7 @@
 pub mod batcher;
 mod domain_pins;
 pub mod launch;
+pub mod launch_memo;
 pub mod overhead;
 pub mod pool_shape;
 pub mod profile;
