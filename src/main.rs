@@ -7,7 +7,9 @@ use std::process::ExitCode;
 
 use anyhow::{Context, Result};
 use clap::{Parser, Subcommand};
-use nodewright_adapters::eventlog::{EventStore, LogHeader, LogRecord, MemoryStore, RedbStore};
+use nodewright_adapters::eventlog::{
+    DiscardStore, EventStore, LogHeader, LogRecord, MemoryStore, RedbStore,
+};
 use nodewright_adapters::manifest::Manifest;
 use nodewright_core::Command;
 use nodewright_testkit::scenario::{self, Scenario};
@@ -562,13 +564,23 @@ struct Outputs<'a> {
 }
 
 impl Outputs<'_> {
-    /// Writes the log and the report asked for, prints the summary; the exit code.
+    /// Whether a run must keep its log: one is to be written.
+    fn keep_log(self) -> bool {
+        self.log.is_some() || self.store.is_some()
+    }
+
+    /// Writes the log and the report asked for, prints the summary; the exit code. `store` is
+    /// the run's log, kept when [`Outputs::keep_log`] says so.
     fn write(
         self,
         report: &nodewright_testkit::Report,
-        store: &MemoryStore<LogHeader, LogRecord>,
+        store: Option<&MemoryStore<LogHeader, LogRecord>>,
     ) -> Result<u8> {
+        let kept = |what: &str| {
+            store.ok_or_else(|| anyhow::anyhow!("the run kept no log to write as {what}"))
+        };
         if let Some(path) = self.log {
+            let store = kept("--log")?;
             let file =
                 File::create(path).with_context(|| format!("cannot create {}", path.display()))?;
             store
@@ -576,7 +588,7 @@ impl Outputs<'_> {
                 .with_context(|| format!("cannot write the event log {}", path.display()))?;
         }
         if let Some(path) = self.store {
-            write_store(store, path)
+            write_store(kept("--store")?, path)
                 .with_context(|| format!("cannot write the event store {}", path.display()))?;
         }
         if let Some(path) = self.report {
@@ -615,17 +627,27 @@ fn write_store(
 
 fn simulate(scenario: Scenario, outputs: Outputs) -> Result<u8> {
     let header = LogHeader::new(scenario.config.clone(), &scenario.name);
-    let store: MemoryStore<LogHeader, LogRecord> = MemoryStore::new(header);
     let tty = std::io::IsTerminal::is_terminal(&std::io::stderr());
     let options = nodewright_testkit::sim::RunOptions {
         progress: tty.then_some(show_progress as fn(u64, u64)),
         ..Default::default()
     };
-    let (report, store) = nodewright_testkit::sim::run_with(&scenario, store, options)?;
+    // A log nobody asked for is not kept: the driver numbers its records all the same, and the
+    // run decides and reports exactly as one that keeps it (it never restarts, so it never
+    // reads its log back).
+    let (report, store) = if outputs.keep_log() {
+        let store: MemoryStore<LogHeader, LogRecord> = MemoryStore::new(header);
+        let (report, store) = nodewright_testkit::sim::run_with(&scenario, store, options)?;
+        (report, Some(store))
+    } else {
+        let store = DiscardStore::new(header);
+        let (report, _) = nodewright_testkit::sim::run_with(&scenario, store, options)?;
+        (report, None)
+    };
     if tty {
         eprint!("\r{:60}\r", "");
     }
-    outputs.write(&report, &store)
+    outputs.write(&report, store.as_ref())
 }
 
 /// One run in the madsim harness under the seed's fault plan.
@@ -641,7 +663,7 @@ fn simulate_madsim(scenario: Scenario, outputs: Outputs) -> Result<u8> {
         "controller restarts: {}; interruption messages: {sent} sent, {received} received, {deleted} deleted",
         run.restarts
     );
-    outputs.write(&run.report, &run.log)
+    outputs.write(&run.report, Some(&run.log))
 }
 
 #[cfg(not(madsim))]

@@ -829,3 +829,27 @@ fn ephemeral_storage_requests_fit_the_volume_the_node_class_gives() {
         assert!(family.ends_with('d'), "a type with local NVMe: {machine}");
     }
 }
+
+/// A run that writes no log keeps none, and decides and reports exactly as one that does: the
+/// same summary, the same report (the tutorial and the mixed scenario, with its drains,
+/// interruptions and snapshots).
+#[test]
+fn a_simulation_without_a_log_reports_as_one_with_it() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    for scenario in ["seed-tutorial", "mixed"] {
+        let (with, without) = (tmp(&dir, "with.json"), tmp(&dir, "without.json"));
+        let log = tmp(&dir, "with.nwlog");
+        let logged = nodewright(&["simulate", scenario, "--log", s(&log), "--report", s(&with)]);
+        assert_eq!(logged.status.code(), Some(0), "{}", text(&logged));
+        let unlogged = nodewright(&["simulate", scenario, "--report", s(&without)]);
+        assert_eq!(unlogged.status.code(), Some(0), "{}", text(&unlogged));
+        assert_eq!(
+            text(&logged),
+            text(&unlogged),
+            "{scenario}: the printed summary"
+        );
+        let read = |p: &Path| std::fs::read_to_string(p).expect("report written");
+        assert_eq!(read(&with), read(&without), "{scenario}: the JSON report");
+        assert!(read(&without).contains("decision_digest"));
+    }
+}

@@ -230,6 +230,18 @@ pub enum LogError {
         len: u64,
     },
 
+    /// Records were asked of a store that keeps none ([`super::DiscardStore`]).
+    #[error(
+        "records {from}..{to} asked for, but this run kept no log; run it with `--log F.nwlog` \
+         (or `--store F.redb`) to keep one"
+    )]
+    NotKept {
+        /// Start of the range asked for (inclusive).
+        from: u64,
+        /// End of the range asked for (exclusive).
+        to: u64,
+    },
+
     /// redb reported an error.
     #[error("{}: could not {action} (a redb event store): {source}", .path.display())]
     Store {
@@ -364,9 +376,10 @@ impl LogError {
             | Self::StoreMetaCorrupt { path, .. }
             | Self::ReadOnlyStore { path }
             | Self::StoreRecordCorrupt { path, .. } => Some(path),
-            Self::Encode { .. } | Self::RecordTooLarge { .. } | Self::RangeOutOfBounds { .. } => {
-                None
-            }
+            Self::Encode { .. }
+            | Self::RecordTooLarge { .. }
+            | Self::RangeOutOfBounds { .. }
+            | Self::NotKept { .. } => None,
         }
     }
 

@@ -11,6 +11,8 @@
 //!   `log export` write and `replay` reads;
 //! - [`RedbStore`]: the controller's store, one redb file;
 //! - [`MemoryStore`]: the same contract in memory, for tests and the simulated world;
+//! - [`DiscardStore`]: the contract's numbering without the records, for a run whose log
+//!   nobody reads;
 //! - [`record`]: the header and record types nodewright itself stores ([`LogHeader`],
 //!   [`LogRecord`]); everything else here works for any serde types.
 //!
@@ -23,6 +25,7 @@
 //! file, the frame and the byte offset, and says what to do.
 
 mod digest;
+mod discard;
 mod encoded;
 mod error;
 pub mod frame;
@@ -34,6 +37,7 @@ mod redb_store;
 mod upgrade;
 
 pub use digest::DecisionDigest;
+pub use discard::DiscardStore;
 pub use encoded::{EncodedCommands, EncodedEvent, ReadRecord, encode_each};
 pub use error::LogError;
 pub use memory::MemoryStore;
