@@ -401,7 +401,7 @@ impl Core {
         if effects.changes_cluster {
             self.epoch += 1;
         }
-        if effects.changes_machines() {
+        if effects.changes_nodeclaims {
             self.caches.garbage_quiet_until_ms = None;
         }
         if effects.reshapes_pools {

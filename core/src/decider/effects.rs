@@ -15,26 +15,22 @@ pub(super) struct Effects {
     pub(super) wakes_every_drain: bool,
     /// A NodePool's shape (its instance types, rooms and DaemonSet overhead) may have changed.
     pub(super) reshapes_pools: bool,
-}
-
-impl Effects {
-    /// It may change what drift reads: a machine, a NodePool, an EC2NodeClass or the catalog —
-    /// an event that changes the cluster and is about more than one pod. (A pod event or a
-    /// tick does not, nor a listing: what it finds only ends machines.)
-    pub(super) fn changes_machines(&self) -> bool {
-        self.changes_cluster && self.wakes_every_drain
-    }
+    /// It may add or remove a NodeClaim, or give one its instance and launch time: what the
+    /// garbage collector compares with the cloud's listing. (A NodeClaim that starts to
+    /// terminate, while any event is handled, tells the collector itself; a launch decided adds
+    /// its NodeClaim the same way.)
+    pub(super) changes_nodeclaims: bool,
 }
 
 /// The effects of `kind`.
 pub(super) fn effects(kind: &EventKind) -> Effects {
-    let (changes_cluster, wakes_every_drain, reshapes_pools) = match kind {
-        EventKind::Tick => (false, false, false),
+    let (changes_cluster, wakes_every_drain, reshapes_pools, changes_nodeclaims) = match kind {
+        EventKind::Tick => (false, false, false, false),
         EventKind::InstancesListed { .. } | EventKind::InstancesRelisted { .. } => {
-            (false, true, false)
+            (false, true, false, false)
         }
         EventKind::PodApplied(_) | EventKind::PodBound { .. } | EventKind::PodDeleted { .. } => {
-            (true, false, false)
+            (true, false, false, false)
         }
         EventKind::CatalogUpdated(_)
         | EventKind::NodePoolApplied(_)
@@ -43,21 +39,22 @@ pub(super) fn effects(kind: &EventKind) -> Effects {
         | EventKind::NodeClassDeleted { .. }
         | EventKind::NodeClassResolved(_)
         | EventKind::DaemonSetApplied(_)
-        | EventKind::DaemonSetDeleted { .. } => (true, true, true),
+        | EventKind::DaemonSetDeleted { .. } => (true, true, true, false),
         EventKind::NodeApplied(_)
         | EventKind::NodeDeleted { .. }
-        | EventKind::LaunchSucceeded { .. }
-        | EventKind::LaunchFailed { .. }
-        | EventKind::NodeClaimTerminated { .. }
-        | EventKind::NodeClaimDeleted { .. }
         | EventKind::PodDisruptionBudgetApplied(_)
         | EventKind::PodDisruptionBudgetDeleted { .. }
         | EventKind::EvictionRefused { .. }
-        | EventKind::InterruptionReceived { .. } => (true, true, false),
+        | EventKind::InterruptionReceived { .. } => (true, true, false, false),
+        EventKind::LaunchSucceeded { .. }
+        | EventKind::LaunchFailed { .. }
+        | EventKind::NodeClaimTerminated { .. }
+        | EventKind::NodeClaimDeleted { .. } => (true, true, false, true),
     };
     Effects {
         changes_cluster,
         wakes_every_drain,
         reshapes_pools,
+        changes_nodeclaims,
     }
 }
