@@ -252,9 +252,14 @@ impl Digested {
     }
 
     fn push_all(&mut self, commands: &[Command]) {
-        let (mut encoded, mut ends) = (Vec::new(), Vec::new());
-        encode_each(commands, &mut encoded, &mut ends);
-        self.push_encoded(&encoded, &ends);
+        match self {
+            Digested::Hashed(digest) => digest.add_all(commands),
+            Digested::Kept(bytes) => {
+                let (mut encoded, mut ends) = (Vec::new(), Vec::new());
+                encode_each(commands, &mut encoded, &mut ends);
+                bytes.push_encoded(&encoded, &ends);
+            }
+        }
     }
 
     /// The digest of the commands before these (`before`) and these. A check that hashed from

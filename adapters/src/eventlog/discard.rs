@@ -59,18 +59,18 @@ mod tests {
 
     #[test]
     fn it_numbers_the_records_and_keeps_none() {
-        let mut store = DiscardStore::new(LogHeader::new(Config::default(), "test"));
+        let mut discard = DiscardStore::new(LogHeader::new(Config::default(), "test"));
+        let store: &mut dyn EventStore<LogHeader, LogRecord> = &mut discard;
         let records = vec![LogRecord::SnapshotPart(vec![1, 2, 3]); 3];
-        EventStore::<LogHeader, LogRecord>::append(&mut store, &records).unwrap();
-        EventStore::<LogHeader, LogRecord>::append(&mut store, &records[..1]).unwrap();
-        assert_eq!(EventStore::<LogHeader, LogRecord>::len(&store), 4);
-        let read = EventStore::<LogHeader, LogRecord>::read_range(&store, 1, 2);
+        store.append(&records).unwrap();
+        store.append(&records[..1]).unwrap();
+        assert_eq!(store.len(), 4);
+        let read = store.read_range(1, 2);
         assert!(matches!(read, Err(LogError::NotKept { from: 1, to: 2 })));
         let message = read.unwrap_err().to_string();
         assert!(message.contains("kept no log"), "{message}");
-        let empty = EventStore::<LogHeader, LogRecord>::read_range(&store, 4, 4).unwrap();
-        assert!(empty.is_empty());
-        let beyond = EventStore::<LogHeader, LogRecord>::read_range(&store, 2, 5);
+        assert!(store.read_range(4, 4).unwrap().is_empty());
+        let beyond = store.read_range(2, 5);
         assert!(matches!(
             beyond,
             Err(LogError::RangeOutOfBounds { len: 4, .. })

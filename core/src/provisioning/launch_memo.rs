@@ -34,7 +34,7 @@ pub struct LaunchChoice {
 
 /// What chose a kept launch's options (when the state takes no part): the zone and
 /// capacity-type requirements are what [`super::launch::OfferingFilter`] reads.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone)]
 struct Key {
     types: Vec<usize>,
     zone: Option<Requirement>,
@@ -65,10 +65,12 @@ impl LaunchMemo {
         max_types: usize,
     ) -> Option<LaunchChoice> {
         let prepared = state.catalog.as_deref()?;
-        let Some(key) = key_when_stateless(state, prepared, planned, now_ms, max_types) else {
+        if !stateless(state, prepared, planned, now_ms) {
             return choose_now(state, prepared, planned, now_ms, max_types);
-        };
-        if let Some((_, kept)) = self.kept.iter().find(|(k, _)| *k == key) {
+        }
+        // Compared with the claim as it is: a key is built only for a choice kept anew.
+        let kept = self.kept.iter().find(|(k, _)| k.is_of(planned, max_types));
+        if let Some((_, kept)) = kept {
             debug_assert_eq!(
                 Some(kept),
                 choose_now(state, prepared, planned, now_ms, max_types).as_ref(),
@@ -80,30 +82,43 @@ impl LaunchMemo {
         if self.kept.len() == KEPT {
             self.kept.pop_front();
         }
-        self.kept.push_back((key, choice.clone()));
+        self.kept
+            .push_back((Key::of(planned, max_types), choice.clone()));
         Some(choice)
     }
 }
 
-/// What chooses `planned`'s options, when nothing of the state can change them: no offering
-/// marked unavailable now, no capacity reservation in the catalog, no `minValues`.
-fn key_when_stateless(
+impl Key {
+    /// What chooses `planned`'s options (the state taking no part).
+    fn of(planned: &PlannedClaim, max_types: usize) -> Key {
+        Key {
+            types: planned.types.clone(),
+            zone: planned.requirements.get(labels::ZONE).cloned(),
+            capacity_type: planned.requirements.get(labels::CAPACITY_TYPE).cloned(),
+            max_types,
+        }
+    }
+
+    /// Whether it is what chooses `planned`'s options: [`Key::of`] without the copy.
+    fn is_of(&self, planned: &PlannedClaim, max_types: usize) -> bool {
+        self.max_types == max_types
+            && self.types == planned.types
+            && self.zone.as_ref() == planned.requirements.get(labels::ZONE)
+            && self.capacity_type.as_ref() == planned.requirements.get(labels::CAPACITY_TYPE)
+    }
+}
+
+/// Whether nothing of the state can change `planned`'s options: no offering marked unavailable
+/// now, no capacity reservation in the catalog, no `minValues`.
+fn stateless(
     state: &ClusterState,
     prepared: &PreparedCatalog,
     planned: &PlannedClaim,
     now_ms: u64,
-    max_types: usize,
-) -> Option<Key> {
-    let stateless = planned.min_values.is_empty()
+) -> bool {
+    planned.min_values.is_empty()
         && prepared.catalog.reservations.is_empty()
-        && !state.unavailable.values().any(|until| *until > now_ms);
-    // What the options read of the requirements: the two keys an `OfferingFilter` reads.
-    stateless.then(|| Key {
-        types: planned.types.clone(),
-        zone: planned.requirements.get(labels::ZONE).cloned(),
-        capacity_type: planned.requirements.get(labels::CAPACITY_TYPE).cloned(),
-        max_types,
-    })
+        && !state.unavailable.values().any(|until| *until > now_ms)
 }
 
 /// The options chosen now, as a launch without the memo chooses them.
@@ -132,7 +147,6 @@ fn choose_now(
 mod tests {
     use super::*;
     use crate::catalog::{Catalog, builtin};
-    use crate::model::nodeclaim::OfferingKey;
     use crate::model::requirements::Requirements;
     use crate::model::resources::Resources;
 
@@ -168,6 +182,13 @@ mod tests {
         }
     }
 
+    /// A state, an empty memo, and a claim for the first 30 types.
+    fn start() -> (ClusterState, LaunchMemo, PlannedClaim) {
+        let state = state();
+        let claim = planned(&state, 30, None);
+        (state, LaunchMemo::default(), claim)
+    }
+
     fn fresh(state: &ClusterState, planned: &PlannedClaim, now_ms: u64) -> Option<LaunchChoice> {
         let prepared = state.catalog.as_deref()?;
         choose_now(state, prepared, planned, now_ms, 20)
@@ -175,9 +196,7 @@ mod tests {
 
     #[test]
     fn the_same_inputs_share_the_options_chosen_before() {
-        let state = state();
-        let mut memo = LaunchMemo::default();
-        let claim = planned(&state, 30, None);
+        let (state, mut memo, claim) = start();
         let first = memo.choose(&state, &claim, 0, 20).unwrap();
         let again = memo.choose(&state, &claim, 5_000, 20).unwrap();
         assert!(
@@ -200,19 +219,10 @@ mod tests {
 
     #[test]
     fn an_offering_marked_unavailable_is_left_out_while_it_is() {
-        let mut state = state();
-        let mut memo = LaunchMemo::default();
-        let claim = planned(&state, 30, None);
+        let (mut state, mut memo, claim) = start();
         let before = memo.choose(&state, &claim, 0, 20).unwrap();
         let cheapest = before.options[0].clone();
-        state.unavailable.insert(
-            OfferingKey {
-                instance_type: cheapest.instance_type.to_string(),
-                zone: cheapest.zone.to_string(),
-                capacity_type: cheapest.capacity_type,
-            },
-            10_000,
-        );
+        state.unavailable.insert(cheapest.key(), 10_000);
         let during = memo.choose(&state, &claim, 5_000, 20).unwrap();
         assert!(
             !during.options.contains(&cheapest),
@@ -226,9 +236,7 @@ mod tests {
 
     #[test]
     fn a_cleared_memo_chooses_again() {
-        let state = state();
-        let mut memo = LaunchMemo::default();
-        let claim = planned(&state, 30, None);
+        let (state, mut memo, claim) = start();
         let first = memo.choose(&state, &claim, 0, 20).unwrap();
         memo.clear();
         let again = memo.choose(&state, &claim, 0, 20).unwrap();
