@@ -25,8 +25,10 @@ pub const UNAVAILABLE_OFFERING_TTL_MS: u64 = 3 * 60_000;
 pub use crate::catalog::PreparedCatalog;
 
 mod pod_table;
+mod pods_summary;
 
 pub use pod_table::{PodId, PodTable};
+pub use pods_summary::{PodsSummary, WorkloadProtection};
 
 /// Where a NodeClaim is in its life.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -86,9 +88,32 @@ pub struct NodeState {
     /// replaces [`NodeState::node`] starts it again.
     #[serde(skip)]
     pub asked: Derived<Asked>,
+    /// What its pods come to, made the first time it is read ([`ClusterState::pods_summary`]).
+    /// Whoever changes [`NodeState::pods`], or a listed pod in the table, starts it again
+    /// ([`NodeState::pods_changed`]).
+    #[serde(skip)]
+    pub summary: Derived<PodsSummary>,
 }
 
 impl NodeState {
+    /// A node seen first, with no pod yet.
+    pub fn new(node: Node, nodeclaim: Option<String>, now_ms: u64) -> Self {
+        NodeState {
+            node,
+            nodeclaim,
+            pods: BTreeMap::new(),
+            last_pod_event_ms: now_ms,
+            asked: Derived::default(),
+            summary: Derived::default(),
+        }
+    }
+
+    /// Forgets what its pods came to: a pod was added to its list or taken off, or a listed
+    /// pod was replaced in the table.
+    pub fn pods_changed(&mut self) {
+        self.summary = Derived::default();
+    }
+
     /// [`Node::do_not_disrupt`] of the node, its machine started at `started_ms`.
     pub fn do_not_disrupt(&self, started_ms: u64) -> Protection {
         let protection = self
@@ -287,13 +312,25 @@ impl ClusterState {
 
     /// The sum of requests of the pods bound to a node.
     pub fn requests_on_node(&self, node: &str) -> Resources {
-        let mut used = Resources::default();
-        if let Some(state) = self.nodes.get(node) {
-            for &id in state.pods.values() {
-                used.add(&self.pods.pod(id).requests);
-            }
-        }
-        used
+        self.nodes
+            .get(node)
+            .map(|state| self.pods_summary(state).requests.clone())
+            .unwrap_or_default()
+    }
+
+    /// What the pods bound to `node` come to: made the first time it is asked and kept until
+    /// they change. Debug builds compare it with one made afresh.
+    pub fn pods_summary<'s>(&'s self, node: &'s NodeState) -> &'s PodsSummary {
+        let summary = node
+            .summary
+            .get_or_init(|| PodsSummary::of(&self.pods, node.pods.values()));
+        debug_assert_eq!(
+            *summary,
+            PodsSummary::of(&self.pods, node.pods.values()),
+            "node {}: its pods changed without its summary being made again",
+            node.node.name
+        );
+        summary
     }
 
     /// Whether `karpenter.sh/do-not-disrupt` on the node or on one of its workload pods keeps it
@@ -302,7 +339,8 @@ impl ClusterState {
     pub fn do_not_disrupt_on_node(&self, node: &str, now_ms: u64) -> Option<Option<u64>> {
         let state = self.nodes.get(node)?;
         let started = self.machine_started_ms(state);
-        protected_until(state, started, self.workload_protections_of(state), now_ms)
+        let workload = self.pods_summary(state).protection;
+        protected_until(state, started, workload, now_ms)
     }
 
     /// [`Self::do_not_disrupt_on_node`] for the node of NodeClaim `claim` (called `nodeclaim`),
@@ -317,7 +355,8 @@ impl ClusterState {
             Some(named) if named == nodeclaim => claim.created_at_ms,
             _ => self.machine_started_ms(node),
         };
-        protected_until(node, started, self.workload_protections_of(node), now_ms)
+        let workload = self.pods_summary(node).protection;
+        protected_until(node, started, workload, now_ms)
     }
 
     /// When the machine of a node was asked for: its NodeClaim's creation (0 for a node
@@ -336,18 +375,6 @@ impl ClusterState {
             .values()
             .filter(|&&id| !self.pods.follows_its_node(id))
             .map(|&id| self.pods.pod(id))
-    }
-
-    /// The `karpenter.sh/do-not-disrupt` protection of each of [`Self::workload_pods_of`], as
-    /// read when the pod came in.
-    fn workload_protections_of<'s>(
-        &'s self,
-        node: &'s NodeState,
-    ) -> impl Iterator<Item = Protection> + 's {
-        node.pods
-            .values()
-            .filter(|&&id| !self.pods.follows_its_node(id))
-            .map(|&id| self.pods.protection(id))
     }
 
     /// The pods a drain of the node evicts: every pod bound to it, DaemonSet pods included,
@@ -564,15 +591,20 @@ impl ClusterState {
 
 /// When the protections in force now of a node (whose machine started at `started_ms`) and of
 /// its workload pods run out: `None` when none is in force, `Some(None)` when one never does.
+/// The pods' protections come combined ([`WorkloadProtection`]): what is in force of them at
+/// once ends when the last of them does.
 fn protected_until(
     node: &NodeState,
     started_ms: u64,
-    workload: impl IntoIterator<Item = Protection>,
+    workload: WorkloadProtection,
     now_ms: u64,
 ) -> Option<Option<u64>> {
     let mut ends: Option<Option<u64>> = None;
-    let protections = std::iter::once(node.do_not_disrupt(started_ms)).chain(workload);
-    for protection in protections.filter(|p| p.active_at(now_ms)) {
+    let protections = [
+        node.do_not_disrupt(started_ms),
+        workload.in_force_at(now_ms),
+    ];
+    for protection in protections.into_iter().filter(|p| p.active_at(now_ms)) {
         let end = protection.ends_after(now_ms);
         ends = Some(match (ends, end) {
             (None, e) => e,
@@ -630,6 +662,7 @@ mod tests {
             pods: BTreeMap::new(),
             last_pod_event_ms: 0,
             asked: Default::default(),
+            summary: Default::default(),
         };
         state.nodes.insert("a".into(), node("a"));
         state.nodes.insert("b".into(), node("b"));

@@ -434,8 +434,8 @@ pub fn consolidation_state(nodes: usize, pods: usize, pdbs: usize) -> (Config, C
         node_labels.insert(labels::NODEPOOL.into(), "default".into());
         state.nodes.insert(
             name.clone(),
-            NodeState {
-                node: Node {
+            NodeState::new(
+                Node {
                     name: name.clone(),
                     provider_id: Some(instance.provider_id()),
                     labels: node_labels,
@@ -445,11 +445,9 @@ pub fn consolidation_state(nodes: usize, pods: usize, pdbs: usize) -> (Config, C
                     ready: true,
                     unschedulable: false,
                 },
-                nodeclaim: Some(claim_name.clone()),
-                pods: Default::default(),
-                last_pod_event_ms: 0,
-                asked: Default::default(),
-            },
+                Some(claim_name.clone()),
+                0,
+            ),
         );
         state.nodeclaims.insert(
             claim_name.clone(),
@@ -488,6 +486,7 @@ pub fn consolidation_state(nodes: usize, pods: usize, pdbs: usize) -> (Config, C
         let (id, _) = state.pods.insert(pod);
         if let Some(n) = state.nodes.get_mut(&node) {
             n.pods.insert(key, id);
+            n.pods_changed();
         }
     }
     for i in 0..pdbs {

@@ -22,13 +22,7 @@ impl Core {
         // become ready); one known is updated.
         let became_ready = match self.state.nodes.entry(node.name.clone()) {
             std::collections::btree_map::Entry::Vacant(vacant) => {
-                vacant.insert(NodeState {
-                    node: node.clone(),
-                    nodeclaim: claim_name.clone(),
-                    pods: BTreeMap::new(),
-                    last_pod_event_ms: now,
-                    asked: Default::default(),
-                });
+                vacant.insert(NodeState::new(node.clone(), claim_name.clone(), now));
                 false
             }
             std::collections::btree_map::Entry::Occupied(mut known) => {

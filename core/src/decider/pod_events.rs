@@ -69,6 +69,14 @@ impl Core {
         {
             self.provisioner.pending_pods -= 1;
         }
+        // The pod in the table is another now: the node that lists it sums it again.
+        if let Some(listed) = pod
+            .node_name
+            .as_ref()
+            .and_then(|n| self.state.nodes.get_mut(n))
+        {
+            listed.pods_changed();
+        }
         if counts_as_pending(pod) {
             self.provisioner.pending_pods += 1;
         }
@@ -122,6 +130,7 @@ impl Core {
         if let Some(state) = self.state.nodes.get_mut(node)
             && state.pods.insert(pod.clone(), id).is_none()
         {
+            state.pods_changed();
             state.last_pod_event_ms = self.now_ms;
         }
     }
@@ -130,7 +139,9 @@ impl Core {
     /// no node keeps the id of a pod gone).
     fn detach_pod(&mut self, pod: &PodKey, node: &str) {
         if let Some(state) = self.state.nodes.get_mut(node) {
-            state.pods.remove(pod);
+            if state.pods.remove(pod).is_some() {
+                state.pods_changed();
+            }
             state.last_pod_event_ms = self.now_ms;
         }
     }

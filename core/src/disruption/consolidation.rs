@@ -108,8 +108,6 @@ fn candidates<'a>(
         let Some(node) = state.nodes.get(node_name) else {
             continue;
         };
-        pods.clear();
-        pods.extend(state.workload_pods_of(node));
         if let Some(ends) = state.do_not_disrupt_among((name, claim), node, now_ms) {
             // A protection with a duration makes the node a candidate again once it runs out.
             if let Some(at) = ends {
@@ -117,10 +115,14 @@ fn candidates<'a>(
             }
             continue;
         }
-        if pods.is_empty()
-            || pods
-                .iter()
-                .any(|p| exhausted.iter().any(|pdb| pdb.selects(p)))
+        if state.pods_summary(node).workload == 0 {
+            continue;
+        }
+        pods.clear();
+        pods.extend(state.workload_pods_of(node));
+        if pods
+            .iter()
+            .any(|p| exhausted.iter().any(|pdb| pdb.selects(p)))
             || nominated.contains(node_name)
             || nominated.contains(name)
         {

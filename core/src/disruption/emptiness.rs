@@ -56,7 +56,7 @@ pub fn candidates(
         }
         if nominated.contains(node_name)
             || nominated.contains(name)
-            || state.workload_pods_of(node).next().is_some()
+            || state.pods_summary(node).workload > 0
         {
             continue;
         }

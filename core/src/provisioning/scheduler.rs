@@ -471,13 +471,8 @@ fn existing_targets<'a>(
         } else {
             Cow::Borrowed(node.taints.as_slice())
         };
-        // One look at each of its pods: what they request, which host ports they hold.
-        let mut used = Resources::default();
-        let mut host_ports = Vec::new();
-        for pod in node_state.pods.values().map(|&id| state.pods.pod(id)) {
-            used.add(&pod.requests);
-            host_ports.extend(pod.host_ports.iter().cloned());
-        }
+        // What its pods request and which host ports they hold, summed once until they change.
+        let pods = state.pods_summary(node_state);
         let labels_map = if node.labels.contains_key(labels::HOSTNAME) {
             Cow::Borrowed(&node.labels)
         } else {
@@ -492,11 +487,11 @@ fn existing_targets<'a>(
             known: OnceLock::new(),
             taints,
             available: if usable {
-                node.allocatable.minus(&used)
+                node.allocatable.minus(&pods.requests)
             } else {
                 Resources::new(-1, -1, -1)
             },
-            host_ports,
+            host_ports: pods.host_ports.clone(),
             initialized: node.ready && claim.is_none_or(|c| c.is_initialized()),
         });
     }
