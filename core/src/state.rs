@@ -381,9 +381,17 @@ impl ClusterState {
     /// except those that tolerate `karpenter.sh/disrupted:NoSchedule` (they would come back)
     /// and mirror pods (the kubelet runs them, whatever the API says).
     pub fn drainable_pods_on_node(&self, node: &str) -> Vec<&Pod> {
-        self.pods_on_node_where(node, |p| {
-            !p.tolerates_disrupted_taint() && !p.is_mirror_pod()
-        })
+        self.drainable_pods_of(node).collect()
+    }
+
+    /// [`Self::drainable_pods_on_node`], one by one, for a reader that may stop early.
+    pub fn drainable_pods_of<'s>(&'s self, node: &str) -> impl Iterator<Item = &'s Pod> + 's {
+        self.nodes
+            .get(node)
+            .into_iter()
+            .flat_map(|state| state.pods.values())
+            .map(|&id| self.pods.pod(id))
+            .filter(|p| !p.tolerates_disrupted_taint() && !p.is_mirror_pod())
     }
 
     /// Workload pods (not DaemonSet pods, not mirror pods) bound to a node.
@@ -408,20 +416,6 @@ impl ClusterState {
                 .collect()
         })
         .unwrap_or_default()
-    }
-
-    fn pods_on_node_where(&self, node: &str, keep: impl Fn(&Pod) -> bool) -> Vec<&Pod> {
-        self.nodes
-            .get(node)
-            .map(|state| {
-                state
-                    .pods
-                    .values()
-                    .map(|&id| self.pods.pod(id))
-                    .filter(|p| keep(p))
-                    .collect()
-            })
-            .unwrap_or_default()
     }
 
     /// The instance types a NodeClaim's machine may be: its type once launched, else every

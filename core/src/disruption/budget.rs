@@ -35,18 +35,18 @@ pub fn allowed_disruptions(
     if let Some(err) = invalid_schedule(pool) {
         return Err(format!("disruption blocked: {err}"));
     }
-    let claims: Vec<_> = state
-        .nodeclaims
-        .iter()
-        .filter(|(_, c)| c.spec.nodepool == pool.name)
-        .collect();
-    let total = claims.len() as u32;
+    // One walk over the NodeClaims counts the pool's and those of them on their way out.
+    let mut total = 0u32;
     let mut disrupting = 0u32;
     let mut waiting = 0u32;
-    for (name, claim) in claims
-        .iter()
-        .filter(|(_, c)| c.terminating.is_some() || !c.is_initialized())
-    {
+    for (name, claim) in &state.nodeclaims {
+        if claim.spec.nodepool != pool.name {
+            continue;
+        }
+        total += 1;
+        if claim.terminating.is_none() && claim.is_initialized() {
+            continue;
+        }
         if expiration::waits_only_for_jobs(state, config, leaving_to_finish, name, claim) {
             waiting += 1;
         } else {

@@ -79,8 +79,7 @@ pub fn waits_only_for_jobs(
     };
     // DaemonSet pods leave after the workload's (the drain's tiers): they keep nothing.
     let mut workload = state
-        .drainable_pods_on_node(node)
-        .into_iter()
+        .drainable_pods_of(node)
         .filter(|p| !p.is_daemonset_pod())
         .peekable();
     workload.peek().is_some() && workload.all(|p| config.expiration_waits_for(p))
