@@ -427,6 +427,32 @@ fn a_do_not_disrupt_duration_keeps_the_node_until_it_runs_out() {
 }
 
 #[test]
+fn a_running_pod_annotated_later_keeps_its_node() {
+    let mut h = CoreHarness::new();
+    h.nodepool(pool());
+    let (_, node) = machine(&mut h, &[("big", 14_000)]);
+    let mut keeper = replicated(Pod::new("default", "keeper", 500, GIB));
+    keeper.node_name = Some(node.clone());
+    keeper.created_at_ms = h.now_ms;
+    h.send(EventKind::PodApplied(Box::new(keeper.clone())));
+    h.run_until(h.now_ms + 5 * MIN);
+    // The node is underutilized, and a pass reads it so, with the pod unprotected...
+    h.delete_pod("default", "big");
+    // ...then the pod, still running there, is annotated.
+    keeper
+        .annotations
+        .insert(labels::DO_NOT_DISRUPT.into(), "true".into());
+    h.send(EventKind::PodApplied(Box::new(keeper)));
+    h.run_until(h.now_ms + 30 * MIN);
+    assert_eq!(
+        h.all_launches().len(),
+        1,
+        "no replacement for a node whose pod may not move"
+    );
+    assert!(terminations(&h).is_empty());
+}
+
+#[test]
 fn an_invalid_do_not_disrupt_value_is_reported_and_protects_nothing() {
     let mut h = CoreHarness::new();
     h.nodepool(pool());

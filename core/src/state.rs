@@ -114,12 +114,15 @@ impl NodeState {
         self.summary = Derived::default();
     }
 
+    /// What the node's `karpenter.sh/do-not-disrupt` asks for, before it is known when its
+    /// machine started.
+    pub fn asks(&self) -> Asked {
+        *self.asked.get_or_init(|| Asked::of(&self.node.annotations))
+    }
+
     /// [`Node::do_not_disrupt`] of the node, its machine started at `started_ms`.
     pub fn do_not_disrupt(&self, started_ms: u64) -> Protection {
-        let protection = self
-            .asked
-            .get_or_init(|| Asked::of(&self.node.annotations))
-            .from(started_ms);
+        let protection = self.asks().from(started_ms);
         debug_assert_eq!(
             protection,
             self.node.do_not_disrupt(started_ms),
@@ -357,6 +360,17 @@ impl ClusterState {
         };
         let workload = self.pods_summary(node).protection;
         protected_until(node, started, workload, now_ms)
+    }
+
+    /// Whether the node runs no workload pod, or a `karpenter.sh/do-not-disrupt` may protect it
+    /// at `now_ms` (the node's own, whenever its machine started, or a pod's in force): the
+    /// nodes an emptiness pass has anything to say of. Of any other, [`Self::do_not_disrupt_among`]
+    /// is `None` whichever NodeClaim asks, and it runs workload pods.
+    pub fn empty_or_maybe_protected(&self, node: &NodeState, now_ms: u64) -> bool {
+        let pods = self.pods_summary(node);
+        pods.workload == 0
+            || node.asks() != Asked::Nothing
+            || pods.protection.in_force_at(now_ms) != Protection::None
     }
 
     /// When the machine of a node was asked for: its NodeClaim's creation (0 for a node
