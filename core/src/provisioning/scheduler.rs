@@ -1429,13 +1429,19 @@ impl<'a> ClusterView<'a> {
             })
             .collect();
         let targets = existing_targets(state, shapes, &contexts);
-        let anti_affinity_pods = state
-            .pods
-            .values()
-            .filter(|p| {
-                p.node_name.is_some() && p.pod_anti_affinity.iter().any(|t| t.weight.is_none())
-            })
-            .collect();
+        // Bound pods with a required anti-affinity term: looked for only when the table counts
+        // some pod with one.
+        let anti_affinity_pods = if state.pods.any_with_required_anti_affinity() {
+            state
+                .pods
+                .values()
+                .filter(|p| {
+                    p.node_name.is_some() && p.pod_anti_affinity.iter().any(|t| t.weight.is_none())
+                })
+                .collect()
+        } else {
+            Vec::new()
+        };
         let any_prefer_no_schedule = pools.iter().any(|p| {
             p.taints
                 .iter()

@@ -34,6 +34,9 @@ pub struct PodTable {
     slots: Vec<Option<Held>>,
     by_key: BTreeMap<PodKey, PodId>,
     free: BTreeSet<u32>,
+    /// How many of its pods have a required pod anti-affinity term: a solve looks for the
+    /// bound ones among every pod only when there are any.
+    required_anti_affinity: usize,
 }
 
 /// A pod in its slot, with what every disruption pass reads of it, read once when it came in
@@ -52,11 +55,13 @@ impl Held {
 }
 
 /// What is read of a pod at every disruption pass, read once: its `karpenter.sh/do-not-disrupt`
-/// protection (from its annotations and creation time) and whether it follows its node.
+/// protection (from its annotations and creation time) and whether it follows its node; and
+/// whether it has a required pod anti-affinity term.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 struct PodFacts {
     protection: Protection,
     follows_its_node: bool,
+    required_anti_affinity: bool,
 }
 
 impl PodFacts {
@@ -64,6 +69,7 @@ impl PodFacts {
         PodFacts {
             protection: pod.do_not_disrupt(),
             follows_its_node: pod.follows_its_node(),
+            required_anti_affinity: pod.pod_anti_affinity.iter().any(|t| t.weight.is_none()),
         }
     }
 }
@@ -139,9 +145,14 @@ impl PodTable {
     /// Adds the pod, or replaces the pod with its key (which keeps its id). Returns its id and
     /// the pod it replaced.
     pub fn insert(&mut self, pod: Pod) -> (PodId, Option<Pod>) {
-        if let Some(&id) = self.by_key.get(&pod.key) {
-            let old = self.slots[id.index()].replace(Held::new(pod));
+        let held = Held::new(pod);
+        self.required_anti_affinity += usize::from(held.facts.required_anti_affinity);
+        if let Some(&id) = self.by_key.get(&held.pod.key) {
+            let old = self.slots[id.index()].replace(held);
             debug_assert!(old.is_some(), "a key in the index names a filled slot");
+            if let Some(old) = &old {
+                self.required_anti_affinity -= usize::from(old.facts.required_anti_affinity);
+            }
             return (id, old.map(|held| held.pod));
         }
         let id = match self.free.pop_first() {
@@ -153,16 +164,20 @@ impl PodTable {
                 PodId(next)
             }
         };
-        self.by_key.insert(pod.key.clone(), id);
-        self.slots[id.index()] = Some(Held::new(pod));
+        self.by_key.insert(held.pod.key.clone(), id);
+        self.slots[id.index()] = Some(held);
         (id, None)
     }
 
     /// Takes the pod with this key out; its id is free for the next pod.
     pub fn remove(&mut self, key: &PodKey) -> Option<Pod> {
         let id = self.by_key.remove(key)?;
-        let pod = self.slots[id.index()].take().map(|held| held.pod);
-        debug_assert!(pod.is_some(), "a key in the index names a filled slot");
+        let held = self.slots[id.index()].take();
+        debug_assert!(held.is_some(), "a key in the index names a filled slot");
+        if let Some(held) = &held {
+            self.required_anti_affinity -= usize::from(held.facts.required_anti_affinity);
+        }
+        let pod = held.map(|held| held.pod);
         if id.index() + 1 == self.slots.len() {
             // The last slot: shrink instead of remembering it, with any free slots before it.
             self.slots.pop();
@@ -174,6 +189,20 @@ impl PodTable {
             self.free.insert(id.0);
         }
         pod
+    }
+
+    /// Whether some pod has a required pod anti-affinity term (bound or not).
+    pub fn any_with_required_anti_affinity(&self) -> bool {
+        debug_assert_eq!(
+            self.required_anti_affinity,
+            self.slots
+                .iter()
+                .flatten()
+                .filter(|held| PodFacts::of(&held.pod).required_anti_affinity)
+                .count(),
+            "the pods with a required anti-affinity term are miscounted"
+        );
+        self.required_anti_affinity > 0
     }
 
     /// The pods in key order.
@@ -212,10 +241,17 @@ impl PodTable {
                 }
             }
         }
+        let slots: Vec<Option<Held>> = slots.into_iter().map(|slot| slot.map(Held::new)).collect();
+        let required_anti_affinity = slots
+            .iter()
+            .flatten()
+            .filter(|held| held.facts.required_anti_affinity)
+            .count();
         Ok(PodTable {
-            slots: slots.into_iter().map(|slot| slot.map(Held::new)).collect(),
+            slots,
             by_key,
             free,
+            required_anti_affinity,
         })
     }
 }
@@ -284,6 +320,40 @@ mod tests {
         table.remove(&pod(3).key);
         assert_eq!(table.slots.len(), 1);
         assert!(table.free.is_empty());
+    }
+
+    #[test]
+    fn pods_with_a_required_anti_affinity_term_are_counted_as_they_come_and_go() {
+        use crate::model::affinity::{LabelSelector, PodAffinityTerm};
+        let apart = |name: u8, weight: Option<i32>| {
+            let mut p = pod(name);
+            p.pod_anti_affinity.push(PodAffinityTerm {
+                selector: LabelSelector::default(),
+                namespaces: Vec::new(),
+                topology_key: "kubernetes.io/hostname".into(),
+                weight,
+            });
+            p
+        };
+        let mut table: PodTable = [pod(1), apart(2, Some(10))].into_iter().collect();
+        assert!(
+            !table.any_with_required_anti_affinity(),
+            "a preferred term is not one"
+        );
+        table.insert(apart(3, None));
+        assert!(table.any_with_required_anti_affinity());
+        // Replaced by a pod without it, then with it again, then gone.
+        table.insert(pod(3));
+        assert!(!table.any_with_required_anti_affinity());
+        table.insert(apart(3, None));
+        let restored: PodTable =
+            postcard::from_bytes(&postcard::to_allocvec(&table).unwrap()).unwrap();
+        assert!(
+            restored.any_with_required_anti_affinity(),
+            "counted again on restore"
+        );
+        table.remove(&pod(3).key);
+        assert!(!table.any_with_required_anti_affinity());
     }
 
     #[test]
