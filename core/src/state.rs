@@ -83,11 +83,11 @@ pub struct NodeState {
     pub pods: BTreeMap<PodKey, PodId>,
     /// The last time a pod was bound to or removed from the node (or it became ready).
     pub last_pod_event_ms: u64,
-    /// What the node's `karpenter.sh/do-not-disrupt` asks for, read the first time a
-    /// disruption pass asks (every pass does, and a node has many annotations). Whoever
-    /// replaces [`NodeState::node`] starts it again.
+    /// What every pass and every solve read of the node's annotations and labels, read the
+    /// first time one asks (a node has many of both). Whoever replaces [`NodeState::node`]
+    /// starts it again ([`NodeState::replace_node`]).
     #[serde(skip)]
-    pub asked: Derived<Asked>,
+    pub read: Derived<NodeRead>,
     /// What its pods come to, made the first time it is read ([`ClusterState::pods_summary`]).
     /// Whoever changes [`NodeState::pods`], or a listed pod in the table, starts it again
     /// ([`NodeState::pods_changed`]).
@@ -103,9 +103,33 @@ impl NodeState {
             nodeclaim,
             pods: BTreeMap::new(),
             last_pod_event_ms: now_ms,
-            asked: Derived::default(),
+            read: Derived::default(),
             summary: Derived::default(),
         }
+    }
+
+    /// The node as seen now, in place of the one seen before.
+    pub fn replace_node(&mut self, node: Node) {
+        self.node = node;
+        self.read = Derived::default();
+    }
+
+    fn read(&self) -> &NodeRead {
+        self.read.get_or_init(|| NodeRead {
+            asked: Asked::of(&self.node.annotations),
+            hostname_labelled: self.node.labels.contains_key(labels::HOSTNAME),
+        })
+    }
+
+    /// Whether the node carries the `kubernetes.io/hostname` label.
+    pub fn hostname_labelled(&self) -> bool {
+        let labelled = self.read().hostname_labelled;
+        debug_assert_eq!(
+            labelled,
+            self.node.labels.contains_key(labels::HOSTNAME),
+            "a node's labels changed without being read again"
+        );
+        labelled
     }
 
     /// Forgets what its pods came to: a pod was added to its list or taken off, or a listed
@@ -117,7 +141,7 @@ impl NodeState {
     /// What the node's `karpenter.sh/do-not-disrupt` asks for, before it is known when its
     /// machine started.
     pub fn asks(&self) -> Asked {
-        *self.asked.get_or_init(|| Asked::of(&self.node.annotations))
+        self.read().asked
     }
 
     /// [`Node::do_not_disrupt`] of the node, its machine started at `started_ms`.
@@ -130,6 +154,15 @@ impl NodeState {
         );
         protection
     }
+}
+
+/// What is read of a node's annotations and labels, once per node seen.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct NodeRead {
+    /// What its `karpenter.sh/do-not-disrupt` asks for.
+    pub asked: Asked,
+    /// Whether it carries the `kubernetes.io/hostname` label.
+    pub hostname_labelled: bool,
 }
 
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
@@ -669,7 +702,7 @@ mod tests {
             nodeclaim: None,
             pods: BTreeMap::new(),
             last_pod_event_ms: 0,
-            asked: Default::default(),
+            read: Default::default(),
             summary: Default::default(),
         };
         state.nodes.insert("a".into(), node("a"));

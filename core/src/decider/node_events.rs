@@ -28,8 +28,7 @@ impl Core {
             std::collections::btree_map::Entry::Occupied(mut known) => {
                 let entry = known.get_mut();
                 let became_ready = node.ready && !entry.node.ready;
-                entry.node = node.clone();
-                entry.asked = Default::default();
+                entry.replace_node(node.clone());
                 if entry.nodeclaim.is_none() {
                     entry.nodeclaim = claim_name.clone();
                 }

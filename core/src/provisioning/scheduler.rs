@@ -473,7 +473,7 @@ fn existing_targets<'a>(
         };
         // What its pods request and which host ports they hold, summed once until they change.
         let pods = state.pods_summary(node_state);
-        let labels_map = if node.labels.contains_key(labels::HOSTNAME) {
+        let labels_map = if node_state.hostname_labelled() {
             Cow::Borrowed(&node.labels)
         } else {
             let mut owned = node.labels.clone();
