@@ -28,7 +28,7 @@ mod pod_table;
 mod pods_summary;
 
 pub use pod_table::{PodId, PodTable};
-pub use pods_summary::{PodsSummary, WorkloadProtection};
+pub use pods_summary::{Requested, WorkloadProtection, WorkloadSummary};
 
 /// Where a NodeClaim is in its life.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -83,16 +83,24 @@ pub struct NodeState {
     pub pods: BTreeMap<PodKey, PodId>,
     /// The last time a pod was bound to or removed from the node (or it became ready).
     pub last_pod_event_ms: u64,
-    /// What every pass and every solve read of the node's annotations and labels, read the
-    /// first time one asks (a node has many of both). Whoever replaces [`NodeState::node`]
-    /// starts it again ([`NodeState::replace_node`]).
+    /// What the node's `karpenter.sh/do-not-disrupt` asks for, read the first time a
+    /// disruption pass asks (every pass does, and a node has many annotations). Whoever
+    /// replaces [`NodeState::node`] starts it again ([`NodeState::replace_node`]).
     #[serde(skip)]
-    pub read: Derived<NodeRead>,
-    /// What its pods come to, made the first time it is read ([`ClusterState::pods_summary`]).
-    /// Whoever changes [`NodeState::pods`], or a listed pod in the table, starts it again
-    /// ([`NodeState::pods_changed`]).
+    pub asked: Derived<Asked>,
+    /// Whether the node carries the `kubernetes.io/hostname` label, read the first time a
+    /// solve asks; started again with [`NodeState::asked`].
     #[serde(skip)]
-    pub summary: Derived<PodsSummary>,
+    pub hostname_labelled: Derived<bool>,
+    /// What its workload pods come to, made the first time it is read
+    /// ([`ClusterState::workload_on`]). Whoever changes [`NodeState::pods`], or a listed pod in
+    /// the table, starts it again ([`NodeState::pods_changed`]).
+    #[serde(skip)]
+    pub workload: Derived<WorkloadSummary>,
+    /// What its pods hold of it, made the first time it is read ([`ClusterState::requested_on`]);
+    /// started again with [`NodeState::workload`].
+    #[serde(skip)]
+    pub requested: Derived<Requested>,
 }
 
 impl NodeState {
@@ -103,27 +111,25 @@ impl NodeState {
             nodeclaim,
             pods: BTreeMap::new(),
             last_pod_event_ms: now_ms,
-            read: Derived::default(),
-            summary: Derived::default(),
+            asked: Derived::default(),
+            hostname_labelled: Derived::default(),
+            workload: Derived::default(),
+            requested: Derived::default(),
         }
     }
 
     /// The node as seen now, in place of the one seen before.
     pub fn replace_node(&mut self, node: Node) {
         self.node = node;
-        self.read = Derived::default();
-    }
-
-    fn read(&self) -> &NodeRead {
-        self.read.get_or_init(|| NodeRead {
-            asked: Asked::of(&self.node.annotations),
-            hostname_labelled: self.node.labels.contains_key(labels::HOSTNAME),
-        })
+        self.asked = Derived::default();
+        self.hostname_labelled = Derived::default();
     }
 
     /// Whether the node carries the `kubernetes.io/hostname` label.
     pub fn hostname_labelled(&self) -> bool {
-        let labelled = self.read().hostname_labelled;
+        let labelled = *self
+            .hostname_labelled
+            .get_or_init(|| self.node.labels.contains_key(labels::HOSTNAME));
         debug_assert_eq!(
             labelled,
             self.node.labels.contains_key(labels::HOSTNAME),
@@ -135,13 +141,14 @@ impl NodeState {
     /// Forgets what its pods came to: a pod was added to its list or taken off, or a listed
     /// pod was replaced in the table.
     pub fn pods_changed(&mut self) {
-        self.summary = Derived::default();
+        self.workload = Derived::default();
+        self.requested = Derived::default();
     }
 
     /// What the node's `karpenter.sh/do-not-disrupt` asks for, before it is known when its
     /// machine started.
     pub fn asks(&self) -> Asked {
-        self.read().asked
+        *self.asked.get_or_init(|| Asked::of(&self.node.annotations))
     }
 
     /// [`Node::do_not_disrupt`] of the node, its machine started at `started_ms`.
@@ -154,15 +161,6 @@ impl NodeState {
         );
         protection
     }
-}
-
-/// What is read of a node's annotations and labels, once per node seen.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct NodeRead {
-    /// What its `karpenter.sh/do-not-disrupt` asks for.
-    pub asked: Asked,
-    /// Whether it carries the `kubernetes.io/hostname` label.
-    pub hostname_labelled: bool,
 }
 
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
@@ -350,23 +348,38 @@ impl ClusterState {
     pub fn requests_on_node(&self, node: &str) -> Resources {
         self.nodes
             .get(node)
-            .map(|state| self.pods_summary(state).requests.clone())
+            .map(|state| self.requested_on(state).requests.clone())
             .unwrap_or_default()
     }
 
-    /// What the pods bound to `node` come to: made the first time it is asked and kept until
-    /// they change. Debug builds compare it with one made afresh.
-    pub fn pods_summary<'s>(&'s self, node: &'s NodeState) -> &'s PodsSummary {
-        let summary = node
-            .summary
-            .get_or_init(|| PodsSummary::of(&self.pods, node.pods.values()));
+    /// What the workload pods bound to `node` come to: made the first time it is asked and
+    /// kept until they change. Debug builds compare it with one made afresh.
+    pub fn workload_on(&self, node: &NodeState) -> WorkloadSummary {
+        let summary = *node
+            .workload
+            .get_or_init(|| WorkloadSummary::of(&self.pods, node.pods.values()));
         debug_assert_eq!(
-            *summary,
-            PodsSummary::of(&self.pods, node.pods.values()),
-            "node {}: its pods changed without its summary being made again",
+            summary,
+            WorkloadSummary::of(&self.pods, node.pods.values()),
+            "node {}: its pods changed without their summary being made again",
             node.node.name
         );
         summary
+    }
+
+    /// What the pods bound to `node` hold of it: made the first time it is asked and kept
+    /// until they change. Debug builds compare it with one made afresh.
+    pub fn requested_on<'s>(&'s self, node: &'s NodeState) -> &'s Requested {
+        let requested = node
+            .requested
+            .get_or_init(|| Requested::of(&self.pods, node.pods.values()));
+        debug_assert_eq!(
+            *requested,
+            Requested::of(&self.pods, node.pods.values()),
+            "node {}: its pods changed without what they hold being summed again",
+            node.node.name
+        );
+        requested
     }
 
     /// Whether `karpenter.sh/do-not-disrupt` on the node or on one of its workload pods keeps it
@@ -375,7 +388,7 @@ impl ClusterState {
     pub fn do_not_disrupt_on_node(&self, node: &str, now_ms: u64) -> Option<Option<u64>> {
         let state = self.nodes.get(node)?;
         let started = self.machine_started_ms(state);
-        let workload = self.pods_summary(state).protection;
+        let workload = self.workload_on(state).protection;
         protected_until(state, started, workload, now_ms)
     }
 
@@ -391,7 +404,7 @@ impl ClusterState {
             Some(named) if named == nodeclaim => claim.created_at_ms,
             _ => self.machine_started_ms(node),
         };
-        let workload = self.pods_summary(node).protection;
+        let workload = self.workload_on(node).protection;
         protected_until(node, started, workload, now_ms)
     }
 
@@ -400,8 +413,8 @@ impl ClusterState {
     /// nodes an emptiness pass has anything to say of. Of any other, [`Self::do_not_disrupt_among`]
     /// is `None` whichever NodeClaim asks, and it runs workload pods.
     pub fn empty_or_maybe_protected(&self, node: &NodeState, now_ms: u64) -> bool {
-        let pods = self.pods_summary(node);
-        pods.workload == 0
+        let pods = self.workload_on(node);
+        pods.pods == 0
             || node.asks() != Asked::Nothing
             || pods.protection.in_force_at(now_ms) != Protection::None
     }
@@ -702,8 +715,10 @@ mod tests {
             nodeclaim: None,
             pods: BTreeMap::new(),
             last_pod_event_ms: 0,
-            read: Default::default(),
-            summary: Default::default(),
+            asked: Default::default(),
+            hostname_labelled: Default::default(),
+            workload: Default::default(),
+            requested: Default::default(),
         };
         state.nodes.insert("a".into(), node("a"));
         state.nodes.insert("b".into(), node("b"));

@@ -115,7 +115,7 @@ fn candidates<'a>(
             }
             continue;
         }
-        if state.pods_summary(node).workload == 0 {
+        if state.workload_on(node).pods == 0 {
             continue;
         }
         pods.clear();

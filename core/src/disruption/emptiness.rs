@@ -63,7 +63,7 @@ pub fn candidates(
                     state
                         .do_not_disrupt_among((name, claim), node, now_ms)
                         .is_none()
-                        && state.pods_summary(node).workload > 0
+                        && state.workload_on(node).pods > 0
                 }),
                 "node {node_name} passed over, yet it is empty or protected"
             );
@@ -80,7 +80,7 @@ pub fn candidates(
         }
         if nominated.contains(node_name)
             || nominated.contains(name)
-            || state.pods_summary(node).workload > 0
+            || state.workload_on(node).pods > 0
         {
             continue;
         }

@@ -472,7 +472,7 @@ fn existing_targets<'a>(
             Cow::Borrowed(node.taints.as_slice())
         };
         // What its pods request and which host ports they hold, summed once until they change.
-        let pods = state.pods_summary(node_state);
+        let pods = state.requested_on(node_state);
         let labels_map = if node_state.hostname_labelled() {
             Cow::Borrowed(&node.labels)
         } else {

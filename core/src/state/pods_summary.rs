@@ -3,8 +3,9 @@
 //! of them is protected, and every solve what its pods request. Reading those off the node's
 //! pods each time walked every pod of the cluster several times per pass.
 //!
-//! A summary is made the first time it is read and kept until the node's pods change: whoever
-//! adds a pod to a node's list, takes one off, or replaces a listed pod in the table calls
+//! It comes in two summaries, each made the first time it is read (a pass reads only the first,
+//! a solve both) and kept until the node's pods change: whoever adds a pod to a node's list,
+//! takes one off, or replaces a listed pod in the table calls
 //! [`super::NodeState::pods_changed`]. Debug builds (every test's) compare each summary read
 //! with one made afresh.
 
@@ -14,16 +15,22 @@ use crate::model::resources::Resources;
 
 use super::PodTable;
 
-/// The pods bound to a node, summed.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct PodsSummary {
-    /// How many are workload pods (not DaemonSet pods, not mirror pods).
-    pub workload: u32,
-    /// What the workload pods' `karpenter.sh/do-not-disrupt` asks for together.
+/// The workload pods (not DaemonSet pods, not mirror pods) bound to a node, as a disruption
+/// pass reads them.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct WorkloadSummary {
+    /// How many there are.
+    pub pods: u32,
+    /// What their `karpenter.sh/do-not-disrupt` asks for together.
     pub protection: WorkloadProtection,
-    /// What all of them request, DaemonSet pods included, summed in the node's pod order.
+}
+
+/// What all the pods bound to a node (DaemonSet pods included) hold of it, as a solve reads it.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Requested {
+    /// Their requests, summed in the node's pod order.
     pub requests: Resources,
-    /// The host ports all of them hold, in the node's pod order.
+    /// Their host ports, in the node's pod order.
     pub host_ports: Vec<HostPort>,
 }
 
@@ -62,20 +69,28 @@ impl WorkloadProtection {
     }
 }
 
-impl PodsSummary {
-    /// The summary of the pods `ids` (a node's list, in its order), read from `table`.
+impl WorkloadSummary {
+    /// The summary of the pods `ids` (a node's list), read from `table`.
     pub(super) fn of<'a>(table: &PodTable, ids: impl Iterator<Item = &'a super::PodId>) -> Self {
-        let mut summary = PodsSummary::default();
-        for &id in ids {
-            let pod = table.pod(id);
-            summary.requests.add(&pod.requests);
-            summary.host_ports.extend(pod.host_ports.iter().cloned());
-            if !table.follows_its_node(id) {
-                summary.workload += 1;
-                summary.protection.add(table.protection(id));
-            }
+        let mut summary = WorkloadSummary::default();
+        for &id in ids.filter(|&&id| !table.follows_its_node(id)) {
+            summary.pods += 1;
+            summary.protection.add(table.protection(id));
         }
         summary
+    }
+}
+
+impl Requested {
+    /// What the pods `ids` (a node's list, in its order) hold, read from `table`.
+    pub(super) fn of<'a>(table: &PodTable, ids: impl Iterator<Item = &'a super::PodId>) -> Self {
+        let mut requested = Requested::default();
+        for &id in ids {
+            let pod = table.pod(id);
+            requested.requests.add(&pod.requests);
+            requested.host_ports.extend(pod.host_ports.iter().cloned());
+        }
+        requested
     }
 }
 
