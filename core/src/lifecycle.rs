@@ -99,23 +99,31 @@ pub fn garbage(
     // An instance is owned when some NodeClaim has it: nearly always the one its tag names.
     // The map of every NodeClaim's instance is built only for one that is not.
     let mut owned: Option<BTreeSet<&str>> = None;
+    // The running instances whose tag names a launched NodeClaim that has them.
+    let mut running_of_launched = 0usize;
     let mut is_owned = |i: &crate::model::nodeclaim::ListedInstance| {
         let by_tag = i
             .nodeclaim
             .as_ref()
             .and_then(|n| state.nodeclaims.get(n))
-            .and_then(|c| c.instance.as_ref())
-            .is_some_and(|x| x.instance_id == i.instance_id);
-        by_tag
-            || owned
-                .get_or_insert_with(|| {
-                    state
-                        .nodeclaims
-                        .values()
-                        .filter_map(|c| c.instance.as_ref().map(|x| x.instance_id.as_str()))
-                        .collect()
-                })
-                .contains(i.instance_id.as_str())
+            .filter(|c| {
+                c.instance
+                    .as_ref()
+                    .is_some_and(|x| x.instance_id == i.instance_id)
+            });
+        if let Some(claim) = by_tag {
+            running_of_launched += usize::from(i.running && claim.launched_at_ms.is_some());
+            return true;
+        }
+        owned
+            .get_or_insert_with(|| {
+                state
+                    .nodeclaims
+                    .values()
+                    .filter_map(|c| c.instance.as_ref().map(|x| x.instance_id.as_str()))
+                    .collect()
+            })
+            .contains(i.instance_id.as_str())
     };
     // A listing in id order (as the cloud lists them) is searched as it is; any other through
     // a map (where an id is listed twice, the later one counts).
@@ -133,8 +141,8 @@ pub fn garbage(
             .ok()
             .map(|k| &instances[k]),
     };
-    for i in instances {
-        if !i.running || is_owned(i) {
+    for i in instances.iter().filter(|i| i.running) {
+        if is_owned(i) {
             continue;
         }
         // Its NodeClaim still waits for the launch result (lost in a crash, or slow): the
@@ -162,6 +170,19 @@ pub fn garbage(
             ),
         ));
     }
+    // Each id listed once, and as many launched NodeClaims as running instances that their tags
+    // name and that they have: every launched NodeClaim has its instance running, none vanished.
+    let launched = state
+        .nodeclaims
+        .values()
+        .filter(|c| c.instance.is_some() && c.launched_at_ms.is_some())
+        .count();
+    let none_vanished = listed_map.is_none() && running_of_launched == launched;
+    if none_vanished && !cfg!(debug_assertions) {
+        out.grace_ends_ms = grace_ends.ms();
+        return out;
+    }
+    let before = (out.vanished.len(), grace_ends);
     for (name, claim) in &state.nodeclaims {
         let (Some(instance), Some(launched)) = (&claim.instance, claim.launched_at_ms) else {
             continue;
@@ -180,6 +201,10 @@ pub fn garbage(
             format!("its instance {} {why}", instance.instance_id),
         ));
     }
+    debug_assert!(
+        !none_vanished || before == (out.vanished.len(), grace_ends),
+        "every launched NodeClaim's instance was counted running, yet one vanished"
+    );
     out.grace_ends_ms = grace_ends.ms();
     out
 }
