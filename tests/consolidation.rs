@@ -388,15 +388,24 @@ fn a_node_whose_pod_a_pdb_protects_is_not_consolidated() {
     );
 }
 
+/// Pod `keeper` on `node`, started at `at_ms`, annotated `karpenter.sh/do-not-disrupt: <value>`
+/// when a value is given.
+fn keeper(node: &str, at_ms: u64, value: Option<&str>) -> Pod {
+    let mut keeper = replicated(Pod::new("default", "keeper", 500, GIB));
+    if let Some(value) = value {
+        keeper
+            .annotations
+            .insert(labels::DO_NOT_DISRUPT.into(), value.into());
+    }
+    keeper.node_name = Some(node.to_string());
+    keeper.created_at_ms = at_ms;
+    keeper
+}
+
 /// A pod annotated `karpenter.sh/do-not-disrupt: <value>` joins `node`, started now.
 fn keeper_on(h: &mut CoreHarness, node: &str, value: &str) {
-    let mut keeper = replicated(Pod::new("default", "keeper", 500, GIB));
-    keeper
-        .annotations
-        .insert(labels::DO_NOT_DISRUPT.into(), value.into());
-    keeper.node_name = Some(node.to_string());
-    keeper.created_at_ms = h.now_ms;
-    h.send(EventKind::PodApplied(Box::new(keeper)));
+    let pod = keeper(node, h.now_ms, Some(value));
+    h.send(EventKind::PodApplied(Box::new(pod)));
 }
 
 #[test]
@@ -431,9 +440,7 @@ fn a_running_pod_annotated_later_keeps_its_node() {
     let mut h = CoreHarness::new();
     h.nodepool(pool());
     let (_, node) = machine(&mut h, &[("big", 14_000)]);
-    let mut keeper = replicated(Pod::new("default", "keeper", 500, GIB));
-    keeper.node_name = Some(node.clone());
-    keeper.created_at_ms = h.now_ms;
+    let mut keeper = keeper(&node, h.now_ms, None);
     h.send(EventKind::PodApplied(Box::new(keeper.clone())));
     h.run_until(h.now_ms + 5 * MIN);
     // The node is underutilized, and a pass reads it so, with the pod unprotected...

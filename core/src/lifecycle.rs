@@ -112,7 +112,7 @@ pub fn garbage(
                     .is_some_and(|x| x.instance_id == i.instance_id)
             });
         if let Some(claim) = by_tag {
-            running_of_launched += usize::from(i.running && claim.launched_at_ms.is_some());
+            running_of_launched += usize::from(claim.launched_at_ms.is_some());
             return true;
         }
         owned

@@ -7,8 +7,8 @@ use std::sync::OnceLock;
 ///
 /// It is no part of its owner's identity: two owners are equal, hash alike and serialize
 /// alike whatever their derived values hold, and a clone starts without it (the clone may be
-/// changed before it is read). Its owner must not change the fields it is derived from
-/// after it was read: the owners that hold one are shared immutably once read.
+/// changed before it is read). Whoever changes what it is derived from after it was read puts
+/// a fresh one in its place (as a node's state does when its node or its pods change).
 pub struct Derived<T>(OnceLock<T>);
 
 impl<T> Derived<T> {

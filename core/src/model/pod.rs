@@ -128,6 +128,11 @@ impl Pod {
         self.is_daemonset_pod() || self.is_mirror_pod()
     }
 
+    /// Whether one of its pod anti-affinity terms is required (has no weight).
+    pub fn has_required_anti_affinity(&self) -> bool {
+        self.pod_anti_affinity.iter().any(|t| t.weight.is_none())
+    }
+
     /// Whether the pod tolerates `karpenter.sh/disrupted:NoSchedule`: such a pod (a DaemonSet's
     /// with `operator: Exists`, say) would come straight back, so a drain leaves it alone, as
     /// Karpenter's does.

@@ -1435,9 +1435,7 @@ impl<'a> ClusterView<'a> {
             state
                 .pods
                 .values()
-                .filter(|p| {
-                    p.node_name.is_some() && p.pod_anti_affinity.iter().any(|t| t.weight.is_none())
-                })
+                .filter(|p| p.node_name.is_some() && p.has_required_anti_affinity())
                 .collect()
         } else {
             Vec::new()

@@ -32,7 +32,7 @@ pub fn constrains(pod: &Pod) -> bool {
     pod.topology_spread
         .iter()
         .any(|c| c.when_unsatisfiable == WhenUnsatisfiable::DoNotSchedule)
-        || pod.pod_anti_affinity.iter().any(|t| t.weight.is_none())
+        || pod.has_required_anti_affinity()
 }
 
 /// The held machines, and the groups each is released with.

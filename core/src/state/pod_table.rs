@@ -69,7 +69,7 @@ impl PodFacts {
         PodFacts {
             protection: pod.do_not_disrupt(),
             follows_its_node: pod.follows_its_node(),
-            required_anti_affinity: pod.pod_anti_affinity.iter().any(|t| t.weight.is_none()),
+            required_anti_affinity: pod.has_required_anti_affinity(),
         }
     }
 }
