@@ -7,6 +7,7 @@
 use std::path::Path;
 
 use nodewright_adapters::eventlog::{LogHeader, LogRecord, MemoryStore};
+use nodewright_core::interruption::Interruption;
 use nodewright_core::model::duration::MaybeNever;
 use nodewright_core::model::nodeclaim::TerminationReason;
 use nodewright_core::model::nodepool::{BudgetNodes, DisruptionBudget};
@@ -126,6 +127,76 @@ fn a_protection_that_runs_out_beside_a_jobs_pod_lets_the_drain_go_on() {
     assert!(evicted(&h).is_empty(), "web is protected, train is left");
     h.run_until(46 * MIN);
     assert_eq!(evicted(&h), vec![("web".to_string(), false)]);
+}
+
+/// A machine whose drain waits only for its Job's pod: what changes the drain itself — a spot
+/// interruption bringing its deadline forward, a refused eviction, its node deleted — makes it
+/// look again, though other events leave such a drain alone.
+fn waiting_for_train(h: &mut CoreHarness) -> (String, String) {
+    h.nodepool(expiring_pool(None));
+    let (claim, instance, _node) = h.running_machine(vec![
+        job_pod("train"),
+        replicated(Pod::new("default", "web", 500, GIB / 2)),
+    ]);
+    h.run_until(31 * MIN);
+    assert_eq!(evicted(h), vec![("web".to_string(), false)]);
+    (claim.name, instance.instance_id)
+}
+
+#[test]
+fn a_spot_interruption_forces_a_drain_that_waits_for_its_jobs_pod() {
+    let mut h = CoreHarness::new();
+    let (_, instance_id) = waiting_for_train(&mut h);
+    h.complete_evictions();
+    h.run_until(2 * HOUR);
+    assert_eq!(evicted(&h).len(), 1, "train is left to finish");
+    let deadline = h.now_ms + 2 * MIN;
+    h.send(EventKind::InterruptionReceived {
+        message_id: "m-1".into(),
+        instance_id,
+        interruption: Interruption::SpotInterruption {
+            deadline_ms: deadline,
+        },
+    });
+    h.run_until(deadline + MIN);
+    assert_eq!(
+        evicted(&h),
+        vec![("web".to_string(), false), ("train".to_string(), true)],
+        "the instance is reclaimed at the deadline: the job's pod is evicted then, forced"
+    );
+}
+
+#[test]
+fn a_refused_eviction_beside_a_jobs_pod_is_asked_again() {
+    let mut h = CoreHarness::new();
+    waiting_for_train(&mut h);
+    // Web's eviction is refused: the drain, waiting for train otherwise, asks again.
+    h.send(EventKind::EvictionRefused {
+        pod: nodewright_core::model::pod::PodKey::new("default", "web"),
+        reason: "Cannot evict pod as it would violate the pod's disruption budget.".into(),
+    });
+    h.run_until(40 * MIN);
+    assert_eq!(
+        evicted(&h),
+        vec![("web".to_string(), false), ("web".to_string(), false)]
+    );
+}
+
+#[test]
+fn a_node_deleted_under_a_drain_that_waits_for_its_jobs_pod_ends_the_drain() {
+    let mut h = CoreHarness::new();
+    let (claim, _) = waiting_for_train(&mut h);
+    h.complete_evictions();
+    h.run_until(HOUR);
+    assert!(terminated(&h).is_empty());
+    let node = h.core.state().nodeclaims[&claim]
+        .node_name
+        .clone()
+        .expect("its node joined");
+    h.send(EventKind::NodeDeleted { name: node });
+    let t = terminated(&h);
+    assert_eq!(t.len(), 1, "the machine goes with its node: {t:?}");
+    assert_eq!(t[0].1, TerminationReason::Expired);
 }
 
 #[test]

@@ -378,17 +378,13 @@ impl Core {
         self.now_ms = self.now_ms.max(event.at_ms);
         let mut commands = Vec::new();
         let effects = effects::effects(&event.kind);
-        self.caches.touched = if effects.wakes_every_drain {
-            Touched::Everything
-        } else {
-            Touched::Nothing
-        };
+        self.caches.touched = Touched::new(effects.wakes_every_drain);
         // An event that changed nothing leaves the due work to its timer: a re-list, a result
         // told twice or a listing with nothing to collect never moves when a rule runs.
         if self.apply(&event.kind, effects, &mut commands) {
             self.run_due_work(&mut commands);
         }
-        self.caches.touched = Touched::Nothing;
+        self.caches.touched = Touched::default();
         commands
     }
 
@@ -492,10 +488,15 @@ impl Core {
             }
             EventKind::EvictionRefused { pod, .. } => {
                 // Asked again after the retry interval.
-                for drain in self.terminator.draining.values_mut() {
+                let mut refused = Vec::new();
+                for (name, drain) in self.terminator.draining.iter_mut() {
                     if let Some(e) = drain.evicting.get_mut(pod) {
                         *e = Eviction::Refused(now);
+                        refused.push(name.clone());
                     }
+                }
+                for name in refused {
+                    self.touch_drain(&name);
                 }
             }
             EventKind::DaemonSetDeleted { namespace, name } => {
@@ -614,7 +615,7 @@ impl Core {
         }
         next.offer_some(hold_wake);
 
-        let claims_may_act = matches!(self.caches.touched, Touched::Everything)
+        let claims_may_act = self.caches.touched.everything
             || self
                 .caches
                 .claim_deadline_ms

@@ -52,37 +52,63 @@ pub(super) enum Eviction {
     Refused(u64),
 }
 
-/// What one event changed, as far as drains care: the pods of some nodes, or anything.
+/// What one event changed, as far as drains care: the pods of some nodes (or a drain of
+/// theirs), or anything.
 #[derive(Debug, Clone, Default)]
-pub(super) enum Touched {
-    /// Only time passed.
-    #[default]
-    Nothing,
-    /// Pods bound to, changed on or removed from these nodes.
-    Nodes(BTreeSet<String>),
-    /// Anything else (nodes, budgets, refusals, policy): every drain looks again.
-    Everything,
+pub(super) struct Touched {
+    /// Anything but a pod changed (nodes, budgets, refusals, policy): every drain looks again
+    /// but those that only wait for pods left to finish ([`Drain::waits_for_jobs`]), which
+    /// nothing but their node's pods and their own deadline moves.
+    pub(super) everything: bool,
+    /// Nodes whose pods changed, or whose drain itself changed (its deadline, a refusal, its
+    /// node gone): their drains look again, whatever they wait for.
+    nodes: BTreeSet<String>,
 }
 
 impl Touched {
-    fn node(&mut self, node: &str) {
-        match self {
-            Touched::Nothing => *self = Touched::Nodes(BTreeSet::from([node.to_string()])),
-            Touched::Nodes(nodes) => {
-                if !nodes.contains(node) {
-                    nodes.insert(node.to_string());
-                }
-            }
-            Touched::Everything => {}
+    /// Only time passed, or anything changed.
+    pub(super) fn new(everything: bool) -> Self {
+        Touched {
+            everything,
+            nodes: BTreeSet::new(),
         }
     }
 
-    fn includes(&self, node: &str) -> bool {
-        match self {
-            Touched::Nothing => false,
-            Touched::Nodes(nodes) => nodes.contains(node),
-            Touched::Everything => true,
+    fn node(&mut self, node: &str) {
+        if !self.nodes.contains(node) {
+            self.nodes.insert(node.to_string());
         }
+    }
+
+    /// Whether `drain` looks again for what changed.
+    fn wakes(&self, drain: &Drain) -> bool {
+        (self.everything && !drain.waits_for_jobs) || self.nodes.contains(&drain.node)
+    }
+}
+
+/// What one step of a drain does, worked out before any of it is done.
+#[derive(Debug, PartialEq)]
+struct Step {
+    /// terminationGracePeriod ran out: PodDisruptionBudgets and do-not-disrupt no longer hold.
+    forced: bool,
+    /// The pods asked to leave now, in the order asked.
+    asks: Vec<PodKey>,
+    /// A pod was held back by a PodDisruptionBudget or do-not-disrupt.
+    held_back: bool,
+    /// A pod is left to finish (`Config::expiration_waits_for_jobs`).
+    left_to_finish: bool,
+    /// When a refused eviction may be asked again, or terminationGracePeriod runs out.
+    wake_ms: Option<u64>,
+}
+
+impl Step {
+    /// Whether doing it would leave `drain` as it is and ask nothing.
+    fn changes_nothing_of(&self, drain: &Drain) -> bool {
+        self.asks.is_empty()
+            && self.forced == drain.forced
+            && self.held_back == drain.held_back
+            && self.wake_ms == drain.wake_ms
+            && (self.left_to_finish && !self.held_back) == drain.waits_for_jobs
     }
 }
 
@@ -97,12 +123,10 @@ impl Core {
         evicting_now: &mut BTreeSet<PodKey>,
         commands: &mut Vec<Command>,
     ) {
-        let now = self.now_ms;
         let Some(drain) = self.terminator.draining.get(nodeclaim) else {
             return;
         };
-        let pods = self.state.drainable_pods_on_node(&drain.node);
-        if pods.is_empty() {
+        let Some(step) = self.next_step(drain, evicting_now) else {
             if let Some(drain) = self.terminator.draining.remove(nodeclaim) {
                 for (key, e) in &drain.evicting {
                     if matches!(e, Eviction::Asked { .. }) {
@@ -112,13 +136,48 @@ impl Core {
                 self.finish_termination(nodeclaim, drain.reason, drain.detail, commands);
             }
             return;
+        };
+        let forced = step.forced;
+        for key in &step.asks {
+            commands.push(Command::EvictPod {
+                pod: key.clone(),
+                node: drain.node.clone(),
+                forced,
+                reason: if forced {
+                    format!(
+                        "{}: terminationGracePeriod ran out; PodDisruptionBudgets and do-not-disrupt no longer hold",
+                        drain.reason
+                    )
+                } else {
+                    format!("{}: {}", drain.reason, drain.detail)
+                },
+            });
+        }
+        if let Some(d) = self.terminator.draining.get_mut(nodeclaim) {
+            for key in step.asks {
+                d.evicting.insert(key, Eviction::Asked { forced });
+            }
+            d.forced = forced;
+            d.held_back = step.held_back;
+            d.wake_ms = step.wake_ms;
+            d.waits_for_jobs = step.left_to_finish && !step.held_back;
+        }
+    }
+
+    /// What the next step of `drain` does, the pods it asks added to `evicting_now`; `None`
+    /// when no pod is left (the drain is done).
+    fn next_step(&self, drain: &Drain, evicting_now: &mut BTreeSet<PodKey>) -> Option<Step> {
+        let now = self.now_ms;
+        let pods = self.state.drainable_pods_on_node(&drain.node);
+        if pods.is_empty() {
+            return None;
         }
         let forced = drain.forced || drain.deadline_ms.is_some_and(|d| now >= d);
         let expired = drain.reason == TerminationReason::Expired;
         let tier =
             |p: &Pod| (p.priority >= CRITICAL_PRIORITY) as u8 * 2 + p.is_daemonset_pod() as u8;
         let current_tier = pods.iter().map(|p| tier(p)).min().unwrap_or(0);
-        let mut asked = Vec::new();
+        let mut asks = Vec::new();
         let mut held_back = false;
         let mut left_to_finish = false;
         for pod in &pods {
@@ -149,20 +208,7 @@ impl Core {
                 continue;
             }
             evicting_now.insert(pod.key.clone());
-            asked.push(pod.key.clone());
-            commands.push(Command::EvictPod {
-                pod: pod.key.clone(),
-                node: drain.node.clone(),
-                forced,
-                reason: if forced {
-                    format!(
-                        "{}: terminationGracePeriod ran out; PodDisruptionBudgets and do-not-disrupt no longer hold",
-                        drain.reason
-                    )
-                } else {
-                    format!("{}: {}", drain.reason, drain.detail)
-                },
-            });
+            asks.push(pod.key.clone());
         }
         let wake_ms = drain
             .evicting
@@ -174,15 +220,13 @@ impl Core {
             .chain(drain.deadline_ms.filter(|_| !forced))
             .filter(|t| *t > now)
             .min();
-        if let Some(d) = self.terminator.draining.get_mut(nodeclaim) {
-            for key in asked {
-                d.evicting.insert(key, Eviction::Asked { forced });
-            }
-            d.forced = forced;
-            d.held_back = held_back;
-            d.wake_ms = wake_ms;
-            d.waits_for_jobs = left_to_finish && !held_back;
-        }
+        Some(Step {
+            forced,
+            asks,
+            held_back,
+            left_to_finish,
+            wake_ms,
+        })
     }
 
     /// The NodeClaims whose drains may leave pods to finish now: past `expireAfter`
@@ -230,17 +274,17 @@ impl Core {
     /// nothing and change nothing). Returns when one may need to ask again.
     pub(super) fn drain_all(&mut self, commands: &mut Vec<Command>) -> Option<u64> {
         let now = self.now_ms;
+        let touched = &self.caches.touched;
         let names: Vec<String> = self
             .terminator
             .draining
             .iter()
-            .filter(|(_, d)| {
-                d.held_back
-                    || d.wake_ms.is_some_and(|t| t <= now)
-                    || self.caches.touched.includes(&d.node)
-            })
+            .filter(|(_, d)| d.held_back || d.wake_ms.is_some_and(|t| t <= now) || touched.wakes(d))
             .map(|(name, _)| name.clone())
             .collect();
+        if cfg!(debug_assertions) {
+            self.check_quiet_drains_would_change_nothing(&names);
+        }
         if !names.is_empty() {
             let mut evicting_now = self.evicting_now();
             for name in names {
@@ -264,10 +308,39 @@ impl Core {
             .min()
     }
 
+    /// Debug builds: every drain an event that changed anything leaves alone (`stepping`,
+    /// sorted, are the others), because it only waits for pods left to finish, would ask
+    /// nothing and change nothing if it stepped. (Such a step asks no PodDisruptionBudget, so
+    /// the evictions other drains ask first do not matter to it.)
+    fn check_quiet_drains_would_change_nothing(&self, stepping: &[String]) {
+        if !self.caches.touched.everything {
+            return;
+        }
+        let evicting_now = self.evicting_now();
+        for (name, drain) in &self.terminator.draining {
+            if stepping.binary_search(name).is_ok() {
+                continue;
+            }
+            let step = self.next_step(drain, &mut evicting_now.clone());
+            assert!(
+                step.as_ref().is_some_and(|s| s.changes_nothing_of(drain)),
+                "the drain of {name} waits only for pods left to finish, yet a step would act: {step:?}"
+            );
+        }
+    }
+
     /// Notes that the pods of `node` changed (only drains ask, so only while one runs).
     pub(super) fn touch_node(&mut self, node: &str) {
         if !self.terminator.draining.is_empty() {
             self.caches.touched.node(node);
+        }
+    }
+
+    /// Notes that the drain of `nodeclaim` itself changed (its deadline, a refusal): it looks
+    /// again after this event, even if it only waited for pods left to finish.
+    pub(super) fn touch_drain(&mut self, nodeclaim: &str) {
+        if let Some(drain) = self.terminator.draining.get(nodeclaim) {
+            self.caches.touched.node(&drain.node);
         }
     }
 }

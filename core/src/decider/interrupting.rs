@@ -120,6 +120,7 @@ impl Core {
         wake.offer_some(drain.deadline_ms);
         wake.offer(deadline);
         drain.deadline_ms = wake.ms();
+        self.touch_drain(nodeclaim);
         true
     }
 }

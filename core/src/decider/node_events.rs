@@ -126,6 +126,8 @@ impl Core {
     pub(super) fn node_deleted(&mut self, name: &str, commands: &mut Vec<Command>) {
         self.warnings.annotations.remove(&format!("node {name}"));
         self.terminator.uncordoning.remove(name);
+        // A drain of it finds no pod left.
+        self.touch_node(name);
         if let Some(state) = self.state.nodes.remove(name)
             && let Some(claim_name) = state.nodeclaim
             && let Some(claim) = self.state.nodeclaims.get_mut(&claim_name)
