@@ -226,6 +226,56 @@ fn with_the_setting_off_the_jobs_pod_is_evicted_as_in_karpenter() {
     assert!(!t[0].2.contains("left to finish"), "{}", t[0].2);
 }
 
+/// Two machines expire one after the other while their jobs run on, and a machine empties
+/// after each: as each pass counts again which machines only wait for their jobs, none of them
+/// takes the pool's one disruption, and both empty machines go.
+#[test]
+fn machines_that_expire_one_after_the_other_both_leave_the_budget_to_the_others() {
+    let mut h = CoreHarness::new();
+    let mut p = expiring_pool(None);
+    p.expire_after = MaybeNever::After(HOUR);
+    p.consolidate_after = MaybeNever::After(MIN);
+    p.budgets = vec![DisruptionBudget {
+        nodes: BudgetNodes::Count(1),
+        schedule: None,
+        duration_ms: None,
+        reasons: vec![],
+    }];
+    h.nodepool(p);
+    h.running_machine(vec![job_pod("train-a")]);
+    h.run_until(20 * MIN);
+    h.running_machine(vec![job_pod("train-b")]);
+    // The first waits for its job from 60 minutes on, the second from 80; a machine empties
+    // after each.
+    let mut emptied = Vec::new();
+    for (web, at) in [("web-1", 65 * MIN), ("web-2", 85 * MIN)] {
+        h.run_until(at);
+        let (claim, _, node) =
+            h.running_machine(vec![replicated(Pod::new("default", web, 500, GIB / 2))]);
+        h.run_until(at + 3 * MIN);
+        h.delete_pod("default", web);
+        h.run_until(at + 10 * MIN);
+        // Its instance and node are gone: it no longer takes the budget.
+        h.send(EventKind::NodeClaimTerminated {
+            nodeclaim: claim.name.clone(),
+        });
+        h.send(EventKind::NodeDeleted { name: node });
+        emptied.push(claim.name);
+    }
+    assert!(evicted(&h).is_empty(), "{:?}", evicted(&h));
+    let t = h.terminations();
+    assert_eq!(
+        t.iter().map(|t| &t.nodeclaim).collect::<Vec<_>>(),
+        emptied.iter().collect::<Vec<_>>(),
+        "{t:?}"
+    );
+    for (t, waiting) in t.iter().zip(["1 expired", "2 expired"]) {
+        assert_eq!(t.reason, TerminationReason::Empty);
+        let counted = format!("({waiting}, waiting only for Jobs' pods to finish, not counted)");
+        assert!(t.detail.contains(&counted), "{}", t.detail);
+    }
+}
+
 /// A pool of two machines whose budget lets one go at a time: the first expires while its
 /// job runs on; the second, empty, is still removed — the waiting machine disrupts nothing.
 #[test]

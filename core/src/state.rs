@@ -6,6 +6,7 @@ use std::sync::Arc;
 use serde::{Deserialize, Serialize};
 
 use crate::catalog::{self, CapacitySettings, ClassResources, InstanceType, NodeResources};
+use crate::config::LostWork;
 use crate::model::daemonset::DaemonSet;
 use crate::model::derived::Derived;
 use crate::model::do_not_disrupt::{Asked, Protection};
@@ -28,7 +29,7 @@ mod pod_table;
 mod pods_summary;
 
 pub use pod_table::{PodId, PodTable};
-pub use pods_summary::{Requested, WorkloadProtection, WorkloadSummary};
+pub use pods_summary::{PricedPod, PricedPods, Requested, WorkloadProtection, WorkloadSummary};
 
 /// Where a NodeClaim is in its life.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -101,6 +102,11 @@ pub struct NodeState {
     /// started again with [`NodeState::workload`].
     #[serde(skip)]
     pub requested: Derived<Requested>,
+    /// Its workload pods as consolidation prices them, made the first time it is read
+    /// ([`ClusterState::priced_pods_on`]); started again with [`NodeState::workload`], and
+    /// when the node is replaced (their shares are of its allocatable).
+    #[serde(skip)]
+    pub priced: Derived<PricedPods>,
 }
 
 impl NodeState {
@@ -115,6 +121,7 @@ impl NodeState {
             hostname_labelled: Derived::default(),
             workload: Derived::default(),
             requested: Derived::default(),
+            priced: Derived::default(),
         }
     }
 
@@ -123,6 +130,7 @@ impl NodeState {
         self.node = node;
         self.asked = Derived::default();
         self.hostname_labelled = Derived::default();
+        self.priced = Derived::default();
     }
 
     /// Whether the node carries the `kubernetes.io/hostname` label.
@@ -143,6 +151,7 @@ impl NodeState {
     pub fn pods_changed(&mut self) {
         self.workload = Derived::default();
         self.requested = Derived::default();
+        self.priced = Derived::default();
     }
 
     /// What the node's `karpenter.sh/do-not-disrupt` asks for, before it is known when its
@@ -380,6 +389,37 @@ impl ClusterState {
             node.node.name
         );
         requested
+    }
+
+    /// The workload pods bound to `node` as consolidation prices them, their lost work counted
+    /// under `lost_work`: made the first time it is asked and kept until they or the node
+    /// change (made afresh, and not kept, when asked under another setting than the kept one).
+    /// Debug builds compare it with one made afresh.
+    pub fn priced_pods_on<'s>(
+        &'s self,
+        node: &'s NodeState,
+        lost_work: LostWork,
+    ) -> std::borrow::Cow<'s, PricedPods> {
+        let fresh = || {
+            PricedPods::of(
+                &self.pods,
+                node.pods.values(),
+                &node.node.allocatable,
+                lost_work,
+            )
+        };
+        let kept = node.priced.get_or_init(fresh);
+        let priced = if kept.lost_work == lost_work {
+            std::borrow::Cow::Borrowed(kept)
+        } else {
+            std::borrow::Cow::Owned(fresh())
+        };
+        debug_assert!(
+            priced.same_bits(&fresh()),
+            "node {}: its pods changed without their prices being read again",
+            node.node.name
+        );
+        priced
     }
 
     /// Whether `karpenter.sh/do-not-disrupt` on the node or on one of its workload pods keeps it
@@ -698,27 +738,93 @@ mod tests {
         }
     }
 
+    /// A node's priced pods follow its allocatable (a node replaced), its pods, and the
+    /// setting asked under.
+    #[test]
+    fn priced_pods_follow_the_node_its_pods_and_the_setting() {
+        use crate::config::LostWork;
+        use crate::model::pod::OwnerRef;
+        let machine = |cpu: i64| Node {
+            name: "n".to_string(),
+            provider_id: None,
+            labels: BTreeMap::new(),
+            annotations: BTreeMap::new(),
+            taints: Vec::new(),
+            allocatable: Resources::new(cpu, 64 << 30, 110),
+            ready: true,
+            unschedulable: false,
+        };
+        let mut state = ClusterState::default();
+        state
+            .nodes
+            .insert("n".into(), NodeState::new(machine(4_000), None, 0));
+        let mut job = Pod::new("default", "train", 2_000, 1 << 30);
+        job.owner = Some(OwnerRef {
+            kind: "Job".into(),
+            name: "train".into(),
+        });
+        job.created_at_ms = 7;
+        job.node_name = Some("n".into());
+        let (id, _) = state.pods.insert(job.clone());
+        let on = state.nodes.get_mut("n").unwrap();
+        on.pods.insert(job.key.clone(), id);
+        on.pods_changed();
+        let priced = |state: &ClusterState, setting| {
+            state
+                .priced_pods_on(&state.nodes["n"], setting)
+                .into_owned()
+        };
+        let half = priced(&state, LostWork::AllButReplicated);
+        assert_eq!(half.pods.len(), 1);
+        assert_eq!(half.pods[0].created_at_ms, 7);
+        assert!(half.pods[0].loses_work);
+        assert_eq!(half.pods[0].share, 0.5);
+        assert_eq!(half.disruption_cost, 1.0);
+        // Asked under another setting: made for it, the kept one left as it was.
+        let off = priced(&state, LostWork::Off);
+        assert!(!off.pods[0].loses_work);
+        assert_eq!(off.pods[0].share, 0.0);
+        assert_eq!(
+            priced(&state, LostWork::AllButReplicated).pods[0].share,
+            0.5
+        );
+        // The node replaced with twice the CPU: the pod holds a quarter of it.
+        state
+            .nodes
+            .get_mut("n")
+            .unwrap()
+            .replace_node(machine(8_000));
+        assert_eq!(
+            priced(&state, LostWork::AllButReplicated).pods[0].share,
+            0.25
+        );
+        // Its pod gone from its list: nothing to price.
+        let on = state.nodes.get_mut("n").unwrap();
+        on.pods.clear();
+        on.pods_changed();
+        let none = priced(&state, LostWork::AllButReplicated);
+        assert!(none.pods.is_empty());
+        assert_eq!(none.disruption_cost, 0.0);
+    }
+
     #[test]
     fn a_node_listing_a_pod_the_table_does_not_hold_so_is_refused() {
         let mut state = ClusterState::default();
-        let node = |name: &str| NodeState {
-            node: Node {
-                name: name.to_string(),
-                provider_id: None,
-                labels: BTreeMap::new(),
-                annotations: BTreeMap::new(),
-                taints: Vec::new(),
-                allocatable: Resources::default(),
-                ready: true,
-                unschedulable: false,
-            },
-            nodeclaim: None,
-            pods: BTreeMap::new(),
-            last_pod_event_ms: 0,
-            asked: Default::default(),
-            hostname_labelled: Default::default(),
-            workload: Default::default(),
-            requested: Default::default(),
+        let node = |name: &str| {
+            NodeState::new(
+                Node {
+                    name: name.to_string(),
+                    provider_id: None,
+                    labels: BTreeMap::new(),
+                    annotations: BTreeMap::new(),
+                    taints: Vec::new(),
+                    allocatable: Resources::default(),
+                    ready: true,
+                    unschedulable: false,
+                },
+                None,
+                0,
+            )
         };
         state.nodes.insert("a".into(), node("a"));
         state.nodes.insert("b".into(), node("b"));

@@ -4,6 +4,7 @@
 //! drains need to look again after an event.
 
 use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 
@@ -234,12 +235,13 @@ impl Core {
     /// deadline (which a spot interruption may have brought forward). Budgets do not count
     /// those of them kept only by such pods
     /// ([`crate::disruption::expiration::waits_only_for_jobs`]).
-    pub(super) fn drains_leaving_pods_to_finish(&self) -> BTreeSet<String> {
+    pub(super) fn drains_leaving_pods_to_finish(&mut self) -> Arc<BTreeSet<String>> {
         if !self.config.expiration_waits_for_jobs {
-            return BTreeSet::new();
+            return Arc::default();
         }
         let now = self.now_ms;
-        self.terminator
+        let leaving = self
+            .terminator
             .draining
             .iter()
             .filter(|(_, d)| {
@@ -247,8 +249,13 @@ impl Core {
                     && !d.forced
                     && d.deadline_ms.is_none_or(|t| now < t)
             })
-            .map(|(name, _)| name.clone())
-            .collect()
+            .map(|(name, _)| name);
+        // Mostly the same as the pass before: the set made then is shared again.
+        let kept = &self.caches.leaving_to_finish;
+        if !leaving.clone().eq(kept.iter()) {
+            self.caches.leaving_to_finish = Arc::new(leaving.cloned().collect());
+        }
+        Arc::clone(&self.caches.leaving_to_finish)
     }
 
     /// Pods asked to leave by any drain and still there: they count as unavailable for

@@ -123,6 +123,10 @@ pub(super) struct Caches {
     /// The last garbage collection found nothing, and neither the listing nor a NodeClaim
     /// changed since: the next finds nothing either before this time (`u64::MAX`: ever).
     pub(super) garbage_quiet_until_ms: Option<u64>,
+    /// The NodeClaims whose drains left pods to finish at the last disruption pass
+    /// ([`super::Core::drains_leaving_pods_to_finish`]), shared with the next pass when they are the
+    /// same.
+    pub(super) leaving_to_finish: std::sync::Arc<BTreeSet<String>>,
     /// Recent launches' options by what chose them; forgotten when the catalog or a NodePool
     /// changes.
     pub(super) launch_memo: crate::provisioning::launch_memo::LaunchMemo,

@@ -50,17 +50,6 @@ pub struct Decision {
     pub detail: String,
 }
 
-/// Karpenter's disruption cost of a pod: 1 + deletion-cost/2^27 + priority/2^25, clamped to
-/// ±10.
-fn pod_disruption_cost(pod: &Pod) -> f64 {
-    let deletion_cost = pod
-        .annotations
-        .get("controller.kubernetes.io/pod-deletion-cost")
-        .and_then(|v| v.parse::<f64>().ok())
-        .unwrap_or(0.0);
-    (1.0 + deletion_cost / 134_217_728.0 + pod.priority as f64 / 33_554_432.0).clamp(-10.0, 10.0)
-}
-
 /// A node that may be consolidated now.
 struct Candidate<'a> {
     /// Karpenter's disruption cost of its pods, scaled by the lifetime its machine has left:
@@ -82,8 +71,6 @@ fn candidates<'a>(
     let mut out = Vec::with_capacity(state.nodeclaims.len());
     let mut next = Wake::default();
     let exhausted = state.exhausted_pdbs();
-    // Each candidate's workload pods, in one list reused from node to node.
-    let mut pods: Vec<&Pod> = Vec::new();
     for (name, claim) in &state.nodeclaims {
         let Some(pool) = state.nodepools.get(&claim.spec.nodepool) else {
             continue;
@@ -118,13 +105,12 @@ fn candidates<'a>(
         if state.workload_on(node).pods == 0 {
             continue;
         }
-        pods.clear();
-        pods.extend(state.workload_pods_of(node));
-        if pods
-            .iter()
-            .any(|p| exhausted.iter().any(|pdb| pdb.selects(p)))
-            || nominated.contains(node_name)
+        if nominated.contains(node_name)
             || nominated.contains(name)
+            || (!exhausted.is_empty()
+                && state
+                    .workload_pods_of(node)
+                    .any(|p| exhausted.iter().any(|pdb| pdb.selects(p))))
         {
             continue;
         }
@@ -140,11 +126,11 @@ fn candidates<'a>(
             }
             _ => 1.0,
         };
-        let disruption_cost: f64 =
-            pods.iter().map(|p| pod_disruption_cost(p)).sum::<f64>() * lifetime_left;
+        let priced = state.priced_pods_on(node, config.count_lost_work);
+        let disruption_cost = priced.disruption_cost * lifetime_left;
         let mut eviction_cost = EvictionCost::default();
-        for pod in &pods {
-            eviction_cost.add(config, pod, &node.node.allocatable, instance.price, now_ms);
+        for pod in &priced.pods {
+            eviction_cost.add_priced(config, pod, instance.price, now_ms);
         }
         out.push(Candidate {
             disruption_cost,

@@ -12,6 +12,7 @@ use crate::catalog::Price;
 use crate::config::Config;
 use crate::model::pod::Pod;
 use crate::model::resources::Resources;
+use crate::state::PricedPod;
 
 /// The cost of the evictions of one consolidation, summed pod by pod.
 #[derive(Debug, Clone, Copy, Default, PartialEq)]
@@ -40,16 +41,21 @@ impl EvictionCost {
         price: Price,
         now_ms: u64,
     ) {
+        let pod = PricedPod::of(pod, allocatable, config.count_lost_work);
+        self.add_priced(config, &pod, price, now_ms);
+    }
+
+    /// [`Self::add`] for a pod as a node's summary keeps it ([`PricedPod`], read under
+    /// `config.count_lost_work`).
+    pub fn add_priced(&mut self, config: &Config, pod: &PricedPod, price: Price, now_ms: u64) {
         self.evictions += 1;
         self.restarts_usd += config.eviction_cost_micro_usd as f64 / 1e6;
-        let loses_work = config.count_lost_work.counts(pod);
-        self.any_keeps_work |= !loses_work;
+        self.any_keeps_work |= !pod.loses_work;
         self.oldest_ms = self.oldest_ms.max(now_ms.saturating_sub(pod.created_at_ms));
-        if loses_work {
+        if pod.loses_work {
             self.counts_lost_work = true;
             let age_h = now_ms.saturating_sub(pod.created_at_ms) as f64 / 3_600_000.0;
-            let share = pod.requests.dominant_share_of(allocatable);
-            self.lost_work_usd += share * price.usd_per_hour() * age_h;
+            self.lost_work_usd += pod.share * price.usd_per_hour() * age_h;
         }
     }
 

@@ -87,6 +87,18 @@ pub struct Pod {
 }
 
 impl Pod {
+    /// Karpenter's disruption cost of the pod: 1 + deletion-cost/2^27 + priority/2^25,
+    /// clamped to ±10 (`controller.kubernetes.io/pod-deletion-cost`).
+    pub fn disruption_cost(&self) -> f64 {
+        let deletion_cost = self
+            .annotations
+            .get("controller.kubernetes.io/pod-deletion-cost")
+            .and_then(|v| v.parse::<f64>().ok())
+            .unwrap_or(0.0);
+        (1.0 + deletion_cost / 134_217_728.0 + self.priority as f64 / 33_554_432.0)
+            .clamp(-10.0, 10.0)
+    }
+
     /// A pod that only requests resources (handy for tests and synthetic workloads).
     pub fn new(namespace: &str, name: &str, cpu_milli: i64, memory_bytes: i64) -> Self {
         Pod {

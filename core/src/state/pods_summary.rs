@@ -3,14 +3,17 @@
 //! of them is protected, and every solve what its pods request. Reading those off the node's
 //! pods each time walked every pod of the cluster several times per pass.
 //!
-//! It comes in two summaries, each made the first time it is read (a pass reads only the first,
-//! a solve both) and kept until the node's pods change: whoever adds a pod to a node's list,
-//! takes one off, or replaces a listed pod in the table calls
-//! [`super::NodeState::pods_changed`]. Debug builds (every test's) compare each summary read
-//! with one made afresh.
+//! It comes in three summaries, each made the first time it is read (a pass reads the first,
+//! a consolidation search the third, a solve the first two) and kept until the node's pods
+//! change: whoever adds a pod to a node's list, takes one off, or replaces a listed pod in the
+//! table calls [`super::NodeState::pods_changed`] (and whoever replaces the node, whose
+//! allocatable the third reads, [`super::NodeState::replace_node`]). Debug builds (every
+//! test's) compare each summary read with one made afresh.
 
+use crate::config::LostWork;
 use crate::model::affinity::HostPort;
 use crate::model::do_not_disrupt::Protection;
+use crate::model::pod::Pod;
 use crate::model::resources::Resources;
 
 use super::PodTable;
@@ -32,6 +35,84 @@ pub struct Requested {
     pub requests: Resources,
     /// Their host ports, in the node's pod order.
     pub host_ports: Vec<HostPort>,
+}
+
+/// The workload pods of a node as consolidation prices disrupting them: what every search read
+/// of each pod of each candidate, read once.
+#[derive(Debug, Clone, PartialEq)]
+pub struct PricedPods {
+    /// The setting their lost work is counted under (`Config::count_lost_work`).
+    pub lost_work: LostWork,
+    /// Karpenter's disruption cost of the pods ([`Pod::disruption_cost`]), summed in the node's
+    /// pod order.
+    pub disruption_cost: f64,
+    /// Each pod, in the node's pod order.
+    pub pods: Vec<PricedPod>,
+}
+
+/// One pod as the cost of its eviction reads it.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct PricedPod {
+    /// When it was created: its age counts the work it loses.
+    pub created_at_ms: u64,
+    /// Whether its work is counted lost when it is evicted ([`LostWork::counts`]).
+    pub loses_work: bool,
+    /// Its share of its node (its fullest resource), when its work is counted lost; else 0.
+    pub share: f64,
+}
+
+impl PricedPod {
+    /// `pod` on a node with `allocatable`, its lost work counted under `lost_work`.
+    pub fn of(pod: &Pod, allocatable: &Resources, lost_work: LostWork) -> Self {
+        let loses_work = lost_work.counts(pod);
+        PricedPod {
+            created_at_ms: pod.created_at_ms,
+            loses_work,
+            share: if loses_work {
+                pod.requests.dominant_share_of(allocatable)
+            } else {
+                0.0
+            },
+        }
+    }
+}
+
+impl PricedPods {
+    /// Whether both are the same, bit for bit (a pod's deletion cost may read as NaN, which
+    /// equals nothing).
+    pub fn same_bits(&self, other: &PricedPods) -> bool {
+        let pod_bits = |p: &PricedPod| (p.created_at_ms, p.loses_work, p.share.to_bits());
+        self.lost_work == other.lost_work
+            && self.disruption_cost.to_bits() == other.disruption_cost.to_bits()
+            && self.pods.len() == other.pods.len()
+            && self
+                .pods
+                .iter()
+                .map(pod_bits)
+                .eq(other.pods.iter().map(pod_bits))
+    }
+
+    /// The workload pods `ids` (a node's list, in its order) of a node with `allocatable`,
+    /// read from `table`.
+    pub(super) fn of<'a>(
+        table: &PodTable,
+        ids: impl Iterator<Item = &'a super::PodId>,
+        allocatable: &Resources,
+        lost_work: LostWork,
+    ) -> Self {
+        let pods: Vec<&Pod> = ids
+            .filter(|&&id| !table.follows_its_node(id))
+            .map(|&id| table.pod(id))
+            .collect();
+        PricedPods {
+            lost_work,
+            disruption_cost: pods.iter().map(|p| p.disruption_cost()).sum::<f64>(),
+            pods: pods
+                .iter()
+                .map(|p| PricedPod::of(p, allocatable, lost_work))
+                .collect(),
+        }
+    }
 }
 
 /// The `karpenter.sh/do-not-disrupt` protections of a node's workload pods, combined: what
