@@ -10,7 +10,7 @@ use nodewright_adapters::eventlog::{LogHeader, LogRecord, MemoryStore};
 use nodewright_core::interruption::Interruption;
 use nodewright_core::model::duration::MaybeNever;
 use nodewright_core::model::nodeclaim::TerminationReason;
-use nodewright_core::model::nodepool::{BudgetNodes, DisruptionBudget};
+use nodewright_core::model::nodepool::{BudgetNodes, DisruptionBudget, NodePool};
 use nodewright_core::model::pod::{OwnerRef, Pod};
 use nodewright_core::{Command, Config, EventKind};
 use nodewright_testkit::harness::{CoreHarness, expiring_pool, pdb_of_app, replicated};
@@ -226,12 +226,9 @@ fn with_the_setting_off_the_jobs_pod_is_evicted_as_in_karpenter() {
     assert!(!t[0].2.contains("left to finish"), "{}", t[0].2);
 }
 
-/// Two machines expire one after the other while their jobs run on, and a machine empties
-/// after each: as each pass counts again which machines only wait for their jobs, none of them
-/// takes the pool's one disruption, and both empty machines go.
-#[test]
-fn machines_that_expire_one_after_the_other_both_leave_the_budget_to_the_others() {
-    let mut h = CoreHarness::new();
+/// Machines that expire after an hour and are removed a minute after they empty, one at a
+/// time (a budget of one node).
+fn one_at_a_time_pool() -> NodePool {
     let mut p = expiring_pool(None);
     p.expire_after = MaybeNever::After(HOUR);
     p.consolidate_after = MaybeNever::After(MIN);
@@ -241,7 +238,16 @@ fn machines_that_expire_one_after_the_other_both_leave_the_budget_to_the_others(
         duration_ms: None,
         reasons: vec![],
     }];
-    h.nodepool(p);
+    p
+}
+
+/// Two machines expire one after the other while their jobs run on, and a machine empties
+/// after each: as each pass counts again which machines only wait for their jobs, none of them
+/// takes the pool's one disruption, and both empty machines go.
+#[test]
+fn machines_that_expire_one_after_the_other_both_leave_the_budget_to_the_others() {
+    let mut h = CoreHarness::new();
+    h.nodepool(one_at_a_time_pool());
     h.running_machine(vec![job_pod("train-a")]);
     h.run_until(20 * MIN);
     h.running_machine(vec![job_pod("train-b")]);
@@ -285,16 +291,7 @@ fn a_machine_that_only_waits_for_its_jobs_leaves_the_budget_to_the_others() {
             expiration_waits_for_jobs: waits,
             ..Config::default()
         });
-        let mut p = expiring_pool(None);
-        p.expire_after = MaybeNever::After(HOUR);
-        p.consolidate_after = MaybeNever::After(MIN);
-        p.budgets = vec![DisruptionBudget {
-            nodes: BudgetNodes::Count(1),
-            schedule: None,
-            duration_ms: None,
-            reasons: vec![],
-        }];
-        h.nodepool(p);
+        h.nodepool(one_at_a_time_pool());
         h.running_machine(vec![job_pod("train")]);
         h.run_until(59 * MIN);
         let (empty_claim, _, _) =

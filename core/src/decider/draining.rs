@@ -276,9 +276,10 @@ impl Core {
             .collect()
     }
 
-    /// Advances the drains that may move: those whose node's pods changed, those waiting on
-    /// the rest of the cluster, those whose time has come (a step of any other would ask
-    /// nothing and change nothing). Returns when one may need to ask again.
+    /// Advances the drains that may move: those whose node's pods (or the drain itself)
+    /// changed, those waiting on the rest of the cluster, those whose time has come, and after
+    /// any other change every drain but those only waiting for pods left to finish (a step of
+    /// any other would ask nothing and change nothing). Returns when one may need to ask again.
     pub(super) fn drain_all(&mut self, commands: &mut Vec<Command>) -> Option<u64> {
         let now = self.now_ms;
         let touched = &self.caches.touched;
