@@ -102,6 +102,11 @@ pub struct NodeState {
     /// started again with [`NodeState::workload`].
     #[serde(skip)]
     pub requested: Derived<Requested>,
+    /// Its allocatable less what its pods request, made the first time it is read
+    /// ([`ClusterState::free_room_on`]); started again with [`NodeState::workload`], and when
+    /// the node is replaced (its allocatable may differ).
+    #[serde(skip)]
+    pub free_room: Derived<Resources>,
     /// Its workload pods as consolidation prices them, made the first time it is read
     /// ([`ClusterState::priced_pods_on`]); started again with [`NodeState::workload`], and
     /// when the node is replaced (their shares are of its allocatable).
@@ -121,6 +126,7 @@ impl NodeState {
             hostname_labelled: Derived::default(),
             workload: Derived::default(),
             requested: Derived::default(),
+            free_room: Derived::default(),
             priced: Derived::default(),
         }
     }
@@ -130,6 +136,7 @@ impl NodeState {
         self.node = node;
         self.asked = Derived::default();
         self.hostname_labelled = Derived::default();
+        self.free_room = Derived::default();
         self.priced = Derived::default();
     }
 
@@ -151,6 +158,7 @@ impl NodeState {
     pub fn pods_changed(&mut self) {
         self.workload = Derived::default();
         self.requested = Derived::default();
+        self.free_room = Derived::default();
         self.priced = Derived::default();
     }
 
@@ -389,6 +397,25 @@ impl ClusterState {
             node.node.name
         );
         requested
+    }
+
+    /// The room left on `node` by its pods: its allocatable less what they request (less than
+    /// none where they ask more). Made the first time it is asked and kept until they or the
+    /// node change; debug builds compare it with one made afresh.
+    pub fn free_room_on<'s>(&'s self, node: &'s NodeState) -> &'s Resources {
+        let fresh = || {
+            node.node
+                .allocatable
+                .minus(&self.requested_on(node).requests)
+        };
+        let free = node.free_room.get_or_init(fresh);
+        debug_assert_eq!(
+            *free,
+            fresh(),
+            "node {}: its pods or allocatable changed without its free room being made again",
+            node.node.name
+        );
+        free
     }
 
     /// The workload pods bound to `node` as consolidation prices them, their lost work counted
@@ -741,7 +768,7 @@ mod tests {
     /// A node's priced pods follow its allocatable (a node replaced), its pods, and the
     /// setting asked under.
     #[test]
-    fn priced_pods_follow_the_node_its_pods_and_the_setting() {
+    fn priced_pods_and_free_room_follow_the_node_its_pods_and_the_setting() {
         use crate::config::LostWork;
         use crate::model::pod::OwnerRef;
         let machine = |cpu: i64| Node {
@@ -774,6 +801,8 @@ mod tests {
                 .priced_pods_on(&state.nodes["n"], setting)
                 .into_owned()
         };
+        let free_cpu = |state: &ClusterState| state.free_room_on(&state.nodes["n"]).cpu_milli;
+        assert_eq!(free_cpu(&state), 2_000);
         let half = priced(&state, LostWork::AllButReplicated);
         assert_eq!(half.pods.len(), 1);
         assert_eq!(half.pods[0].created_at_ms, 7);
@@ -798,6 +827,7 @@ mod tests {
             priced(&state, LostWork::AllButReplicated).pods[0].share,
             0.25
         );
+        assert_eq!(free_cpu(&state), 6_000);
         // Its pod gone from its list: nothing to price.
         let on = state.nodes.get_mut("n").unwrap();
         on.pods.clear();
@@ -805,6 +835,7 @@ mod tests {
         let none = priced(&state, LostWork::AllButReplicated);
         assert!(none.pods.is_empty());
         assert_eq!(none.disruption_cost, 0.0);
+        assert_eq!(free_cpu(&state), 8_000);
     }
 
     #[test]

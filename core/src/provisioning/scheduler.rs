@@ -487,7 +487,7 @@ fn existing_targets<'a>(
             known: OnceLock::new(),
             taints,
             available: if usable {
-                node.allocatable.minus(&pods.requests)
+                state.free_room_on(node_state).clone()
             } else {
                 Resources::new(-1, -1, -1)
             },
