@@ -325,6 +325,39 @@ fn a_machine_that_only_waits_for_its_jobs_leaves_the_budget_to_the_others() {
     }
 }
 
+/// An expired machine still holding a pod its drain evicts is being disrupted: it takes the
+/// pool's one disruption, and the empty machine beside it stays until that pod has left.
+#[test]
+fn an_expired_machine_whose_web_pod_is_still_leaving_takes_the_budget() {
+    let mut h = CoreHarness::new();
+    h.nodepool(one_at_a_time_pool());
+    h.running_machine(vec![
+        job_pod("train"),
+        replicated(Pod::new("default", "web-a", 500, GIB / 2)),
+    ]);
+    h.run_until(59 * MIN);
+    let (empty_claim, _, _) =
+        h.running_machine(vec![replicated(Pod::new("default", "web-b", 500, GIB / 2))]);
+    h.run_until(62 * MIN);
+    h.delete_pod("default", "web-b");
+    h.run_until(70 * MIN);
+    // web-a is asked to leave and has not (the harness runs no kubelet).
+    assert_eq!(evicted(&h), vec![("web-a".to_string(), false)]);
+    assert!(terminated(&h).is_empty(), "{:?}", terminated(&h));
+    h.complete_evictions();
+    h.run_until(80 * MIN);
+    let t = h.terminations();
+    assert_eq!(t.len(), 1, "{t:?}");
+    assert_eq!(t[0].nodeclaim, empty_claim.name);
+    assert_eq!(t[0].reason, TerminationReason::Empty);
+    assert!(
+        t[0].detail
+            .contains("(1 expired, waiting only for Jobs' pods to finish, not counted)"),
+        "{}",
+        t[0].detail
+    );
+}
+
 fn run(config: impl FnOnce(&mut Config)) -> Report {
     let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("scenarios/long-jobs-expire.yaml");
     let mut scenario = load_file(&path).unwrap_or_else(|e| panic!("{e}"));

@@ -74,15 +74,30 @@ pub fn waits_only_for_jobs(
     if !leaving_to_finish.contains(name) {
         return false;
     }
-    let Some(node) = &claim.node_name else {
+    let Some(node_name) = claim.node_name.as_deref() else {
         return false;
     };
-    // DaemonSet pods leave after the workload's (the drain's tiers): they keep nothing.
-    let mut workload = state
-        .drainable_pods_of(node)
-        .filter(|p| !p.is_daemonset_pod())
-        .peekable();
-    workload.peek().is_some() && workload.all(|p| config.expiration_waits_for(p))
+    let Some(node) = state.nodes.get(node_name) else {
+        return false;
+    };
+    // DaemonSet pods leave after the workload's (the drain's tiers): they keep nothing. The
+    // workload pods' summary counts those a drain evicts, and those of them it may leave.
+    let pods = state.workload_on(node);
+    let waits = config.expiration_waits_for_jobs
+        && pods.evicted > 0
+        && pods.evicted_unreplicated == pods.evicted;
+    debug_assert_eq!(
+        waits,
+        {
+            let mut workload = state
+                .drainable_pods_of(node_name)
+                .filter(|p| !p.is_daemonset_pod())
+                .peekable();
+            workload.peek().is_some() && workload.all(|p| config.expiration_waits_for(p))
+        },
+        "node {node_name}: its summary says otherwise of the pods its expiration may leave"
+    );
+    waits
 }
 
 /// The pods on `claim`'s node that its expiration leaves to finish.

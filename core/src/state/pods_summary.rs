@@ -3,8 +3,8 @@
 //! of them is protected, and every solve what its pods request. Reading those off the node's
 //! pods each time walked every pod of the cluster several times per pass.
 //!
-//! It comes in three summaries, each made the first time it is read (a pass reads the first,
-//! a consolidation search the third, a solve the first two) and kept until the node's pods
+//! It comes in three summaries, each made the first time it is read (a pass and a disruption
+//! budget read the first, a consolidation search the third, a solve the first two) and kept until the node's pods
 //! change: whoever adds a pod to a node's list, takes one off, or replaces a listed pod in the
 //! table calls [`super::NodeState::pods_changed`] (and whoever replaces the node, whose
 //! allocatable the third reads, [`super::NodeState::replace_node`]). Debug builds (every
@@ -26,6 +26,12 @@ pub struct WorkloadSummary {
     pub pods: u32,
     /// What their `karpenter.sh/do-not-disrupt` asks for together.
     pub protection: WorkloadProtection,
+    /// How many of them a drain evicts: those that do not tolerate
+    /// `karpenter.sh/disrupted:NoSchedule`.
+    pub evicted: u32,
+    /// Of those, how many no replicating controller makes again (the pods
+    /// [`LostWork::AllButReplicated`] counts): those an expiration may leave to finish.
+    pub evicted_unreplicated: u32,
 }
 
 /// What all the pods bound to a node (DaemonSet pods included) hold of it, as a solve reads it.
@@ -157,6 +163,11 @@ impl WorkloadSummary {
         for &id in ids.filter(|&&id| !table.follows_its_node(id)) {
             summary.pods += 1;
             summary.protection.add(table.protection(id));
+            let pod = table.pod(id);
+            if !pod.tolerates_disrupted_taint() {
+                summary.evicted += 1;
+                summary.evicted_unreplicated += u32::from(LostWork::AllButReplicated.counts(pod));
+            }
         }
         summary
     }
