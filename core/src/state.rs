@@ -765,8 +765,8 @@ mod tests {
         }
     }
 
-    /// A node's priced pods follow its allocatable (a node replaced), its pods, and the
-    /// setting asked under.
+    /// A node's priced pods and free room follow its allocatable (a node replaced) and its
+    /// pods; its priced pods the setting asked under too.
     #[test]
     fn priced_pods_and_free_room_follow_the_node_its_pods_and_the_setting() {
         use crate::config::LostWork;
