@@ -60,14 +60,14 @@ struct Candidate<'a> {
     cost: CandidateCost,
 }
 
-/// The nodes that may be consolidated now (cheapest to disrupt first), and the earliest time
-/// another becomes eligible.
+/// The NodeClaims whose nodes may be consolidated now (cheapest to disrupt first) with their
+/// costs, in the same order, and the earliest time another becomes eligible.
 fn candidates<'a>(
     state: &'a ClusterState,
     config: &Config,
     nominated: &BTreeSet<String>,
     now_ms: u64,
-) -> (Vec<Candidate<'a>>, Option<u64>) {
+) -> (Vec<&'a str>, Vec<CandidateCost>, Option<u64>) {
     let mut out = Vec::with_capacity(state.nodeclaims.len());
     let mut next = Wake::default();
     let exhausted = state.exhausted_pdbs();
@@ -142,13 +142,20 @@ fn candidates<'a>(
         });
     }
     // NodeClaim names are unique: no two candidates compare equal, so the unstable sort gives
-    // the one order there is.
-    out.sort_unstable_by(|a, b| {
-        a.disruption_cost
-            .total_cmp(&b.disruption_cost)
-            .then_with(|| a.nodeclaim.cmp(b.nodeclaim))
+    // the one order there is. Their places are sorted, not the candidates themselves (each
+    // carries its costs).
+    let mut order: Vec<(f64, usize)> = out
+        .iter()
+        .enumerate()
+        .map(|(i, c)| (c.disruption_cost, i))
+        .collect();
+    order.sort_unstable_by(|&(a, i), &(b, j)| {
+        a.total_cmp(&b)
+            .then_with(|| out[i].nodeclaim.cmp(out[j].nodeclaim))
     });
-    (out, next.ms())
+    let names = order.iter().map(|&(_, i)| out[i].nodeclaim).collect();
+    let costs = order.iter().map(|&(_, i)| out[i].cost).collect();
+    (names, costs, next.ms())
 }
 
 /// Why taking nodes away is not a consolidation now: typed, said in words only where it is
@@ -803,14 +810,10 @@ pub fn search(
         // Pods are waiting for capacity: no node is taken away meanwhile.
         return (None, None);
     }
-    let (candidates, next) = candidates(state, config, nominated, now_ms);
-    if candidates.is_empty() {
+    let (names, costs, next) = candidates(state, config, nominated, now_ms);
+    if names.is_empty() {
         return (None, next);
     }
-    let (names, costs): (Vec<&str>, Vec<CandidateCost>) = candidates
-        .into_iter()
-        .map(|c| (c.nodeclaim, c.cost))
-        .unzip();
     let view = SearchView {
         state,
         shapes,
