@@ -518,7 +518,7 @@ impl ClusterState {
             .into_iter()
             .flat_map(|state| state.pods.values())
             .map(|&id| self.pods.pod(id))
-            .filter(|p| !p.tolerates_disrupted_taint() && !p.is_mirror_pod())
+            .filter(|p| p.drain_evicts())
     }
 
     /// Workload pods (not DaemonSet pods, not mirror pods) bound to a node.

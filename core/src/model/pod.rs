@@ -157,6 +157,13 @@ impl Pod {
         self.tolerations.iter().any(|t| t.tolerates(&taint))
     }
 
+    /// Whether a drain of its node evicts it: not a pod that would come straight back
+    /// ([`Pod::tolerates_disrupted_taint`]), nor a static pod's mirror, which the kubelet runs
+    /// whatever the API says.
+    pub fn drain_evicts(&self) -> bool {
+        !self.tolerates_disrupted_taint() && !self.is_mirror_pod()
+    }
+
     /// What `karpenter.sh/do-not-disrupt` asks for (a duration counts from the pod's start).
     pub fn do_not_disrupt(&self) -> Protection {
         Protection::of(&self.annotations, self.created_at_ms)

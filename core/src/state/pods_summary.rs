@@ -4,11 +4,11 @@
 //! pods each time walked every pod of the cluster several times per pass.
 //!
 //! It comes in three summaries, each made the first time it is read (a pass and a disruption
-//! budget read the first, a consolidation search the third, a solve the first two) and kept until the node's pods
-//! change: whoever adds a pod to a node's list, takes one off, or replaces a listed pod in the
-//! table calls [`super::NodeState::pods_changed`] (and whoever replaces the node, whose
-//! allocatable the third reads, [`super::NodeState::replace_node`]). Debug builds (every
-//! test's) compare each summary read with one made afresh.
+//! budget read the first, a consolidation search the third, a solve the first two) and kept
+//! until the node's pods change: whoever adds a pod to a node's list, takes one off, or
+//! replaces a listed pod in the table calls [`super::NodeState::pods_changed`] (and whoever
+//! replaces the node, whose allocatable the third reads, [`super::NodeState::replace_node`]).
+//! Debug builds (every test's) compare each summary read with one made afresh.
 
 use crate::config::LostWork;
 use crate::model::affinity::HostPort;
@@ -26,8 +26,7 @@ pub struct WorkloadSummary {
     pub pods: u32,
     /// What their `karpenter.sh/do-not-disrupt` asks for together.
     pub protection: WorkloadProtection,
-    /// How many of them a drain evicts: those that do not tolerate
-    /// `karpenter.sh/disrupted:NoSchedule`.
+    /// How many of them a drain evicts ([`Pod::drain_evicts`]).
     pub evicted: u32,
     /// Of those, how many no replicating controller makes again (the pods
     /// [`LostWork::AllButReplicated`] counts): those an expiration may leave to finish.
@@ -164,7 +163,7 @@ impl WorkloadSummary {
             summary.pods += 1;
             summary.protection.add(table.protection(id));
             let pod = table.pod(id);
-            if !pod.tolerates_disrupted_taint() {
+            if pod.drain_evicts() {
                 summary.evicted += 1;
                 summary.evicted_unreplicated += u32::from(LostWork::AllButReplicated.counts(pod));
             }
