@@ -73,7 +73,7 @@ fn annotated_machine(h: &mut CoreHarness, value: &str) {
     let resources = nodewright_core::catalog::capacity(&it, &Default::default());
     let mut labels_map = it.labels.clone();
     labels_map.extend(claim.labels.clone());
-    h.send(EventKind::NodeApplied(Box::new(
+    h.send(EventKind::NodeApplied(std::sync::Arc::new(
         nodewright_core::model::node::Node {
             name: node,
             provider_id: Some(instance.provider_id()),
@@ -497,14 +497,33 @@ fn uncordons(commands: &[Command]) -> Vec<String> {
 }
 
 #[test]
+fn a_node_told_is_kept_as_told_not_copied() {
+    let mut h = CoreHarness::new();
+    h.nodepool(pool(MIN));
+    let (_, _, name) = running_machine(&mut h, "a");
+    let mut changed = h.core.state().nodes[&name].node.as_ref().clone();
+    changed.labels.insert("touched".into(), "yes".into());
+    let told = std::sync::Arc::new(changed);
+    h.send(EventKind::NodeApplied(std::sync::Arc::clone(&told)));
+    let kept = &h.core.state().nodes[&name];
+    assert!(std::sync::Arc::ptr_eq(&kept.node, &told));
+    // Still the machine's node, with its pod.
+    assert_eq!(
+        kept.node.labels.get("touched").map(String::as_str),
+        Some("yes")
+    );
+    assert_eq!(kept.pods.len(), 1);
+}
+
+#[test]
 fn a_disrupted_taint_no_disruption_stands_behind_is_taken_off_once_and_asked_again_after_a_restart()
 {
     let mut h = CoreHarness::new();
     h.nodepool(pool(MIN));
     let (_, _, name) = running_machine(&mut h, "a");
-    let mut node = h.core.state().nodes[&name].node.clone();
+    let mut node = h.core.state().nodes[&name].node.as_ref().clone();
     node.taints.push(disrupted_taint());
-    let commands = h.send(EventKind::NodeApplied(Box::new(node.clone())));
+    let commands = h.send(EventKind::NodeApplied(std::sync::Arc::new(node.clone())));
     assert_eq!(uncordons(&commands), vec![name.clone()]);
     let why = commands
         .iter()
@@ -516,13 +535,13 @@ fn a_disrupted_taint_no_disruption_stands_behind_is_taken_off_once_and_asked_aga
     assert!(why.contains("no disruption of it is under way"), "{why}");
     // Seen again with the taint before it is off: not asked twice ...
     node.labels.insert("touched".into(), "yes".into());
-    let commands = h.send(EventKind::NodeApplied(Box::new(node.clone())));
+    let commands = h.send(EventKind::NodeApplied(std::sync::Arc::new(node.clone())));
     assert!(uncordons(&commands).is_empty(), "{commands:?}");
     // ... but a restart asks again, since nothing says it was done.
     assert_eq!(uncordons(&h.core.outstanding()), vec![name.clone()]);
     // Once the node is seen without it, nothing is outstanding.
     node.taints.clear();
-    h.send(EventKind::NodeApplied(Box::new(node)));
+    h.send(EventKind::NodeApplied(std::sync::Arc::new(node)));
     assert!(uncordons(&h.core.outstanding()).is_empty());
 }
 
@@ -531,9 +550,9 @@ fn a_disrupted_taint_on_a_node_of_another_controller_is_left_alone() {
     let mut h = CoreHarness::new();
     h.nodepool(pool(MIN));
     h.existing_node("theirs", "m5.large", "us-east-1a");
-    let mut node = h.core.state().nodes["theirs"].node.clone();
+    let mut node = h.core.state().nodes["theirs"].node.as_ref().clone();
     node.taints.push(disrupted_taint());
-    let commands = h.send(EventKind::NodeApplied(Box::new(node)));
+    let commands = h.send(EventKind::NodeApplied(std::sync::Arc::new(node)));
     assert!(uncordons(&commands).is_empty(), "{commands:?}");
 }
 
@@ -550,8 +569,8 @@ fn a_node_being_terminated_keeps_its_disrupted_taint() {
         "{commands:?}"
     );
     // The termination taints the node; the core must not take the taint off.
-    let mut node = h.core.state().nodes[&node_name].node.clone();
+    let mut node = h.core.state().nodes[&node_name].node.as_ref().clone();
     node.taints.push(disrupted_taint());
-    let commands = h.send(EventKind::NodeApplied(Box::new(node)));
+    let commands = h.send(EventKind::NodeApplied(std::sync::Arc::new(node)));
     assert!(uncordons(&commands).is_empty(), "{commands:?}");
 }

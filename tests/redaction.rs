@@ -42,6 +42,7 @@ fn dress(events: &mut [Event], apps: &[&str; 8], teams: &[&str; 3]) {
                     .insert("team".into(), teams[pool.name.len() % 3].into());
             }
             EventKind::NodeApplied(node) => {
+                let node = std::sync::Arc::make_mut(node);
                 node.labels
                     .insert("team".into(), teams[node.name.len() % 3].into());
             }

@@ -119,8 +119,8 @@ pub fn relist_events(known: &ClusterState, listing: Listing) -> Vec<EventKind> {
     });
     let nodes: BTreeSet<String> = listing.nodes.iter().map(|n| n.name.clone()).collect();
     for node in listing.nodes {
-        if known.nodes.get(&node.name).is_none_or(|k| k.node != node) {
-            events.push(EventKind::NodeApplied(Box::new(node)));
+        if known.nodes.get(&node.name).is_none_or(|k| *k.node != node) {
+            events.push(EventKind::NodeApplied(Arc::new(node)));
         }
     }
     if let Some(pods) = &listing.pods {

@@ -114,7 +114,10 @@ fn a_known_object_applied_again_unchanged_changes_nothing() {
     assert!(commands.is_empty());
     assert_eq!(postcard::to_stdvec(&core).expect("encodes"), before);
     // Not even its batch window opens again: no timer is asked for that was not asked before.
-    let commands = core.handle(&Event::new(0, EventKind::NodeApplied(Box::new(node("n1")))));
+    let commands = core.handle(&Event::new(
+        0,
+        EventKind::NodeApplied(std::sync::Arc::new(node("n1"))),
+    ));
     assert!(commands.is_empty());
     assert_eq!(postcard::to_stdvec(&core).expect("encodes"), before);
 }

@@ -558,7 +558,7 @@ impl Core {
             EventKind::NodeApplied(node) => state
                 .nodes
                 .get(&node.name)
-                .is_some_and(|known| known.node == **node),
+                .is_some_and(|known| *known.node == **node),
             EventKind::NodePoolApplied(pool) => {
                 state.nodepools.get(&pool.name) == Some(pool.as_ref())
             }

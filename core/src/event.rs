@@ -63,8 +63,8 @@ pub enum EventKind {
         /// The pod.
         pod: PodKey,
     },
-    /// A node object appeared (or changed).
-    NodeApplied(Box<Node>),
+    /// A node object appeared (or changed); the state keeps the node it carries, not a copy.
+    NodeApplied(Arc<Node>),
     /// A node object was deleted.
     NodeDeleted {
         /// The node's name.

@@ -76,8 +76,9 @@ impl NodeClaimState {
 /// A node and what runs on it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct NodeState {
-    /// The node as last seen.
-    pub node: Node,
+    /// The node as last seen, shared with the event that told it (a node is some hundreds of
+    /// bytes of labels and annotations, and is told again at every change of it).
+    pub node: Arc<Node>,
     /// Its NodeClaim, when nodewright launched it.
     pub nodeclaim: Option<String>,
     /// The pods bound to it, in key order, with their ids in [`ClusterState::pods`].
@@ -116,9 +117,9 @@ pub struct NodeState {
 
 impl NodeState {
     /// A node seen first, with no pod yet.
-    pub fn new(node: Node, nodeclaim: Option<String>, now_ms: u64) -> Self {
+    pub fn new(node: impl Into<Arc<Node>>, nodeclaim: Option<String>, now_ms: u64) -> Self {
         NodeState {
-            node,
+            node: node.into(),
             nodeclaim,
             pods: BTreeMap::new(),
             last_pod_event_ms: now_ms,
@@ -132,8 +133,8 @@ impl NodeState {
     }
 
     /// The node as seen now, in place of the one seen before.
-    pub fn replace_node(&mut self, node: Node) {
-        self.node = node;
+    pub fn replace_node(&mut self, node: impl Into<Arc<Node>>) {
+        self.node = node.into();
         self.asked = Derived::default();
         self.hostname_labelled = Derived::default();
         self.free_room = Derived::default();

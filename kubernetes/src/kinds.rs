@@ -59,7 +59,9 @@ impl Observed for Nodes {
         node.metadata.name.clone().unwrap_or_default()
     }
     fn applied(&self, node: &KubeNode) -> Result<Option<EventKind>, ObserveError> {
-        Ok(Some(EventKind::NodeApplied(Box::new(core_node(node)?))))
+        Ok(Some(EventKind::NodeApplied(std::sync::Arc::new(
+            core_node(node)?,
+        ))))
     }
     fn deleted(name: String) -> EventKind {
         EventKind::NodeDeleted { name }

@@ -315,6 +315,8 @@ fn walk_event(event: &mut EventKind, v: &mut impl Visitor) {
         EventKind::PodApplied(pod) => walk_pod(pod, v),
         EventKind::PodBound { pod, .. } | EventKind::PodDeleted { pod } => walk_key(pod, v),
         EventKind::NodeApplied(node) => {
+            // A decoded event's node is its own: this copies nothing.
+            let node = std::sync::Arc::make_mut(node);
             walk_values(&mut node.labels, v);
             walk_annotations(&mut node.annotations, v);
             walk_taints(&mut node.taints, v);

@@ -109,11 +109,11 @@ impl CoreHarness {
             if let Command::ReleaseNode { node, .. } = c
                 && let Some(state) = self.core.state().nodes.get(node)
             {
-                let mut released = state.node.clone();
+                let mut released = Node::clone(&state.node);
                 released
                     .taints
                     .retain(|t| t.key != labels::SIBLING_HOLD_TAINT);
-                self.send(EventKind::NodeApplied(Box::new(released)));
+                self.send(EventKind::NodeApplied(std::sync::Arc::new(released)));
             }
         }
         commands
@@ -240,7 +240,7 @@ impl CoreHarness {
             ready: true,
             unschedulable: false,
         };
-        self.send(EventKind::NodeApplied(Box::new(node)));
+        self.send(EventKind::NodeApplied(std::sync::Arc::new(node)));
         name
     }
 
@@ -258,7 +258,7 @@ impl CoreHarness {
             CapacityType::OnDemand.as_str().into(),
         );
         node_labels.insert(labels::HOSTNAME.into(), name.into());
-        self.send(EventKind::NodeApplied(Box::new(Node {
+        self.send(EventKind::NodeApplied(std::sync::Arc::new(Node {
             name: name.to_string(),
             provider_id: None,
             labels: node_labels,

@@ -145,7 +145,7 @@ pub fn event_kind() -> impl Strategy<Value = EventKind> {
         1 => (prop::sample::select(POD_NAMES), prop::sample::select(NODE_NAMES)).prop_map(|(p, n)| EventKind::PodBound { pod: PodKey::new("default", p), node: n.into() }),
         1 => nodepool().prop_map(|p| EventKind::NodePoolApplied(Box::new(p))),
         1 => Just(EventKind::NodeClassApplied(Box::new(NodeClass::new("default")))),
-        1 => node().prop_map(|n| EventKind::NodeApplied(Box::new(n))),
+        1 => node().prop_map(|n| EventKind::NodeApplied(Arc::new(n))),
         1 => prop::sample::select(NODE_NAMES).prop_map(|n| EventKind::NodeDeleted { name: n.into() }),
         1 => (prop::sample::select(CLAIM_NAMES), prop::sample::select(ZONES)).prop_map(|(c, z)| EventKind::LaunchSucceeded {
             nodeclaim: c.into(),

@@ -1,12 +1,14 @@
 //! What the decider does with node events: a node seen, changed or deleted.
 
 use super::*;
+use std::sync::Arc;
+
 use crate::model::node::Node;
 
 impl Core {
     /// A node seen or changed: tied to its NodeClaim, its pods listed, its hold and stale
     /// taints looked at, and the machines it replaces let go once their replacements are up.
-    pub(super) fn node_applied(&mut self, node: &Node, commands: &mut Vec<Command>) {
+    pub(super) fn node_applied(&mut self, node: &Arc<Node>, commands: &mut Vec<Command>) {
         let now = self.now_ms;
         self.warn_invalid_annotation(
             || format!("node {}", node.name),
@@ -22,13 +24,13 @@ impl Core {
         // become ready); one known is updated.
         let became_ready = match self.state.nodes.entry(node.name.clone()) {
             std::collections::btree_map::Entry::Vacant(vacant) => {
-                vacant.insert(NodeState::new(node.clone(), claim_name.clone(), now));
+                vacant.insert(NodeState::new(Arc::clone(node), claim_name.clone(), now));
                 false
             }
             std::collections::btree_map::Entry::Occupied(mut known) => {
                 let entry = known.get_mut();
                 let became_ready = node.ready && !entry.node.ready;
-                entry.replace_node(node.clone());
+                entry.replace_node(Arc::clone(node));
                 if entry.nodeclaim.is_none() {
                     entry.nodeclaim = claim_name.clone();
                 }

@@ -114,7 +114,7 @@ impl SimCluster {
     ) {
         out.push(Event::new(
             now_ms,
-            EventKind::NodeApplied(Box::new(node.clone())),
+            EventKind::NodeApplied(std::sync::Arc::new(node.clone())),
         ));
         self.nodes.insert(
             node.name.clone(),
@@ -928,7 +928,7 @@ impl SimCluster {
                 ));
             out.push(Event::new(
                 now_ms,
-                EventKind::NodeApplied(Box::new(n.node.clone())),
+                EventKind::NodeApplied(std::sync::Arc::new(n.node.clone())),
             ));
         }
     }
@@ -945,7 +945,7 @@ impl SimCluster {
             self.placement_changed = true;
             out.push(Event::new(
                 now_ms,
-                EventKind::NodeApplied(Box::new(n.node.clone())),
+                EventKind::NodeApplied(std::sync::Arc::new(n.node.clone())),
             ));
         }
     }
