@@ -25,9 +25,11 @@ pub const UNAVAILABLE_OFFERING_TTL_MS: u64 = 3 * 60_000;
 
 pub use crate::catalog::PreparedCatalog;
 
+mod name_map;
 mod pod_table;
 mod pods_summary;
 
+pub use name_map::NameMap;
 pub use pod_table::{PodId, PodTable};
 pub use pods_summary::{PricedPod, PricedPods, Requested, WorkloadProtection, WorkloadSummary};
 
@@ -196,9 +198,9 @@ pub struct ClusterState {
     /// Every pod, under a dense id.
     pub pods: PodTable,
     /// Nodes by name.
-    pub nodes: BTreeMap<String, NodeState>,
+    pub nodes: NameMap<NodeState>,
     /// NodeClaims by name, from decision until terminated.
-    pub nodeclaims: BTreeMap<String, NodeClaimState>,
+    pub nodeclaims: NameMap<NodeClaimState>,
     /// Offerings that recently failed for lack of capacity, with the time they may be tried again.
     pub unavailable: BTreeMap<OfferingKey, u64>,
     /// DaemonSets by (namespace, name).

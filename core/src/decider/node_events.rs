@@ -19,16 +19,20 @@ impl Core {
             .provider_id
             .as_deref()
             .and_then(|id| self.state.nodeclaim_for_provider_id(id));
-        let first_seen = !self.state.nodes.contains_key(&node.name);
         // A node seen first is inserted as it is (not ready before it: it did not
         // become ready); one known is updated.
-        let became_ready = match self.state.nodes.entry(node.name.clone()) {
-            std::collections::btree_map::Entry::Vacant(vacant) => {
-                vacant.insert(NodeState::new(Arc::clone(node), claim_name.clone(), now));
+        let first_seen;
+        let became_ready = match self.state.nodes.get_mut(&node.name) {
+            None => {
+                first_seen = true;
+                self.state.nodes.insert(
+                    node.name.clone(),
+                    NodeState::new(Arc::clone(node), claim_name.clone(), now),
+                );
                 false
             }
-            std::collections::btree_map::Entry::Occupied(mut known) => {
-                let entry = known.get_mut();
+            Some(entry) => {
+                first_seen = false;
                 let became_ready = node.ready && !entry.node.ready;
                 entry.replace_node(Arc::clone(node));
                 if entry.nodeclaim.is_none() {

@@ -9,7 +9,7 @@
 //! machines appear to kube-scheduler at once, and its own filters then place the pods as the
 //! plan did. Why this mechanism and what it costs: `docs/decisions/0005-sibling-hold.md`.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeSet;
 
 use serde::{Deserialize, Serialize};
 
@@ -18,7 +18,7 @@ use crate::model::duration::format_duration_ms;
 use crate::model::labels::SIBLING_HOLD_TAINT;
 use crate::model::pod::Pod;
 use crate::model::taints::{Taint, TaintEffect};
-use crate::state::NodeClaimState;
+use crate::state::{NameMap, NodeClaimState};
 use crate::wake::Wake;
 
 /// The taint a held machine starts with.
@@ -114,7 +114,7 @@ impl SiblingHolds {
     /// by then are released and the rest are released as they register.
     pub fn due(
         &mut self,
-        claims: &BTreeMap<String, NodeClaimState>,
+        claims: &NameMap<NodeClaimState>,
         now_ms: u64,
         hold_ms: u64,
     ) -> (Vec<Release>, Option<u64>) {
@@ -225,8 +225,8 @@ mod tests {
                 name: name.to_string(),
                 nodepool: "default".to_string(),
                 nodeclass: "default".to_string(),
-                labels: BTreeMap::new(),
-                annotations: BTreeMap::new(),
+                labels: std::collections::BTreeMap::new(),
+                annotations: std::collections::BTreeMap::new(),
                 taints: Vec::new(),
                 startup_taints: vec![hold_taint()],
                 requirements: Vec::new(),
@@ -251,10 +251,9 @@ mod tests {
     fn a_group_is_released_once_every_machine_has_registered() {
         let mut holds = SiblingHolds::default();
         holds.hold(&["a".into(), "b".into(), "c".into()], &BTreeSet::new());
-        let mut claims: BTreeMap<_, _> =
-            [claim("a", Some(10)), claim("b", None), claim("c", Some(20))]
-                .into_iter()
-                .collect();
+        let mut claims: NameMap<_> = [claim("a", Some(10)), claim("b", None), claim("c", Some(20))]
+            .into_iter()
+            .collect();
         let (releases, wake) = holds.due(&claims, 30, 120_000);
         assert!(releases.is_empty());
         assert_eq!(wake, Some(120_010));
@@ -276,7 +275,7 @@ mod tests {
     fn one_slow_machine_holds_the_rest_no_longer_than_the_bound() {
         let mut holds = SiblingHolds::default();
         holds.hold(&["a".into(), "b".into()], &BTreeSet::new());
-        let mut claims: BTreeMap<_, _> = [claim("a", Some(1_000)), claim("b", None)]
+        let mut claims: NameMap<_> = [claim("a", Some(1_000)), claim("b", None)]
             .into_iter()
             .collect();
         assert!(holds.due(&claims, 120_999, 120_000).0.is_empty());
@@ -293,7 +292,7 @@ mod tests {
     fn a_machine_that_failed_is_not_waited_for() {
         let mut holds = SiblingHolds::default();
         holds.hold(&["a".into(), "b".into()], &BTreeSet::new());
-        let claims: BTreeMap<_, _> = [claim("a", Some(5))].into_iter().collect();
+        let claims: NameMap<_> = [claim("a", Some(5))].into_iter().collect();
         let (releases, _) = holds.due(&claims, 6, 120_000);
         assert_eq!(names(&releases), ["a"]);
     }
@@ -302,7 +301,7 @@ mod tests {
     fn a_taint_put_back_after_the_release_is_released_again_once() {
         let mut holds = SiblingHolds::default();
         holds.hold(&["a".into(), "b".into()], &BTreeSet::new());
-        let claims: BTreeMap<_, _> = [claim("a", Some(1)), claim("b", Some(2))]
+        let claims: NameMap<_> = [claim("a", Some(1)), claim("b", Some(2))]
             .into_iter()
             .collect();
         // Held and registered: seen tainted, nothing to do yet.
@@ -324,11 +323,11 @@ mod tests {
         let mut holds = SiblingHolds::default();
         holds.hold(&["a".into(), "b".into()], &BTreeSet::new());
         holds.hold(&["c".into()], &["b".to_string()].into_iter().collect());
-        let claims: BTreeMap<_, _> = [claim("a", Some(1)), claim("b", Some(2)), claim("c", None)]
+        let claims: NameMap<_> = [claim("a", Some(1)), claim("b", Some(2)), claim("c", None)]
             .into_iter()
             .collect();
         assert!(holds.due(&claims, 3, 120_000).0.is_empty());
-        let claims: BTreeMap<_, _> = [
+        let claims: NameMap<_> = [
             claim("a", Some(1)),
             claim("b", Some(2)),
             claim("c", Some(3)),
