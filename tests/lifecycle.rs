@@ -508,11 +508,17 @@ fn a_node_told_is_kept_as_told_not_copied() {
     let kept = &h.core.state().nodes[&name];
     assert!(std::sync::Arc::ptr_eq(&kept.node, &told));
     // Still the machine's node, with its pod.
-    assert_eq!(
-        kept.node.labels.get("touched").map(String::as_str),
-        Some("yes")
-    );
     assert_eq!(kept.pods.len(), 1);
+    // A node seen first is kept as told too.
+    let mut other = told.as_ref().clone();
+    other.name = "seen-first".into();
+    other.provider_id = None;
+    let told = std::sync::Arc::new(other);
+    h.send(EventKind::NodeApplied(std::sync::Arc::clone(&told)));
+    assert!(std::sync::Arc::ptr_eq(
+        &h.core.state().nodes["seen-first"].node,
+        &told
+    ));
 }
 
 #[test]

@@ -4,8 +4,13 @@
 //! looks up every machine's node and pool; a drain, a bind, a re-list each find theirs). A
 //! B-tree compares the name with a dozen others on the way down, and the names of one cluster
 //! share long prefixes; a hash finds it with one comparison. Every walk is in name order, as a
-//! `BTreeMap`'s, so no decision depends on the hash: the index is only ever asked for one name,
-//! never walked. It serializes as the map it is, with the same bytes as a `BTreeMap`.
+//! `BTreeMap`'s, so no decision depends on the hash: the index only answers where one name is
+//! (a new or removed name moves the places after it, whatever their order in the index). It
+//! serializes as the map it is, with the same bytes as a `BTreeMap`.
+//!
+//! A lookup costs one hash; a name put in or taken out costs a move of the names after it and a
+//! pass over the index (a machine launched or gone, far rarer than its lookups). A map built in
+//! name order only appends.
 
 use std::fmt;
 use std::hash::BuildHasher;
@@ -22,7 +27,7 @@ pub struct NameMap<V> {
     /// the values.
     entries: Vec<(String, Box<V>)>,
     /// The place in `entries` of each name, found by the name's hash.
-    index: HashTable<u32>,
+    index: HashTable<usize>,
 }
 
 /// The same seed in every process: what is found never depends on it, and nothing random
@@ -54,8 +59,8 @@ impl<V> NameMap<V> {
     fn place(&self, name: &str) -> Option<usize> {
         let entries = &self.entries;
         self.index
-            .find(hash_of(name), |&at| entries[at as usize].0 == name)
-            .map(|&at| at as usize)
+            .find(hash_of(name), |&at| entries[at].0 == name)
+            .copied()
     }
 
     /// The value under `name`.
@@ -87,18 +92,20 @@ impl<V> NameMap<V> {
             return Some(std::mem::replace(&mut *self.entries[at].1, value));
         }
         let at = self.entries.partition_point(|(held, _)| *held < name);
-        // The names after it move one place on.
-        for place in self.index.iter_mut() {
-            if *place as usize >= at {
-                *place += 1;
+        if at < self.entries.len() {
+            // The names after it move one place on.
+            for place in self.index.iter_mut() {
+                if *place >= at {
+                    *place += 1;
+                }
             }
         }
         let hash = hash_of(&name);
         self.entries.insert(at, (name, Box::new(value)));
         let entries = &self.entries;
         self.index
-            .insert_unique(hash, as_place(at), |&p| hash_of(&entries[p as usize].0));
-        debug_assert!(self.holds_together());
+            .insert_unique(hash, at, |&p| hash_of(&entries[p].0));
+        debug_assert!(self.holds_around(at));
         None
     }
 
@@ -112,18 +119,19 @@ impl<V> NameMap<V> {
         let entries = &self.entries;
         let found = self
             .index
-            .find_entry(hash_of(name), |&at| entries[at as usize].0 == name)
+            .find_entry(hash_of(name), |&at| entries[at].0 == name)
             .ok()?;
         let (at, _) = found.remove();
-        let at = at as usize;
-        // The names after it move one place back.
-        for place in self.index.iter_mut() {
-            if *place as usize > at {
-                *place -= 1;
+        if at + 1 < self.entries.len() {
+            // The names after it move one place back.
+            for place in self.index.iter_mut() {
+                if *place > at {
+                    *place -= 1;
+                }
             }
         }
         let (name, value) = self.entries.remove(at);
-        debug_assert!(self.holds_together());
+        debug_assert!(self.holds_around(at));
         Some((name, *value))
     }
 
@@ -169,16 +177,36 @@ impl<V> NameMap<V> {
     /// The index made again from `entries`.
     fn reindex(&mut self) {
         self.index.clear();
-        for (at, (name, _)) in self.entries.iter().enumerate() {
-            let entries = &self.entries;
-            self.index.insert_unique(hash_of(name), as_place(at), |&p| {
-                hash_of(&entries[p as usize].0)
-            });
+        let entries = &self.entries;
+        for (at, (name, _)) in entries.iter().enumerate() {
+            self.index
+                .insert_unique(hash_of(name), at, |&p| hash_of(&entries[p].0));
         }
         debug_assert!(self.holds_together());
     }
 
-    /// The invariants every method keeps: the names in strict order, each found at its place.
+    /// Entries in name order (any order, a name given twice keeping its last value, as a
+    /// `BTreeMap` collects them).
+    fn from_entries(mut entries: Vec<(String, Box<V>)>) -> Self {
+        // Stable: of equal names, the last given is last.
+        entries.sort_by(|a, b| a.0.cmp(&b.0));
+        let mut kept: Vec<(String, Box<V>)> = Vec::with_capacity(entries.len());
+        for (name, value) in entries {
+            match kept.last_mut() {
+                Some(last) if last.0 == name => last.1 = value,
+                _ => kept.push((name, value)),
+            }
+        }
+        let mut map = NameMap {
+            entries: kept,
+            index: HashTable::new(),
+        };
+        map.reindex();
+        map
+    }
+
+    /// The invariants every method keeps: the names in strict order, each found at its place,
+    /// and nothing else in the index. A pass over every name: for tests and for whole rebuilds.
     fn holds_together(&self) -> bool {
         self.entries.windows(2).all(|w| w[0].0 < w[1].0)
             && self.index.len() == self.entries.len()
@@ -188,12 +216,17 @@ impl<V> NameMap<V> {
                 .enumerate()
                 .all(|(at, (name, _))| self.place(name) == Some(at))
     }
-}
 
-/// A place in `entries` as the index holds it. A state holds far fewer than 2³² nodes or
-/// NodeClaims (each is a machine): one more would be a broken state, not a larger one.
-fn as_place(at: usize) -> u32 {
-    u32::try_from(at).expect("fewer than 2^32 names")
+    /// [`NameMap::holds_together`] where one name went in or out, at `at`: its neighbours in
+    /// order and each found at its place, and the index as long as the entries. A few lookups,
+    /// so that debug builds check every change without a pass over every name.
+    fn holds_around(&self, at: usize) -> bool {
+        let from = at.saturating_sub(1);
+        let to = (at + 2).min(self.entries.len());
+        self.index.len() == self.entries.len()
+            && self.entries[from..to].windows(2).all(|w| w[0].0 < w[1].0)
+            && (from..to).all(|p| self.place(&self.entries[p].0) == Some(p))
+    }
 }
 
 impl<V> Default for NameMap<V> {
@@ -244,24 +277,14 @@ impl<V> std::ops::Index<&String> for NameMap<V> {
 }
 
 impl<V> FromIterator<(String, V)> for NameMap<V> {
-    /// As a `BTreeMap` collects: a name given twice keeps its last value.
+    /// As a `BTreeMap` collects: in any order, a name given twice keeping its last value.
     fn from_iter<I: IntoIterator<Item = (String, V)>>(items: I) -> Self {
-        let mut sorted: Vec<(String, V)> = items.into_iter().collect();
-        // Stable: of equal names, the last given is last, and is kept.
-        sorted.sort_by(|a, b| a.0.cmp(&b.0));
-        let mut entries: Vec<(String, Box<V>)> = Vec::with_capacity(sorted.len());
-        for (name, value) in sorted {
-            match entries.last_mut() {
-                Some(last) if last.0 == name => *last.1 = value,
-                _ => entries.push((name, Box::new(value))),
-            }
-        }
-        let mut map = NameMap {
-            entries,
-            index: HashTable::new(),
-        };
-        map.reindex();
-        map
+        NameMap::from_entries(
+            items
+                .into_iter()
+                .map(|(name, value)| (name, Box::new(value)))
+                .collect(),
+        )
     }
 }
 
@@ -345,13 +368,14 @@ impl<'de, V: Deserialize<'de>> Deserialize<'de> for NameMap<V> {
             }
 
             fn visit_map<A: MapAccess<'de>>(self, mut access: A) -> Result<NameMap<V>, A::Error> {
-                // A bound on what is set aside before a single entry is read: a declared
-                // length is not yet a promise.
-                let mut items = Vec::with_capacity(access.size_hint().unwrap_or(0).min(4096));
-                while let Some(item) = access.next_entry::<String, V>()? {
-                    items.push(item);
+                // A declared length is not yet a promise: at most a mebibyte is set aside
+                // before the entries are read (serde's own bound).
+                let most = (1 << 20) / std::mem::size_of::<(String, Box<V>)>();
+                let mut entries = Vec::with_capacity(access.size_hint().unwrap_or(0).min(most));
+                while let Some((name, value)) = access.next_entry::<String, V>()? {
+                    entries.push((name, Box::new(value)));
                 }
-                Ok(items.into_iter().collect())
+                Ok(NameMap::from_entries(entries))
             }
         }
 
@@ -422,20 +446,44 @@ mod tests {
         }
     }
 
+    proptest! {
+        /// Decoded from entries in any order, names given twice among them, it holds what a
+        /// `BTreeMap` decoded from the same bytes holds (postcard encodes a list of pairs as it
+        /// encodes a map), and so does one collected from them.
+        #[test]
+        fn decodes_and_collects_as_a_btree_map(
+            pairs in proptest::collection::vec(((0u8..40).prop_map(|n| format!("n-{n}")), any::<u32>()), 0..120)
+        ) {
+            let bytes = postcard::to_stdvec(&pairs).expect("encodes");
+            let map: NameMap<u32> = postcard::from_bytes(&bytes).expect("decodes");
+            let model: BTreeMap<String, u32> = postcard::from_bytes(&bytes).expect("decodes");
+            prop_assert!(map.holds_together());
+            prop_assert!(map.iter().eq(model.iter()));
+            let json = format!(
+                "{{{}}}",
+                pairs
+                    .iter()
+                    .map(|(name, value)| format!("{name:?}:{value}"))
+                    .collect::<Vec<_>>()
+                    .join(",")
+            );
+            let map: NameMap<u32> = serde_json::from_str(&json).expect("decodes");
+            let model: BTreeMap<String, u32> = serde_json::from_str(&json).expect("decodes");
+            prop_assert!(map.iter().eq(model.iter()));
+            let collected: NameMap<u32> = pairs.iter().cloned().collect();
+            let model: BTreeMap<String, u32> = pairs.into_iter().collect();
+            prop_assert!(collected.iter().eq(model.iter()));
+            prop_assert_eq!(
+                serde_json::to_string(&collected).expect("encodes"),
+                serde_json::to_string(&model).expect("encodes")
+            );
+        }
+    }
+
     #[test]
-    fn a_name_given_twice_keeps_its_last_value_as_a_btree_map_does() {
-        let items = vec![
-            ("b".to_string(), 1),
-            ("a".to_string(), 2),
-            ("b".to_string(), 3),
-        ];
-        let map: NameMap<u32> = items.clone().into_iter().collect();
-        let model: BTreeMap<String, u32> = items.into_iter().collect();
-        assert!(map.iter().eq(model.iter()));
-        assert!(map.holds_together());
-        let json = serde_json::to_string(&map).expect("encodes");
-        assert_eq!(json, serde_json::to_string(&model).expect("encodes"));
-        let back: NameMap<u32> = serde_json::from_str(&json).expect("decodes");
-        assert!(back == map);
+    fn a_length_declared_past_the_input_is_an_error_not_a_reservation() {
+        // A map of 2^32 entries declared, none given.
+        let bytes = [0xff, 0xff, 0xff, 0xff, 0x0f];
+        assert!(postcard::from_bytes::<NameMap<u32>>(&bytes).is_err());
     }
 }
