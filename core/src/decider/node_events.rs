@@ -21,18 +21,15 @@ impl Core {
             .and_then(|id| self.state.nodeclaim_for_provider_id(id));
         // A node seen first is inserted as it is (not ready before it: it did not
         // become ready); one known is updated.
-        let first_seen;
-        let became_ready = match self.state.nodes.get_mut(&node.name) {
+        let (first_seen, became_ready) = match self.state.nodes.get_mut(&node.name) {
             None => {
-                first_seen = true;
                 self.state.nodes.insert(
                     node.name.clone(),
                     NodeState::new(Arc::clone(node), claim_name.clone(), now),
                 );
-                false
+                (true, false)
             }
             Some(entry) => {
-                first_seen = false;
                 let became_ready = node.ready && !entry.node.ready;
                 entry.replace_node(Arc::clone(node));
                 if entry.nodeclaim.is_none() {
@@ -41,7 +38,7 @@ impl Core {
                 if became_ready {
                     entry.last_pod_event_ms = now;
                 }
-                became_ready
+                (false, became_ready)
             }
         };
         self.untaint_if_stale(node, commands);

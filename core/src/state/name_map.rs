@@ -73,14 +73,6 @@ impl<V> NameMap<V> {
         self.place(name).map(|at| &mut *self.entries[at].1)
     }
 
-    /// The name as held and its value.
-    pub fn get_key_value(&self, name: &str) -> Option<(&String, &V)> {
-        self.place(name).map(|at| {
-            let (name, value) = &self.entries[at];
-            (name, &**value)
-        })
-    }
-
     /// Whether it holds `name`.
     pub fn contains_key(&self, name: &str) -> bool {
         self.place(name).is_some()
@@ -111,11 +103,6 @@ impl<V> NameMap<V> {
 
     /// Takes `name` out; returns its value.
     pub fn remove(&mut self, name: &str) -> Option<V> {
-        self.remove_entry(name).map(|(_, value)| value)
-    }
-
-    /// Takes `name` out; returns the name as held and its value.
-    pub fn remove_entry(&mut self, name: &str) -> Option<(String, V)> {
         let entries = &self.entries;
         let found = self
             .index
@@ -130,9 +117,9 @@ impl<V> NameMap<V> {
                 }
             }
         }
-        let (name, value) = self.entries.remove(at);
+        let (_, value) = self.entries.remove(at);
         debug_assert!(self.holds_around(at));
-        Some((name, *value))
+        Some(*value)
     }
 
     /// Keeps the entries `keep` says to keep, in name order.
@@ -149,11 +136,6 @@ impl<V> NameMap<V> {
         Iter(self.entries.iter())
     }
 
-    /// The names and their values to change, in name order.
-    pub fn iter_mut(&mut self) -> IterMut<'_, V> {
-        IterMut(self.entries.iter_mut())
-    }
-
     /// The names, in order.
     pub fn keys(&self) -> impl DoubleEndedIterator<Item = &String> + ExactSizeIterator {
         self.entries.iter().map(|(name, _)| name)
@@ -162,16 +144,6 @@ impl<V> NameMap<V> {
     /// The values, in name order.
     pub fn values(&self) -> impl DoubleEndedIterator<Item = &V> + ExactSizeIterator {
         self.entries.iter().map(|(_, value)| &**value)
-    }
-
-    /// The values to change, in name order.
-    pub fn values_mut(&mut self) -> impl DoubleEndedIterator<Item = &mut V> + ExactSizeIterator {
-        self.entries.iter_mut().map(|(_, value)| &mut **value)
-    }
-
-    /// The first name in order and its value.
-    pub fn first_key_value(&self) -> Option<(&String, &V)> {
-        self.entries.first().map(|(name, value)| (name, &**value))
     }
 
     /// The index made again from `entries`.
@@ -311,38 +283,12 @@ impl<V> DoubleEndedIterator for Iter<'_, V> {
 
 impl<V> ExactSizeIterator for Iter<'_, V> {}
 
-/// The names and values of a [`NameMap`] to change, in name order.
-pub struct IterMut<'a, V>(std::slice::IterMut<'a, (String, Box<V>)>);
-
-impl<'a, V> Iterator for IterMut<'a, V> {
-    type Item = (&'a String, &'a mut V);
-
-    fn next(&mut self) -> Option<Self::Item> {
-        self.0.next().map(|(name, value)| (&*name, &mut **value))
-    }
-
-    fn size_hint(&self) -> (usize, Option<usize>) {
-        self.0.size_hint()
-    }
-}
-
-impl<V> ExactSizeIterator for IterMut<'_, V> {}
-
 impl<'a, V> IntoIterator for &'a NameMap<V> {
     type Item = (&'a String, &'a V);
     type IntoIter = Iter<'a, V>;
 
     fn into_iter(self) -> Iter<'a, V> {
         self.iter()
-    }
-}
-
-impl<'a, V> IntoIterator for &'a mut NameMap<V> {
-    type Item = (&'a String, &'a mut V);
-    type IntoIter = IterMut<'a, V>;
-
-    fn into_iter(self) -> IterMut<'a, V> {
-        self.iter_mut()
     }
 }
 
