@@ -148,6 +148,7 @@ impl ControllerArgs {
             }),
             metrics_address: SocketAddr::from(([0, 0, 0, 0], self.metrics_port)),
             health_address: SocketAddr::from(([0, 0, 0, 0], self.health_probe_port)),
+            fault: None,
         })
     }
 }

@@ -100,13 +100,32 @@ where
     E: CommandExecutor,
     C: Clock,
 {
+    run_admitting(driver, inbox, executor, clock, |_| true).await
+}
+
+/// [`run`], giving the core only the observed events `admit` lets through (the controller's
+/// quarantine of an object whose event panicked the core); the rest are dropped unlogged.
+pub async fn run_admitting<S, E, C>(
+    driver: &mut Driver<S>,
+    inbox: &mut Inbox,
+    executor: &mut E,
+    clock: &C,
+    mut admit: impl FnMut(&EventKind) -> bool,
+) -> Result<Stopped, DriverError>
+where
+    S: EventStore<LogHeader, LogRecord>,
+    E: CommandExecutor,
+    C: Clock,
+{
     loop {
         // An input, or the core's timer (None).
         match until_timer(clock, driver.next_timer_ms(), inbox.recv()).await {
             Some(None) => return Ok(Stopped::InboxClosed),
             Some(Some(Input::Stop)) => return Ok(Stopped::Asked),
             Some(Some(Input::Observed(kind))) => {
-                driver.step(Event::new(clock.now_ms(), kind), executor)?;
+                if admit(&kind) {
+                    driver.step(Event::new(clock.now_ms(), kind), executor)?;
+                }
             }
             Some(Some(Input::Interruptions { messages, reply })) => {
                 let mut batch = handle_batch(driver, executor, clock.now_ms(), &messages);

@@ -52,6 +52,39 @@ pub enum DriverError {
         logged: usize,
         now: usize,
     },
+    /// The core panicked handling the event of record `record`: a replay of the log from
+    /// there panics again, so the log is set aside and a new one begun from observation.
+    #[error(
+        "the core panicked handling the event of record {record}: {message}; the log from there cannot be replayed by this build: set it aside and begin a new one from what the cluster shows"
+    )]
+    Panicked { record: u64, message: String },
+}
+
+impl DriverError {
+    /// Whether the log, not the world, is at fault: a record that does not decode, a replay
+    /// that decides differently than the log says, or an event that panics the core. Such a
+    /// log is set aside and a new one begun from observation; going on with it, or starting
+    /// again on it, would fail the same way.
+    pub fn poisons_the_log(&self) -> bool {
+        match self {
+            DriverError::Log(e) => e.is_damaged_or_foreign(),
+            DriverError::Diverged { .. } | DriverError::Panicked { .. } => true,
+            DriverError::NeedsRecovery => false,
+        }
+    }
+}
+
+/// The core's decision on one event, a panic caught: the message it panicked with.
+fn decide(core: &mut Core, event: &Event) -> Result<Vec<Command>, String> {
+    std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| core.handle(event))).map_err(
+        |payload| {
+            payload
+                .downcast_ref::<&str>()
+                .map(|s| s.to_string())
+                .or_else(|| payload.downcast_ref::<String>().cloned())
+                .unwrap_or_else(|| "a panic without a message".to_string())
+        },
+    )
 }
 
 impl From<LogError> for DriverError {
@@ -121,6 +154,8 @@ pub struct Driver<S> {
     snapshot_error: Option<LogError>,
     /// The record index of the last `CatalogUpdated` event: a snapshot names it.
     catalog_record: Option<u64>,
+    /// See [`Driver::with_fault`].
+    fault: Option<fn(&Event) -> bool>,
 }
 
 fn is_catalog(event: &Event) -> bool {
@@ -258,7 +293,11 @@ fn replay<S: EventStore<LogHeader, LogRecord>>(
                 if is_catalog(event) {
                     catalog_record = Some(index);
                 }
-                let decided = core.handle(event);
+                let decided =
+                    decide(&mut core, event).map_err(|message| DriverError::Panicked {
+                        record: index,
+                        message,
+                    })?;
                 events += 1;
                 // An event that called for nothing has nothing to log.
                 let logged = decided.is_empty();
@@ -306,10 +345,18 @@ impl<S: EventStore<LogHeader, LogRecord>> Driver<S> {
             snapshot_every: DEFAULT_SNAPSHOT_EVERY,
             snapshot_error: None,
             catalog_record: None,
+            fault: None,
         }
     }
 
     /// Snapshots every `every` events instead of [`DEFAULT_SNAPSHOT_EVERY`] (0: never).
+    /// Test hook: the step of an event for which `fault` says true fails as if the core had
+    /// panicked on it (after the event is logged, as a real panic would be).
+    pub fn with_fault(mut self, fault: fn(&Event) -> bool) -> Self {
+        self.fault = Some(fault);
+        self
+    }
+
     pub fn with_snapshot_every(mut self, every: u64) -> Self {
         self.snapshot_every = every;
         self
@@ -343,7 +390,9 @@ impl<S: EventStore<LogHeader, LogRecord>> Driver<S> {
         let replayed = match replay(&store, &scanned, found) {
             // The snapshot led the replay astray: the events, which are the truth, are
             // replayed from the start instead.
-            Err(DriverError::Diverged { .. }) if from_snapshot.is_some() => {
+            Err(DriverError::Diverged { .. } | DriverError::Panicked { .. })
+                if from_snapshot.is_some() =>
+            {
                 let index = from_snapshot.unwrap_or_default();
                 passed_over.push((index, SnapshotError::LedAstray));
                 replay(&store, &scanned, None).map(|r| (r, None))
@@ -385,6 +434,7 @@ impl<S: EventStore<LogHeader, LogRecord>> Driver<S> {
             snapshot_every: DEFAULT_SNAPSHOT_EVERY,
             snapshot_error: None,
             catalog_record,
+            fault: None,
         };
         Ok((
             driver,
@@ -431,7 +481,22 @@ impl<S: EventStore<LogHeader, LogRecord>> Driver<S> {
             self.catalog_record = Some(index);
         }
         executor.stepping(&self.core, &event);
-        let commands = self.core.handle(&event);
+        let fault = self.fault;
+        let decided = decide(&mut self.core, &event).and_then(|commands| match fault {
+            Some(fault) if fault(&event) => Err(format!("a fault injected at record {index}")),
+            _ => Ok(commands),
+        });
+        let commands = match decided {
+            Ok(commands) => commands,
+            Err(message) => {
+                // The core's state is whatever the panic left: nothing more is decided on it.
+                self.poisoned = true;
+                return Err(DriverError::Panicked {
+                    record: index,
+                    message,
+                });
+            }
+        };
         if !commands.is_empty() {
             if let Err(e) = self.store.append(&commands_records(commands.clone())) {
                 // The event is logged and decided, its commands are not: only a recovery,

@@ -82,6 +82,9 @@ pub struct Hands {
     pub catalog: tokio::sync::watch::Receiver<Option<Arc<Catalog>>>,
     /// Results go back to the control loop here.
     pub inbox: InboxSender,
+    /// Counts the instances a command named that were left alone as not this cluster's
+    /// NodePools' (`nodewright_instances_not_owned_total`).
+    pub refusals: prometheus_client::metrics::counter::Counter,
 }
 
 /// Carries out the queued commands.
@@ -260,12 +263,20 @@ impl Hands {
                 .await;
             }
             Command::EvictPod { pod, forced, .. } => self.evict(&pod, forced).await,
-            Command::TerminateOrphanInstance { instance_id, .. } => {
+            Command::TerminateOrphanInstance {
+                instance_id,
+                nodeclaim,
+                ..
+            } => {
                 info!(instance_id, "terminating an instance no NodeClaim owns");
-                until_done("terminating an orphan instance", || {
-                    self.instances.terminate(&instance_id)
+                let refused = until_done("terminating an orphan instance", || {
+                    self.instances.terminate_ours(&instance_id)
                 })
                 .await;
+                if let Err(not_ours) = refused {
+                    self.refused_as_not_ours(nodeclaim.as_deref(), &not_ours)
+                        .await;
+                }
             }
             // Their Events are all they do.
             Command::NominatePod { .. }
@@ -400,10 +411,16 @@ impl Hands {
                 instance_id = instance.instance_id,
                 "terminating the instance"
             );
-            until_done("terminating an instance", || {
-                self.instances.terminate(&instance.instance_id)
+            let refused = until_done("terminating an instance", || {
+                self.instances.terminate_ours(&instance.instance_id)
             })
             .await;
+            if let Err(not_ours) = refused {
+                // The NodeClaim names a machine that is not this cluster's NodePools' (its
+                // provider id is another cluster's, or a node group's): the machine is left
+                // running, the NodeClaim goes.
+                self.refused_as_not_ours(Some(nodeclaim), &not_ours).await;
+            }
         }
         if let Some(node) = node {
             until_done("deleting a node", || self.nodes.delete(node)).await;
@@ -412,6 +429,31 @@ impl Hands {
         self.send(EventKind::NodeClaimTerminated {
             nodeclaim: nodeclaim.to_string(),
         });
+    }
+
+    /// An instance a command named is not a machine of this cluster's NodePools: it is left
+    /// running, with a log line, a metric and a Warning Event on the NodeClaim that named it.
+    async fn refused_as_not_ours(
+        &self,
+        nodeclaim: Option<&str>,
+        not_ours: &nodewright_aws::instances::NotOurs,
+    ) {
+        warn!(nodeclaim, instance_id = not_ours.instance_id, error = %not_ours, "an instance that is not ours is left alone");
+        self.refusals.inc();
+        if let Some(nodeclaim) = nodeclaim {
+            let announcement = nodewright_kubernetes::announce::Announcement {
+                regarding: nodewright_kubernetes::announce::Regarding::NodeClaim(
+                    nodeclaim.to_string(),
+                ),
+                warning: true,
+                reason: "InstanceNotOwned",
+                action: "Terminate",
+                note: not_ours.to_string(),
+            };
+            if let Err(e) = self.announcer.publish(&announcement).await {
+                warn!(error = %e, "publishing a Kubernetes Event failed");
+            }
+        }
     }
 
     /// Evicts (or, forced, deletes) a pod; a refusal goes back to the core, which asks again

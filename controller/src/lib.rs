@@ -10,6 +10,8 @@
 //! - [`nodeclasses`]: EC2NodeClass resolution and status;
 //! - [`nodepools`]: NodePool status;
 //! - [`registration`]: Nodes linked to their NodeClaims;
+//! - [`observation`]: what every start observes (NodeClaims and their instances, adopted);
+//! - [`set_aside`]: an event store that cannot go on set aside, never a crash loop;
 //! - [`deletions`]: NodeClaims deleted by hand, drained and terminated;
 //! - [`leadership`]: the Lease one replica holds while the others stand by;
 //! - [`metrics`] and [`serve`]: Prometheus metrics and the health probes.
@@ -24,9 +26,11 @@ pub mod log_export;
 pub mod metrics;
 pub mod nodeclasses;
 pub mod nodepools;
+pub mod observation;
 pub mod registration;
 pub mod run;
 pub mod serve;
+pub mod set_aside;
 pub mod settings;
 
 pub use run::{Connections, ControllerError, run};

@@ -112,6 +112,11 @@ pub struct Metrics {
     events: Family<Kind, Counter>,
     commands: Family<Kind, Counter>,
     leader: Gauge,
+    /// Instances a command named that were left alone as not this cluster's NodePools'.
+    pub instances_not_owned: Counter,
+    /// Parts of the event store set aside (a record that does not decode, a replay that
+    /// diverges, an event that panics the core), by why.
+    log_set_aside: Family<Kind, Counter>,
 }
 
 impl Default for Metrics {
@@ -147,6 +152,8 @@ impl Metrics {
             events: Family::default(),
             commands: Family::default(),
             leader: Gauge::default(),
+            instances_not_owned: Counter::default(),
+            log_set_aside: Family::default(),
             registry: Registry::default(),
         };
         // Counters are encoded with `_total` appended.
@@ -265,7 +272,26 @@ impl Metrics {
             "1 while this replica holds the lease and runs the core",
             m.leader.clone(),
         );
+        r.register(
+            "nodewright_instances_not_owned",
+            "Instances a command named that were left running as not this cluster's NodePools' machines (no kubernetes.io/cluster/<name>=owned or karpenter.sh/nodepool tag)",
+            m.instances_not_owned.clone(),
+        );
+        r.register(
+            "nodewright_log_set_aside",
+            "Event stores set aside at a start and begun again from observation, by why (unreadable, diverged, panicked)",
+            m.log_set_aside.clone(),
+        );
         Metrics { registry: r, ..m }
+    }
+
+    /// Counts an event store set aside, by why.
+    pub fn log_set_aside(&self, why: &str) {
+        self.log_set_aside
+            .get_or_create(&Kind {
+                kind: why.to_string(),
+            })
+            .inc();
     }
 
     /// The text exposition format (`/metrics`).

@@ -43,8 +43,10 @@ use crate::log_export::LogExports;
 use crate::metrics::{Measured, Metrics, Timed};
 use crate::nodeclasses::NodeClassResolver;
 use crate::nodepools;
+use crate::observation;
 use crate::registration;
 use crate::serve::{Phase, Probes, serve};
+use crate::set_aside::{Quarantine, SetAside};
 use crate::settings::{SettingError, Settings};
 
 pub type Store = RedbStore<LogHeader, LogRecord>;
@@ -83,10 +85,11 @@ pub enum ControllerError {
         "the lease was lost: another replica leads now; this one stops (it comes back as a standby)"
     )]
     LostLease,
-    #[error(
-        "the event store {path} does not exist, but the cluster has {nodeclaims} NodeClaim(s): a new store knows none of their machines and would terminate them as orphans; fix: mount the volume that holds the store the controller wrote (NODEWRIGHT_STORE), or delete those NodeClaims first (their machines are drained and terminated) and start again"
-    )]
-    StoreMissing { path: String, nodeclaims: usize },
+    #[error("observing the cluster at the start: {0}")]
+    Observe(#[from] crate::observation::ObservationError),
+    /// The store's log cannot go on (see [`DriverError::poisons_the_log`]): it is set aside.
+    #[error("the event store cannot go on: {0}")]
+    Poisoned(#[source] DriverError),
 }
 
 /// The core's configuration for a new store: Karpenter's defaults, the cluster's name, the
@@ -190,30 +193,6 @@ async fn open_store_when_free(settings: &Settings) -> Result<Store, ControllerEr
     }
 }
 
-/// A store is created only for a cluster with no NodeClaims: the store is what tells the core
-/// which machines are its own, and a new one beside existing NodeClaims would see their
-/// instances as orphans.
-async fn refuse_a_new_store_beside_existing_machines(
-    settings: &Settings,
-    client: &kube::Client,
-) -> Result<(), ControllerError> {
-    if settings.store.exists() {
-        return Ok(());
-    }
-    let claims = Api::<nodewright_api::NodeClaim>::all(client.clone())
-        .list_metadata(&kube::api::ListParams::default())
-        .await
-        .map_err(ControllerError::Kubernetes)?;
-    if claims.items.is_empty() {
-        Ok(())
-    } else {
-        Err(ControllerError::StoreMissing {
-            path: settings.store.display().to_string(),
-            nodeclaims: claims.items.len(),
-        })
-    }
-}
-
 /// Serves the metrics and probe endpoints.
 async fn serve_endpoints(
     settings: &Settings,
@@ -246,9 +225,29 @@ async fn serve_endpoints(
     Ok(())
 }
 
+/// What every term of the controller shares: its settings and connections, its metrics,
+/// probes and log exports, and the stores it set aside.
+struct Shared {
+    settings: Settings,
+    client: kube::Client,
+    eviction_client: kube::Client,
+    aws: Clients,
+    kubernetes_version: String,
+    metrics: Arc<Metrics>,
+    probes: Probes,
+    exports: LogExports,
+    announcer: Announcer,
+}
+
 /// Runs the controller until `stop` completes; the log is durable at every step, so a stop at
 /// any point loses nothing. With leader election on, it first waits, connected and ready, for
 /// the lease; it stops with [`ControllerError::LostLease`] if the lease is lost.
+///
+/// It leads in terms: each term opens the store, recovers from it, observes the cluster (the
+/// catalog, NodePools, EC2NodeClasses, every NodeClaim with its instance), and decides. A term
+/// whose store cannot go on (records that do not decode, a replay that diverges, an event that
+/// panics the core) sets the store aside and the next term begins a new one from observation
+/// ([`crate::set_aside`]).
 pub async fn run(
     settings: Settings,
     connections: Connections,
@@ -295,17 +294,126 @@ pub async fn run(
             }
         }
     }
-    probes.set(Phase::Recovering);
     metrics.set_leader(true);
+    // Every term hears the stop.
+    let (stopping, stop_heard) = tokio::sync::watch::channel(false);
+    tokio::spawn(async move {
+        stop.await;
+        let _ = stopping.send(true);
+    });
 
-    refuse_a_new_store_beside_existing_machines(&settings, &client).await?;
-    let store = open_store_when_free(&settings).await?;
+    let shared = Shared {
+        announcer: Announcer::new(client.clone(), Some(settings.identity.clone())),
+        settings,
+        client,
+        eviction_client,
+        aws,
+        kubernetes_version,
+        metrics,
+        probes,
+        exports,
+    };
+    let mut set_aside = SetAside::default();
+    let outcome = loop {
+        shared.probes.set(Phase::Recovering);
+        let term = lead_one_term(&shared, &set_aside.quarantine, stop_heard.clone());
+        let outcome = match &mut leading {
+            // The loop waits only between events: ending it there leaves the log whole.
+            Some(lease) => tokio::select! {
+                outcome = term => outcome,
+                _ = lease.lost() => Err(ControllerError::LostLease),
+            },
+            None => term.await,
+        };
+        match outcome {
+            Err(ControllerError::Poisoned(error)) => {
+                let subject = panicked_subject(&shared.settings.store, &error);
+                if let Err(error) = set_aside
+                    .set_aside(
+                        &shared.settings,
+                        &shared.metrics,
+                        &shared.announcer,
+                        error,
+                        subject,
+                    )
+                    .await
+                {
+                    break Err(ControllerError::Loop(error));
+                }
+            }
+            other => break other,
+        }
+    };
+    shared.probes.set(Phase::Stopping);
+    shared.metrics.set_leader(false);
+    if let Some(lease) = leading {
+        lease.release().await;
+    }
+    outcome
+}
+
+/// The object the event that panicked the core was about, read back from the store.
+fn panicked_subject(store: &Path, error: &DriverError) -> Option<String> {
+    let DriverError::Panicked { record, .. } = error else {
+        return None;
+    };
+    let reader = Store::open(store).ok()?;
+    let mut records = reader.read_range(*record, record + 1).ok()?;
+    match records.pop()? {
+        LogRecord::Event(event) => crate::set_aside::subject(&event.kind),
+        _ => None,
+    }
+}
+
+/// One term: the store opened and recovered from, the cluster observed, the watchers and the
+/// loop run until the stop, the inbox closing, or an error.
+async fn lead_one_term(
+    shared: &Shared,
+    quarantine: &Quarantine,
+    mut stop_heard: tokio::sync::watch::Receiver<bool>,
+) -> Result<Stopped, ControllerError> {
+    let Shared {
+        settings,
+        client,
+        eviction_client,
+        aws,
+        kubernetes_version,
+        metrics,
+        probes,
+        exports,
+        announcer,
+    } = shared;
+    let store = match open_store_when_free(settings).await {
+        Ok(store) => store,
+        // A store that opens damaged (a record missing, its header unreadable) or that a newer
+        // nodewright wrote is set aside as any other that cannot go on.
+        Err(ControllerError::Store { source, .. }) if source.is_damaged_or_foreign() => {
+            return Err(ControllerError::Poisoned(DriverError::Log(source)));
+        }
+        Err(e) => return Err(e),
+    };
     let offered = exports.offer(store.reader().map_err(|source| ControllerError::Store {
         path: settings.store.display().to_string(),
         source,
     })?);
-    let store = Timed::new(store, Arc::clone(&metrics));
-    let (mut driver, recovery) = Driver::recover(store).map_err(ControllerError::Recover)?;
+    let store = Timed::new(store, Arc::clone(metrics));
+    let recovered = Driver::recover(store).map_err(|e| {
+        if e.poisons_the_log() {
+            ControllerError::Poisoned(e)
+        } else {
+            ControllerError::Recover(e)
+        }
+    });
+    let (mut driver, recovery) = match recovered {
+        Ok(found) => found,
+        Err(e) => {
+            drop(offered);
+            return Err(e);
+        }
+    };
+    if let Some(fault) = settings.fault {
+        driver = driver.with_fault(fault);
+    }
     info!(
         events = recovery.events,
         reissued = recovery.reissue().count(),
@@ -317,22 +425,21 @@ pub async fn run(
     let classes = LaunchClasses::default();
     let (to_executor, commands) = dispatch();
     let (pool_usage, pool_usage_changes) = tokio::sync::watch::channel(Default::default());
-    let mut to_executor = Measured::new(to_executor, Arc::clone(&metrics), settings.store.clone())
+    let mut to_executor = Measured::new(to_executor, Arc::clone(metrics), settings.store.clone())
         .publishing_pools(pool_usage);
     // The catalog the instance types' labels are read from, for the NodeClaims launched.
-    let (catalog, catalog_changes) = tokio::sync::watch::channel(
-        driver
-            .core()
-            .state()
-            .catalog
-            .as_ref()
-            .map(|c| Arc::clone(&c.catalog)),
-    );
+    let known_catalog = driver
+        .core()
+        .state()
+        .catalog
+        .as_ref()
+        .map(|c| Arc::clone(&c.catalog));
+    let (catalog, catalog_changes) = tokio::sync::watch::channel(known_catalog.clone());
     let hands = Hands {
-        eviction_client,
+        eviction_client: eviction_client.clone(),
         claims: NodeClaims::new(client.clone()),
         nodes: NodeWrites::new(client.clone()),
-        announcer: Announcer::new(client.clone(), Some(settings.identity.clone())),
+        announcer: announcer.clone(),
         launcher: Launcher::new(
             aws.ec2.clone(),
             ClusterInfo {
@@ -347,6 +454,7 @@ pub async fn run(
         classes: classes.clone(),
         catalog: catalog_changes,
         inbox: sender.clone(),
+        refusals: metrics.instances_not_owned.clone(),
     };
     tokio::spawn(Executor::new(hands.clone()).run(commands));
     // What the last process may not have carried out.
@@ -354,12 +462,24 @@ pub async fn run(
         to_executor.execute(command);
     }
 
+    // What is there, before anything is decided: the catalog (adopted machines are priced
+    // from it), the NodePools and EC2NodeClasses, then every NodeClaim with its instance. The
+    // instance lister starts after, so that no adopted machine is taken for an orphan.
+    let mut refresher = CatalogRefresher::new(
+        CatalogSource::new(aws.ec2.clone(), &aws.region),
+        &aws.region,
+        None,
+    )
+    .publishing(catalog);
+    observation::first_catalog(&mut refresher, known_catalog.as_ref(), &sender).await;
+    let told = observation::observe(client, &hands.instances, announcer, &sender).await?;
+
     // The watchers, each knowing what the core knows of its kind, so that what was deleted
     // while no process watched is deleted for the core too.
     let state = driver.core().state();
     // The volumes pods name, for their zone (Karpenter's volume topology).
     let storage = SharedStorage::default();
-    volumes::spawn_watchers(&client, &storage).await;
+    volumes::spawn_watchers(client, &storage).await;
     spawn_watch::<Pods>(
         Api::<Pod>::all(client.clone()),
         Pods { storage },
@@ -376,13 +496,23 @@ pub async fn run(
         Api::all(client.clone()),
         NodePools,
         &sender,
-        state.nodepools.keys().cloned().collect(),
+        state
+            .nodepools
+            .keys()
+            .cloned()
+            .chain(told.nodepools)
+            .collect(),
     );
     spawn_watch::<NodeClasses>(
         Api::all(client.clone()),
         NodeClasses,
         &sender,
-        state.nodeclasses.keys().cloned().collect(),
+        state
+            .nodeclasses
+            .keys()
+            .cloned()
+            .chain(told.nodeclasses)
+            .collect(),
     );
     spawn_watch::<PodDisruptionBudgets>(
         Api::<PodDisruptionBudget>::all(client.clone()),
@@ -400,7 +530,7 @@ pub async fn run(
     tokio::spawn(
         NodeClassResolver {
             api: Api::all(client.clone()),
-            resolver: Resolver::new(aws.ec2.clone(), aws.ssm.clone(), &kubernetes_version),
+            resolver: Resolver::new(aws.ec2.clone(), aws.ssm.clone(), kubernetes_version),
             classes,
             inbox: sender.clone(),
             refresh: settings.nodeclass_refresh,
@@ -418,15 +548,7 @@ pub async fn run(
         hands.claims.clone(),
         hands.nodes.clone(),
     ));
-    tokio::spawn(
-        CatalogRefresher::new(
-            CatalogSource::new(aws.ec2.clone(), &aws.region),
-            &aws.region,
-            None,
-        )
-        .publishing(catalog)
-        .run(sender.clone()),
-    );
+    tokio::spawn(refresher.run(sender.clone()));
     {
         let instances = hands.instances.clone();
         let inbox = sender.clone();
@@ -454,7 +576,7 @@ pub async fn run(
     {
         let inbox = sender.clone();
         tokio::spawn(async move {
-            stop.await;
+            let _ = stop_heard.wait_for(|stopping| *stopping).await;
             let _ = inbox.send(Input::Stop);
         });
     }
@@ -465,27 +587,29 @@ pub async fn run(
         kubernetes_version, "controller running"
     );
     probes.set(Phase::Leading);
-    let looping = control_loop::run(&mut driver, &mut inbox, &mut to_executor, &WallClock);
-    let outcome = match &mut leading {
-        // The loop waits only between events: ending it there leaves the log whole.
-        Some(lease) => tokio::select! {
-            outcome = looping => outcome.map_err(ControllerError::Loop),
-            _ = lease.lost() => Err(ControllerError::LostLease),
-        },
-        None => looping.await.map_err(ControllerError::Loop),
-    };
-    probes.set(Phase::Stopping);
-    metrics.set_leader(false);
+    let outcome = control_loop::run_admitting(
+        &mut driver,
+        &mut inbox,
+        &mut to_executor,
+        &WallClock,
+        |kind| !quarantine.holds(kind),
+    )
+    .await
+    .map_err(|e| {
+        if e.poisons_the_log() {
+            ControllerError::Poisoned(e)
+        } else {
+            ControllerError::Loop(e)
+        }
+    });
     info!(
         events = driver.events(),
         commands = driver.commands(),
         "stopped"
     );
-    // The store is closed before the lease goes, so that the next leader can open it.
+    // The store is closed before the lease goes (or the store is set aside), so that the next
+    // leader or term can open it.
     drop(offered);
     drop(driver);
-    if let Some(lease) = leading {
-        lease.release().await;
-    }
     outcome
 }

@@ -61,6 +61,9 @@ pub struct Settings {
     pub metrics_address: SocketAddr,
     /// `HEALTH_PROBE_PORT`: where `/healthz` and `/readyz` are served.
     pub health_address: SocketAddr,
+    /// Test hook, never read from the environment: the step of an event it says true of fails
+    /// as if the core had panicked on it (see `Driver::with_fault`).
+    pub fault: Option<fn(&nodewright_core::Event) -> bool>,
 }
 
 /// A setting that cannot be used.

@@ -75,7 +75,6 @@ async fn the_chart_renders_the_controller_with_karpenters_settings() {
         "kind: PodDisruptionBudget",
         "kind: Service\n",
         "kind: ServiceMonitor",
-        "kind: PersistentVolumeClaim",
     ] {
         assert!(rendered.contains(kind), "no {kind:?} in\n{rendered}");
     }
@@ -102,7 +101,17 @@ async fn the_chart_renders_the_controller_with_karpenters_settings() {
         rendered.contains("eks.amazonaws.com/role-arn: arn:aws:iam::111122223333:role/nodewright")
     );
     assert!(rendered.contains("topologyKey: topology.kubernetes.io/zone"));
-    assert!(rendered.contains("- ReadWriteMany"));
+    // Each replica keeps a store of its own: no shared volume, no claim a stock cluster cannot
+    // bind.
+    assert!(
+        !rendered.contains("kind: PersistentVolumeClaim"),
+        "{rendered}"
+    );
+    assert!(!rendered.contains("ReadWriteMany"), "{rendered}");
+    assert!(
+        rendered.contains("- name: store\n          emptyDir:"),
+        "{rendered}"
+    );
     // Least privilege: Pods are never patched, Nodes never created, nothing is read that the
     // controller does not watch.
     assert!(!rendered.contains("\"*\""), "a wildcard rule");

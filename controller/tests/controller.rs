@@ -496,31 +496,6 @@ async fn the_standby_takes_over_from_the_store_when_the_leader_dies() {
     world.replay_verifies();
 }
 
-/// The store is what tells the core which machines are its own: a controller that finds no
-/// store where NodeClaims exist refuses to start (a new store would see their instances as
-/// orphans and terminate them), naming the store and the fix; the instance keeps running.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_lost_store_beside_existing_machines_stops_the_start() {
-    let world = World::start(support::nodepool("default", "default")).await;
-    let (client, c) = (world.client.clone(), &world.aws);
-    let controller = world.controller().await;
-    running_pod(&client, "web-0").await;
-    assert_eq!(controller.stop().await, Stopped::Asked);
-
-    std::fs::remove_file(&world.store).expect("the store removed");
-    let error = world
-        .controller()
-        .await
-        .outcome()
-        .await
-        .expect_err("no start on a lost store");
-    let text = error.to_string();
-    assert!(text.contains("1 NodeClaim"), "{text}");
-    assert!(text.contains("fix:"), "{text}");
-    assert!(!world.store.exists(), "no new store was made");
-    assert_eq!(live_instances(c).await.len(), 1, "the machine is untouched");
-}
-
 /// `kubectl delete nodeclaim`: the termination finalizer holds the object while its pod is
 /// evicted; then the instance is terminated, once, and the Node and NodeClaim go.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

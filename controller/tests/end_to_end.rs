@@ -214,8 +214,9 @@ async fn the_guides_tutorial_runs_from_the_chart() {
     assert_eq!(status, 400);
     assert!(String::from_utf8_lossy(&body).contains("fix: from="));
 
+    let name = pod.name.clone();
     assert_eq!(pod.stop().await, Some(0), "a clean stop on SIGTERM");
-    let outcome = cluster.replay_verifies();
+    let outcome = cluster.replay_verifies(&name);
     assert!(outcome.commands >= replayed.commands);
 }
 
@@ -363,8 +364,10 @@ async fn a_spot_interruption_replaces_first_and_drains_through_the_pdb() {
         assert_eq!(count.as_deref(), Some("0"), "{name:?}");
     }
 
+    let name = pod.name.clone();
+
     assert_eq!(pod.stop().await, Some(0));
-    cluster.replay_verifies();
+    cluster.replay_verifies(&name);
     let records = recorded(&cluster);
     let position = |what: &dyn Fn(&LogRecord) -> bool| records.iter().position(what);
     let received = position(&|r| {
@@ -502,8 +505,10 @@ async fn drift_replaces_the_nodes_one_budget_at_a_time() {
         "{most_going} NodeClaims were going at once"
     );
 
+    let name = pod.name.clone();
+
     assert_eq!(pod.stop().await, Some(0));
-    cluster.replay_verifies();
+    cluster.replay_verifies(&name);
     // From the log: each old machine was replaced for drift, never two at once (the default
     // budget, 10% of three nodes, allows one).
     let mut disrupting: BTreeSet<String> = BTreeSet::new();
@@ -536,6 +541,10 @@ async fn drift_replaces_the_nodes_one_budget_at_a_time() {
     assert_eq!(drifted, old_claims, "every old machine drifted");
 }
 
+/// Two replicas as the chart runs them, each with a store of its own (no shared volume): the
+/// leader is killed mid scale-up, and the standby, starting from an empty store, adopts what
+/// the dead leader launched and finishes the job — no instance launched twice, none orphaned —
+/// and its own store replays from the adoption.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_standby_takes_over_when_the_leader_is_killed_mid_scale_up() {
     // The lease runs out after 5 s (15 s by default), set through the chart's controller.env.
@@ -594,8 +603,10 @@ async fn the_standby_takes_over_when_the_leader_is_killed_mid_scale_up() {
         "a NodeClaim with two instances: {live:?}"
     );
 
+    let name = second.name.clone();
+
     assert_eq!(second.stop().await, Some(0));
-    let outcome = cluster.replay_verifies();
+    let outcome = cluster.replay_verifies(&name);
     assert!(outcome.commands > 0);
 }
 
@@ -606,7 +617,7 @@ async fn a_store_written_in_the_last_format_keeps_going() {
     // The store as nodewright 0.1.0 left it: the golden log of format version 1.
     let golden = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("../tests/golden/v1-seed-tutorial.nwlog");
-    let records = cluster.store_from(&golden);
+    let records = cluster.store_from("nodewright-7b78d5f65b-upgrd", &golden);
     cluster.apply_tutorial(|_| {}).await;
     cluster.create_inflate().await;
     let pod = leader(&cluster, "nodewright-7b78d5f65b-upgrd").await;
@@ -617,9 +628,10 @@ async fn a_store_written_in_the_last_format_keeps_going() {
         cluster.live_instances().await.len()
     );
 
+    let name = pod.name.clone();
     assert_eq!(pod.stop().await, Some(0));
     // The whole store replays: the old records, then this version's.
-    let outcome = cluster.replay_verifies();
+    let outcome = cluster.replay_verifies(&name);
     assert_eq!(outcome.header.source, "seed-tutorial");
     assert!(
         outcome.events + outcome.commands > records,

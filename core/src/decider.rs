@@ -24,6 +24,7 @@ use crate::state::{
 };
 use crate::wake::Wake;
 
+mod adoption;
 mod disruptor;
 mod draining;
 mod effects;
@@ -512,6 +513,10 @@ impl Core {
                 self.state.subnet_zones.insert(resolved.name.clone(), zones);
                 self.trigger_if_pending();
             }
+            EventKind::NodeClaimsObserved { nodeclaims } => {
+                self.nodeclaims_observed(nodeclaims, commands)
+            }
+            EventKind::NodeDeleting { name } => self.node_deleting(name, commands),
             EventKind::NodeClaimDeleted { nodeclaim } => {
                 // Karpenter's termination finalizer: drained (PodDisruptionBudgets apply, up
                 // to the pool's terminationGracePeriod), then terminated.
@@ -554,6 +559,13 @@ impl Core {
                 .is_none_or(|c| c.terminating.is_some()),
             EventKind::PodDeleted { pod } => !state.pods.contains_key(pod),
             EventKind::NodeDeleted { name } => !state.nodes.contains_key(name),
+            // Only a machine of the core's that is not leaving yet is drained.
+            EventKind::NodeDeleting { name } => state
+                .nodes
+                .get(name)
+                .and_then(|n| n.nodeclaim.as_ref())
+                .and_then(|c| state.nodeclaims.get(c))
+                .is_none_or(|c| c.terminating.is_some()),
             EventKind::PodApplied(pod) => state.pods.get(&pod.key) == Some(pod.as_ref()),
             EventKind::NodeApplied(node) => state
                 .nodes

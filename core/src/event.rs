@@ -159,6 +159,22 @@ pub enum EventKind {
         /// The ids no longer listed.
         gone: Vec<String>,
     },
+    /// What a start observed of the machines the cluster says are its own: every NodeClaim in
+    /// the API server, each with its instance. The core adopts those it does not know (its
+    /// store was lost, or Karpenter launched them), and lets go of the launched ones it knows
+    /// whose object is gone (deleted while no controller ran). Appended last: the variants'
+    /// order is the log's format.
+    NodeClaimsObserved {
+        /// Every NodeClaim of the API server, in name order.
+        nodeclaims: Vec<crate::model::observed::ObservedNodeClaim>,
+    },
+    /// A Node is being deleted (its `deletionTimestamp` is set): a machine of the core's is
+    /// drained, then terminated, as Karpenter's termination finalizer does. Appended last: the
+    /// variants' order is the log's format.
+    NodeDeleting {
+        /// The node's name.
+        name: String,
+    },
 }
 
 impl EventKind {
@@ -189,6 +205,8 @@ impl EventKind {
             EventKind::NodeClassResolved(_) => "NodeClassResolved",
             EventKind::NodeClaimDeleted { .. } => "NodeClaimDeleted",
             EventKind::InstancesRelisted { .. } => "InstancesRelisted",
+            EventKind::NodeClaimsObserved { .. } => "NodeClaimsObserved",
+            EventKind::NodeDeleting { .. } => "NodeDeleting",
         }
     }
 }

@@ -18,6 +18,12 @@ pub enum Regarding {
     Node(String),
     NodeClaim(String),
     NodePool(String),
+    /// The Lease the replicas elect their leader on: Events about the controller itself (its
+    /// event store set aside).
+    Lease {
+        namespace: String,
+        name: String,
+    },
 }
 
 impl Regarding {
@@ -37,6 +43,12 @@ impl Regarding {
             Regarding::Node(n) => ("v1".to_string(), "Node", None, n.clone()),
             Regarding::NodeClaim(n) => (karpenter, "NodeClaim", None, n.clone()),
             Regarding::NodePool(n) => (karpenter, "NodePool", None, n.clone()),
+            Regarding::Lease { namespace, name } => (
+                "coordination.k8s.io/v1".to_string(),
+                "Lease",
+                Some(namespace.clone()),
+                name.clone(),
+            ),
         };
         ObjectReference {
             api_version: Some(api_version),

@@ -66,6 +66,16 @@ impl Observed for Nodes {
     fn deleted(name: String) -> EventKind {
         EventKind::NodeDeleted { name }
     }
+    /// A Node being deleted (its `deletionTimestamp` set): Karpenter's termination finalizer
+    /// holds it while its machine is drained and terminated.
+    fn followed_by(&self, node: &KubeNode) -> Option<EventKind> {
+        node.metadata
+            .deletion_timestamp
+            .is_some()
+            .then(|| EventKind::NodeDeleting {
+                name: Self::key(node),
+            })
+    }
 }
 
 /// NodePools, by name, through the loader's translation.

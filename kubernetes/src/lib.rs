@@ -13,6 +13,7 @@ pub mod kinds;
 pub mod node;
 pub mod nodeclaims;
 pub mod nodes;
+pub mod observed;
 pub mod pod;
 pub mod translate;
 pub mod volumes;

@@ -30,6 +30,10 @@ pub trait Observed {
     /// scheduler has not tried yet).
     fn applied(&self, object: &Self::Object) -> Result<Option<EventKind>, ObserveError>;
     fn deleted(key: Self::Key) -> EventKind;
+    /// An event that follows the applied one (a Node being deleted: `NodeDeleting`).
+    fn followed_by(&self, _object: &Self::Object) -> Option<EventKind> {
+        None
+    }
 }
 
 /// What one watcher has told the core, to answer a relist with the right deletions.
@@ -100,7 +104,9 @@ impl<O: Observed> Mirror<O> {
         match self.observed.applied(object) {
             Ok(Some(event)) => {
                 self.known.insert(key);
-                vec![event]
+                let mut events = vec![event];
+                events.extend(self.observed.followed_by(object));
+                events
             }
             // No longer the core's business (a pod finished, or waiting again): if the core
             // knew it, it is gone for the core.

@@ -154,6 +154,20 @@ fn node_names<S: std::io::Read>(
                     },
                 ..
             }) => claim_of_instance.push((instance.instance_id, nodeclaim)),
+            // Adopted at a start: the NodeClaim and its instance as the cluster showed them.
+            LogRecord::Event(Event {
+                kind: EventKind::NodeClaimsObserved { nodeclaims },
+                ..
+            }) => {
+                for claim in nodeclaims {
+                    if claim.name == name {
+                        found_claim = Some(claim.name.clone());
+                    }
+                    if let Some(instance) = claim.instance {
+                        claim_of_instance.push((instance.instance_id, claim.name));
+                    }
+                }
+            }
             LogRecord::Event(Event {
                 kind: EventKind::NodeApplied(node),
                 ..
@@ -414,6 +428,34 @@ impl Teller {
                         instance.instance_id
                     ),
                 );
+            }
+            EventKind::NodeClaimsObserved { nodeclaims } => {
+                if let Some(claim) = nodeclaims.iter().find(|c| self.is_claim(&c.name)) {
+                    let instance = match &claim.instance {
+                        Some(i) => {
+                            self.instance_id = Some(i.instance_id.clone());
+                            format!(
+                                "{} {} {} (instance {}{})",
+                                i.instance_type,
+                                i.zone,
+                                i.capacity_type,
+                                i.instance_id,
+                                if i.running { "" } else { ", not running" }
+                            )
+                        }
+                        None => "no instance".to_string(),
+                    };
+                    self.line(
+                        at,
+                        source,
+                        format!(
+                            "adopted at a start, as the API server and EC2 showed it: NodeClaim {} of NodePool {}, {instance}{}",
+                            claim.name,
+                            claim.nodepool,
+                            if claim.deleting { ", being deleted" } else { "" }
+                        ),
+                    );
+                }
             }
             EventKind::LaunchFailed {
                 nodeclaim,
@@ -799,6 +841,15 @@ fn describe_event(event: &Event) -> String {
             interruption,
             ..
         } => format!("InterruptionReceived {instance_id}: {interruption:?}"),
+        EventKind::NodeClaimsObserved { nodeclaims } => format!(
+            "NodeClaimsObserved: {} NodeClaim(s), {} with a running instance",
+            nodeclaims.len(),
+            nodeclaims
+                .iter()
+                .filter(|c| c.instance.as_ref().is_some_and(|i| i.running))
+                .count()
+        ),
+        EventKind::NodeDeleting { name } => format!("NodeDeleting {name}"),
         other => other.name().to_string(),
     }
 }

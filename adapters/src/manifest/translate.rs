@@ -689,6 +689,79 @@ pub fn parse_node_classes(
     Ok(out)
 }
 
+/// What the core keeps of a NodeClaim's spec, read from the API server's object.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NodeClaimSpecParts {
+    /// `spec.requirements`.
+    pub requirements: Vec<RequirementSpec>,
+    /// `spec.taints`.
+    pub taints: Vec<Taint>,
+    /// `spec.startupTaints`.
+    pub startup_taints: Vec<Taint>,
+    /// `spec.resources.requests`.
+    pub requests: Resources,
+    /// `spec.expireAfter` in milliseconds (`None`: Never; absent: Karpenter's 720h).
+    pub expire_after_ms: Option<u64>,
+}
+
+/// A NodeClaim's spec read from the API server (one nodewright or Karpenter wrote), in the
+/// core's terms; `name` names the object in errors.
+pub fn nodeclaim_spec_from_api(
+    spec: &api::NodeClaimSpec,
+    name: &str,
+) -> Result<NodeClaimSpecParts, ManifestError> {
+    let ctx = Ctx {
+        source_name: "cluster",
+        document: 1,
+        kind: "NodeClaim".to_string(),
+        name: name.to_string(),
+    };
+    let e = |(field, problem, fix): FieldError| ctx.invalid(&field, &problem, &fix);
+    let requirements = spec
+        .requirements
+        .iter()
+        .enumerate()
+        .map(|(i, r)| pool_requirement(r, &format!("spec.requirements[{i}]")))
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(e)?;
+    let taints_of = |list: &[api::Taint], field: &str| {
+        list.iter()
+            .enumerate()
+            .map(|(i, t)| taint(t, &format!("{field}[{i}]")))
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(e)
+    };
+    let taints = taints_of(&spec.taints, "spec.taints")?;
+    let startup_taints = taints_of(&spec.startup_taints, "spec.startupTaints")?;
+    let mut requests = Resources::default();
+    for (resource, value) in spec.resources.iter().flat_map(|r| &r.requests) {
+        check_resource_name(resource, "spec.resources.requests").map_err(e)?;
+        let amount =
+            resource_amount(resource, value.as_str(), "spec.resources.requests").map_err(e)?;
+        requests.set(resource, amount);
+    }
+    let expire_after_ms = match spec.expire_after.as_deref() {
+        None => Some(nodewright_core::model::nodepool::DEFAULT_EXPIRE_AFTER_MS),
+        Some(text) => match parse_maybe_never(text).map_err(|err| {
+            ctx.invalid(
+                "spec.expireAfter",
+                &err.to_string(),
+                "write a duration such as 720h, or Never",
+            )
+        })? {
+            MaybeNever::Never => None,
+            MaybeNever::After(ms) => Some(ms),
+        },
+    };
+    Ok(NodeClaimSpecParts {
+        requirements,
+        taints,
+        startup_taints,
+        requests,
+        expire_after_ms,
+    })
+}
+
 /// Where we are, for error messages.
 #[derive(Clone)]
 struct Ctx<'a> {

@@ -62,6 +62,3 @@ annotations:
 {{- printf "SpotToSpotConsolidation=%t,NodeRepair=%t,ReservedCapacity=%t,StaticCapacity=%t" $g.spotToSpotConsolidation $g.nodeRepair $g.reservedCapacity $g.staticCapacity }}
 {{- end }}
 
-{{- define "nodewright.storeClaim" -}}
-{{- default (printf "%s-store" (include "nodewright.fullname" .)) .Values.store.existingClaim }}
-{{- end }}

@@ -2,7 +2,7 @@
 //! test cluster, the guide's NodePool and EC2NodeClass applied, and the chart's pods run as
 //! processes — the `nodewright` binary with the environment and arguments of the Deployment
 //! the chart created, authenticated as the chart's ServiceAccount (so RBAC grants it what the
-//! chart grants, no more), its store in a folder standing for the chart's volume.
+//! chart grants, no more), each pod's store in a folder standing for its volume.
 
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
@@ -266,9 +266,13 @@ impl Installation {
             .collect()
     }
 
-    /// The chart's store, in the folder standing for its volume.
-    pub fn store(&self) -> PathBuf {
-        self.dir.path().join("volume").join("events.redb")
+    /// The store of the chart's pod `pod`, in the folder standing for that pod's volume (each
+    /// replica has its own).
+    pub fn store_of(&self, pod: &str) -> PathBuf {
+        self.dir
+            .path()
+            .join(format!("volume-{pod}"))
+            .join("events.redb")
     }
 
     /// One of the chart's pods, `name`, run as a process.
@@ -276,9 +280,10 @@ impl Installation {
         ChartPod::start(self, name)
     }
 
-    /// The store exported and replayed with `--verify` (see [`super::replay_verifies`]).
-    pub fn replay_verifies(&self) -> nodewright_replay::verify::VerifyOutcome {
-        super::replay_verifies(&self.store(), self.dir.path())
+    /// The store of pod `pod` exported and replayed with `--verify` (see
+    /// [`super::replay_verifies`]).
+    pub fn replay_verifies(&self, pod: &str) -> nodewright_replay::verify::VerifyOutcome {
+        super::replay_verifies(&self.store_of(pod), self.dir.path())
     }
 }
 
@@ -317,7 +322,7 @@ impl ChartPod {
             .expect("the store's mount")
             .mount_path
             .clone();
-        let volume = installation.dir.path().join("volume");
+        let volume = installation.dir.path().join(format!("volume-{name}"));
         std::fs::create_dir_all(&volume).expect("the volume's folder");
         // Each pod has a network of its own in a cluster; here they share the host's.
         let (metrics, health) = (free_address(), free_address());
@@ -442,13 +447,13 @@ pub fn recorded(installation: &Installation) -> Vec<nodewright_adapters::eventlo
 }
 
 impl Installation {
-    /// Writes the chart's store from the portable log `nwlog`, record by record, as the
+    /// Writes the store of pod `pod` from the portable log `nwlog`, record by record, as the
     /// controller that wrote that log would have left it.
-    pub fn store_from(&self, nwlog: &Path) -> u64 {
+    pub fn store_from(&self, pod: &str, nwlog: &Path) -> u64 {
         use nodewright_adapters::eventlog::{LogHeader, LogRecord, NwlogReader, RedbStore};
         let mut reader: NwlogReader<LogHeader, LogRecord, _> =
             NwlogReader::open(nwlog).expect("the log");
-        let store = self.store();
+        let store = self.store_of(pod);
         std::fs::create_dir_all(store.parent().expect("the volume")).expect("the volume");
         let mut out: RedbStore<LogHeader, LogRecord> =
             RedbStore::create(&store, reader.header()).expect("a store");

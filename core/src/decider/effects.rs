@@ -49,7 +49,9 @@ pub(super) fn effects(kind: &EventKind) -> Effects {
         EventKind::LaunchSucceeded { .. }
         | EventKind::LaunchFailed { .. }
         | EventKind::NodeClaimTerminated { .. }
-        | EventKind::NodeClaimDeleted { .. } => (true, true, false, true),
+        | EventKind::NodeClaimDeleted { .. }
+        | EventKind::NodeClaimsObserved { .. }
+        | EventKind::NodeDeleting { .. } => (true, true, false, true),
     };
     Effects {
         changes_cluster,

@@ -21,6 +21,11 @@ use crate::state::ClusterState;
 pub const NODEPOOL_HASH: &str = "karpenter.sh/nodepool-hash";
 /// The annotation on a NodeClaim with the hash of its EC2NodeClass when it launched.
 pub const NODECLASS_HASH: &str = "karpenter.k8s.aws/ec2nodeclass-hash";
+/// The annotation Karpenter writes beside its NodePool hash, with the version of its hashing:
+/// a NodeClaim that carries it was hashed by Karpenter, whose hashes are not the core's.
+pub const NODEPOOL_HASH_VERSION: &str = "karpenter.sh/nodepool-hash-version";
+/// See [`NODEPOOL_HASH_VERSION`]; beside the EC2NodeClass hash.
+pub const NODECLASS_HASH_VERSION: &str = "karpenter.k8s.aws/ec2nodeclass-hash-version";
 
 /// FNV-1a of the JSON form: stable across runs and machines (ordered maps, no floats).
 fn hash<T: Serialize>(value: &T) -> String {

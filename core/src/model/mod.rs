@@ -12,6 +12,7 @@ pub mod node;
 pub mod nodeclaim;
 pub mod nodeclass;
 pub mod nodepool;
+pub mod observed;
 pub mod pdb;
 pub mod pod;
 pub mod quantity;
