@@ -199,7 +199,7 @@ fn a_known_machine_whose_nodeclaim_vanished_while_down_is_drained_and_terminated
 }
 
 #[test]
-fn a_nodeclaim_with_no_instance_is_given_up_and_its_pod_gets_a_machine() {
+fn a_nodeclaim_with_no_instance_is_given_up() {
     let (_, mut second, claim, instance, _) = first_and_second();
     let mut never = observed(&claim, &instance, None);
     never.name = "default-never".into();
@@ -293,5 +293,56 @@ fn a_node_being_deleted_is_drained_then_its_machine_terminated_once() {
             name: "group-node".into()
         })
         .is_empty()
+    );
+}
+
+#[test]
+fn a_nodeclaim_whose_instance_is_gone_is_collected_and_nothing_else_is_touched() {
+    let (_, mut second, claim, instance, node) = first_and_second();
+    let mut gone = observed(&claim, &instance, Some(&node));
+    if let Some(i) = gone.instance.as_mut() {
+        i.running = false;
+    }
+    let adopted = second.send(EventKind::NodeClaimsObserved {
+        nodeclaims: vec![gone],
+    });
+    assert!(terminations(&adopted).is_empty(), "{adopted:?}");
+    // The listing no longer has it: the NodeClaim goes (its pod is not evicted: the machine is
+    // gone), as Karpenter's collector does.
+    let listed = second.send(EventKind::InstancesListed {
+        instances: Vec::new().into(),
+    });
+    assert_eq!(
+        terminations(&listed),
+        [(claim.name.clone(), TerminationReason::InstanceGone)],
+        "{listed:?}"
+    );
+    assert!(!listed.iter().any(|c| matches!(c, Command::EvictPod { .. })));
+}
+
+#[test]
+fn a_nodeclaim_of_a_nodepool_that_no_longer_exists_is_adopted_not_drained() {
+    let (_, mut second, claim, instance, node) = first_and_second();
+    let mut orphaned = observed(&claim, &instance, Some(&node));
+    orphaned.nodepool = "deleted-pool".into();
+    let cmds = second.send(EventKind::NodeClaimsObserved {
+        nodeclaims: vec![orphaned],
+    });
+    let mut after = cmds;
+    after.extend(second.send(EventKind::InstancesListed {
+        instances: vec![listed(&instance, &claim.name)].into(),
+    }));
+    after.extend(second.advance(30 * MIN));
+    assert!(terminations(&after).is_empty(), "{after:?}");
+    assert!(second.core.state().nodeclaims.contains_key(&claim.name));
+    // Its own deletion still works: `kubectl delete nodeclaim` drains and terminates it.
+    let deleted = second.send(EventKind::NodeClaimDeleted {
+        nodeclaim: claim.name.clone(),
+    });
+    assert!(
+        deleted
+            .iter()
+            .any(|c| matches!(c, Command::EvictPod { .. })),
+        "{deleted:?}"
     );
 }

@@ -107,7 +107,7 @@ fn log_inspect_summarises() {
     let out = nodewright(&["log", "inspect", s(&log)]);
     assert_eq!(out.status.code(), Some(0), "{}", text(&out));
     let t = text(&out);
-    assert!(t.contains("nwlog format version 7"), "{t}");
+    assert!(t.contains("nwlog format version 8"), "{t}");
     assert!(t.contains("LaunchNodeClaim"), "{t}");
     assert!(t.contains("PodApplied"), "{t}");
 }

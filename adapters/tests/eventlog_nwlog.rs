@@ -123,7 +123,7 @@ fn round_trip_through_a_file() {
 
     let reader = NwlogReader::<TestHeader, TestRecord>::open(&path).unwrap();
     assert_eq!(reader.header(), &header());
-    assert_eq!(reader.format_version(), 7);
+    assert_eq!(reader.format_version(), 8);
     assert_eq!(reader.path(), Some(path.as_path()));
     let read: Vec<TestRecord> = reader.collect::<Result<_, _>>().unwrap();
     assert_eq!(read, written);

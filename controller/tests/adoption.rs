@@ -408,6 +408,24 @@ async fn karpenters_machines_are_adopted_and_consolidated_once_their_work_is_gon
     let (terminations, _) = world.logged("TerminateNodeClaim");
     assert_eq!(terminations, 1, "only Karpenter's empty machine");
     assert_eq!(world.logged("TerminateOrphanInstance").0, 0);
+
+    // Its story, from the log: adopted as the cluster showed it, removed once empty.
+    let story = nodewright_replay::explain_file(
+        &world.dir.path().join("controller.nwlog"),
+        &nodewright_replay::Subject::Node(claim.clone()),
+    )
+    .expect("its story");
+    let lines: Vec<&str> = story.lines.iter().map(|l| l.text.as_str()).collect();
+    let adopted = lines
+        .iter()
+        .position(|l| l.starts_with("adopted at a start") && l.contains(&instance))
+        .unwrap_or_else(|| panic!("no adoption in {lines:#?}"));
+    assert!(
+        lines[adopted..]
+            .iter()
+            .any(|l| l.starts_with("removal decided (Empty)")),
+        "{lines:#?}"
+    );
 }
 
 /// A store whose last record is damaged is set aside (kept, named, counted) and a new one is

@@ -9,6 +9,7 @@ use nodewright_core::model::node::Node;
 use nodewright_core::model::nodeclaim::{Instance, ListedInstance, OfferingKey};
 use nodewright_core::model::nodeclass::NodeClass;
 use nodewright_core::model::nodepool::NodePool;
+use nodewright_core::model::observed::{ObservedInstance, ObservedNodeClaim};
 use nodewright_core::model::pod::{Pod, PodKey};
 use nodewright_core::model::requirements::{Operator, RequirementSpec};
 use nodewright_core::model::resources::Resources;
@@ -163,7 +164,48 @@ pub fn event_kind() -> impl Strategy<Value = EventKind> {
             changed: changed.into_iter().map(|(position, instance)| ListedAt { position, instance }).collect(),
             gone: gone.into_iter().map(|c| format!("i-{c}")).collect(),
         }),
+        1 => prop::collection::vec(observed_nodeclaim(), 0..3).prop_map(|nodeclaims| EventKind::NodeClaimsObserved { nodeclaims }),
+        1 => prop::sample::select(NODE_NAMES).prop_map(|n| EventKind::NodeDeleting { name: n.into() }),
     ]
+}
+
+/// A NodeClaim as a start observes it: one the core may know or not, launched or not, its
+/// node seen or not, being deleted or not.
+fn observed_nodeclaim() -> impl Strategy<Value = ObservedNodeClaim> {
+    (
+        prop::sample::select(CLAIM_NAMES),
+        prop::option::of((prop::sample::select(ZONES), any::<bool>())),
+        prop::option::of(prop::sample::select(NODE_NAMES)),
+        any::<bool>(),
+        any::<bool>(),
+        0u64..600_000,
+    )
+        .prop_map(
+            |(c, instance, node, initialized, deleting, at)| ObservedNodeClaim {
+                name: c.into(),
+                nodepool: "default".into(),
+                nodeclass: "default".into(),
+                labels: [(labels::NODEPOOL.to_string(), "default".to_string())].into(),
+                annotations: Default::default(),
+                taints: Vec::new(),
+                startup_taints: Vec::new(),
+                requirements: Vec::new(),
+                requests: Resources::new(1000, 1 << 30, 1),
+                expire_after_ms: Some(3_600_000),
+                created_at_ms: at,
+                instance: instance.map(|(zone, running)| ObservedInstance {
+                    instance_id: format!("i-{c}"),
+                    instance_type: "m5.large".into(),
+                    zone: zone.into(),
+                    capacity_type: CapacityType::OnDemand,
+                    launched_at_ms: at,
+                    running,
+                }),
+                node_name: node.map(str::to_string),
+                initialized,
+                deleting,
+            },
+        )
 }
 
 /// An instance of the cluster as the cloud lists it: one of a launched NodeClaim's, or an

@@ -597,18 +597,18 @@ mod tests {
     }
 
     /// The worked example of `docs/event-log.md`, byte for byte: if this changes, the format
-    /// changed, and old logs would no longer read. Versions 1 to 7 frame these alike (small
-    /// payloads are never packed; only nodewright's header layout differs), so the same bytes
-    /// under versions 1 to 6 still read.
+    /// changed, and old logs would no longer read. Versions 1 to 8 frame these alike (small
+    /// payloads are never packed; only nodewright's header layout and event kinds differ), so
+    /// the same bytes under versions 1 to 7 still read.
     #[test]
-    fn format_version_7_golden_bytes() {
+    fn format_version_8_golden_bytes() {
         let mut writer = NwlogWriter::<u8, String, Vec<u8>>::new(Vec::new(), &7).unwrap();
         writer
             .append(&["a".to_string(), "bcd".to_string()])
             .unwrap();
         #[rustfmt::skip]
         let golden: [u8; 43] = [
-            0x4e, 0x57, 0x4c, 0x4f, 0x47, 0x0d, 0x0a, 0x1a, 0x07, 0x00, 0x00, 0x00, // preamble
+            0x4e, 0x57, 0x4c, 0x4f, 0x47, 0x0d, 0x0a, 0x1a, 0x08, 0x00, 0x00, 0x00, // preamble
             0x01, 0x00, 0x00, 0x00, 0x2e, 0x7a, 0x66, 0x4c, 0x07, // frame 0: header 7u8
             0x02, 0x00, 0x00, 0x00, 0x70, 0x72, 0x77, 0x62, 0x01, 0x61, // frame 1: "a"
             0x04, 0x00, 0x00, 0x00, 0x99, 0xf2, 0xad, 0x7c, 0x03, 0x62, 0x63, 0x64, // frame 2
@@ -619,8 +619,8 @@ mod tests {
             (header, records),
             (7, vec!["a".to_string(), "bcd".to_string()])
         );
-        // The framing is that of versions 1 to 6: they read the same.
-        for older in [0x01, 0x02, 0x03, 0x04, 0x05, 0x06] {
+        // The framing is that of versions 1 to 7: they read the same.
+        for older in [0x01, 0x02, 0x03, 0x04, 0x05, 0x06, 0x07] {
             let mut bytes = golden;
             bytes[8] = older;
             let (header, records) = read_nwlog_bytes::<u8, String>(&bytes).unwrap();

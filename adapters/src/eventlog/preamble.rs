@@ -7,10 +7,10 @@
 pub const MAGIC: [u8; 8] = *b"NWLOG\r\n\x1a";
 
 /// The format version this build writes.
-pub const FORMAT_VERSION: u16 = 7;
+pub const FORMAT_VERSION: u16 = 8;
 
 /// The format versions this build reads. A new version is added here, never removed.
-pub const READABLE_VERSIONS: &[u16] = &[1, 2, 3, 4, 5, 6, 7];
+pub const READABLE_VERSIONS: &[u16] = &[1, 2, 3, 4, 5, 6, 7, 8];
 
 /// Bytes before frame 0: magic, version, reserved.
 pub const PREAMBLE_LEN: usize = 12;

@@ -53,10 +53,10 @@ fn encode_header<H: serde::Serialize>(header: &H) -> Result<Vec<u8>, LogError> {
 }
 
 /// The store format version this build writes.
-pub const STORE_FORMAT_VERSION: u16 = 7;
+pub const STORE_FORMAT_VERSION: u16 = 8;
 
 /// The store format versions this build opens.
-pub const READABLE_STORE_VERSIONS: &[u16] = &[1, 2, 3, 4, 5, 6, 7];
+pub const READABLE_STORE_VERSIONS: &[u16] = &[1, 2, 3, 4, 5, 6, 7, 8];
 
 const RECORDS: TableDefinition<u64, &[u8]> = TableDefinition::new("records");
 const META: TableDefinition<&str, &[u8]> = TableDefinition::new("meta");

@@ -26,6 +26,11 @@
 //! without it ([`ConfigV5`], [`ConfigV6`]); a log they wrote was decided evicting every pod
 //! of an expired machine, so it reads with `expiration_waits_for_jobs: false`.
 //!
+//! Version 8: the event type gains `NodeClaimsObserved` (what a start observed: every
+//! NodeClaim with its instance, adopted) and `NodeDeleting` at its end; the header is version
+//! 7's. Only a new number: a build that knows neither refuses a log that may hold them by its
+//! version, and logs of versions 1 to 7 replay as recorded.
+//!
 //! Each replays as recorded.
 
 use nodewright_core::Config;
