@@ -414,7 +414,7 @@ fn an_unknown_version_says_which_versions_this_build_reads() {
             version, supported, ..
         } => {
             assert_eq!(*version, 99);
-            assert_eq!(*supported, &[1u16, 2, 3, 4, 5, 6, 7][..]);
+            assert_eq!(*supported, &[1u16, 2, 3, 4, 5, 6, 7, 8][..]);
         }
         other => panic!("expected UnsupportedVersion, got {other:?}"),
     }

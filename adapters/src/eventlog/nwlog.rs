@@ -588,7 +588,7 @@ mod tests {
         let writer = NwlogWriter::<u8, u8, Vec<u8>>::new(Vec::new(), &7).unwrap();
         let bytes = writer.into_inner();
         assert_eq!(&bytes[..8], b"NWLOG\r\n\x1a");
-        assert_eq!(&bytes[8..10], &[7, 0]);
+        assert_eq!(&bytes[8..10], &[8, 0]);
         assert_eq!(&bytes[10..12], &[0, 0]);
         // Frame 0: length 1, CRC of [7], payload [7].
         assert_eq!(&bytes[12..16], &[1, 0, 0, 0]);
