@@ -104,26 +104,18 @@ pub async fn observe(
     announcer: &Announcer,
     inbox: &InboxSender,
 ) -> Result<Told, ObservationError> {
-    let mut told = Told::default();
-    let pools = list::<nodewright_api::NodePool>(client, "NodePools").await?;
-    for pool in &pools {
-        match NodePools.applied(pool) {
-            Ok(Some(event)) => {
-                told.nodepools.insert(NodePools::key(pool));
-                let _ = inbox.send(Input::Observed(event));
-            }
-            Ok(None) => {}
-            // Its watcher reports it, with the field to fix.
-            Err(_) => {}
-        }
-    }
-    let classes = list::<nodewright_api::EC2NodeClass>(client, "EC2NodeClasses").await?;
-    for class in &classes {
-        if let Ok(Some(event)) = NodeClasses.applied(class) {
-            told.nodeclasses.insert(NodeClasses::key(class));
-            let _ = inbox.send(Input::Observed(event));
-        }
-    }
+    let told = Told {
+        nodepools: tell(
+            NodePools,
+            &list::<nodewright_api::NodePool>(client, "NodePools").await?,
+            inbox,
+        ),
+        nodeclasses: tell(
+            NodeClasses,
+            &list::<nodewright_api::EC2NodeClass>(client, "EC2NodeClasses").await?,
+            inbox,
+        ),
+    };
     let mut claims = list::<NodeClaim>(client, "NodeClaims").await?;
     claims.sort_by(|a, b| a.metadata.name.cmp(&b.metadata.name));
     let listed = bounded("this cluster's instances", async || instances.list().await)
@@ -174,6 +166,23 @@ pub async fn observe(
         nodeclaims: observed,
     }));
     Ok(told)
+}
+
+/// Tells the core every object of one kind that reads (one that does not is reported, with
+/// the field, by its watcher); the names told.
+fn tell<O: Observed<Key = String>>(
+    observed: O,
+    objects: &[O::Object],
+    inbox: &InboxSender,
+) -> BTreeSet<String> {
+    let mut told = BTreeSet::new();
+    for object in objects {
+        if let Ok(Some(event)) = observed.applied(object) {
+            told.insert(O::key(object));
+            let _ = inbox.send(Input::Observed(event));
+        }
+    }
+    told
 }
 
 async fn list<K>(client: &kube::Client, what: &'static str) -> Result<Vec<K>, ObservationError>

@@ -352,6 +352,19 @@ pub async fn run(
     outcome
 }
 
+/// A driver's error as the controller takes it: [`ControllerError::Poisoned`] when the store
+/// cannot go on (it is set aside), `otherwise` when it can.
+fn poisoned_or(
+    error: DriverError,
+    otherwise: fn(DriverError) -> ControllerError,
+) -> ControllerError {
+    if error.poisons_the_log() {
+        ControllerError::Poisoned(error)
+    } else {
+        otherwise(error)
+    }
+}
+
 /// The object the event that panicked the core was about, read back from the store.
 fn panicked_subject(store: &Path, error: &DriverError) -> Option<String> {
     let DriverError::Panicked { record, .. } = error else {
@@ -397,13 +410,7 @@ async fn lead_one_term(
         source,
     })?);
     let store = Timed::new(store, Arc::clone(metrics));
-    let recovered = Driver::recover(store).map_err(|e| {
-        if e.poisons_the_log() {
-            ControllerError::Poisoned(e)
-        } else {
-            ControllerError::Recover(e)
-        }
-    });
+    let recovered = Driver::recover(store).map_err(|e| poisoned_or(e, ControllerError::Recover));
     let (mut driver, recovery) = match recovered {
         Ok(found) => found,
         Err(e) => {
@@ -595,13 +602,7 @@ async fn lead_one_term(
         |kind| !quarantine.holds(kind),
     )
     .await
-    .map_err(|e| {
-        if e.poisons_the_log() {
-            ControllerError::Poisoned(e)
-        } else {
-            ControllerError::Loop(e)
-        }
-    });
+    .map_err(|e| poisoned_or(e, ControllerError::Loop));
     info!(
         events = driver.events(),
         commands = driver.commands(),

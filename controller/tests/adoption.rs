@@ -185,28 +185,6 @@ async fn a_lost_store_adopts_every_machine_and_terminates_nothing() {
     assert_eq!(world.logged("TerminateNodeClaim").0, 0);
 }
 
-/// Creates pod `name` of the size given in default and waits until it runs; its node.
-async fn running_pod_sized(client: &kube::Client, name: &str, cpu: &str, memory: &str) -> String {
-    let pods_api: Api<Pod> = Api::namespaced(client.clone(), "default");
-    pods_api
-        .create(&PostParams::default(), &pause_pod(name, cpu, memory))
-        .await
-        .expect("a pod");
-    eventually(&format!("{name} runs"), || async {
-        let pod = pods_api.get(name).await.map_err(|e| e.to_string())?;
-        let running = pod.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Running");
-        match pod.spec.as_ref().and_then(|s| s.node_name.clone()) {
-            Some(node) if running => Ok(node),
-            _ => Err(format!("{:?}", pod.status)),
-        }
-    })
-    .await
-}
-
-async fn running_pod(client: &kube::Client, name: &str) -> String {
-    running_pod_sized(client, name, "500m", "1Gi").await
-}
-
 /// A pool that removes machines once they are empty (and never moves a running pod).
 fn consolidating_pool() -> NodePool {
     serde_json::from_value(serde_json::json!({

@@ -15,26 +15,6 @@ use nodewright_controlplane::{eventually, pause_pod};
 use nodewright_kubernetes::nodeclaims::condition_is;
 use support::*;
 
-fn running_on(pod: &Pod) -> Option<String> {
-    let running = pod.status.as_ref()?.phase.as_deref() == Some("Running");
-    let node = pod.spec.as_ref()?.node_name.clone()?;
-    running.then_some(node)
-}
-
-/// Creates pod `name` (500m, 1Gi) in default and waits until it runs; its node.
-async fn running_pod(client: &kube::Client, name: &str) -> String {
-    let pods_api: Api<Pod> = Api::namespaced(client.clone(), "default");
-    pods_api
-        .create(&PostParams::default(), &pause_pod(name, "500m", "1Gi"))
-        .await
-        .expect("a pod");
-    eventually(&format!("{name} runs"), || async {
-        let pod = pods_api.get(name).await.map_err(|e| e.to_string())?;
-        running_on(&pod).ok_or_else(|| format!("{:?}", pod.status))
-    })
-    .await
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn pending_pods_get_machines_that_register_and_run_them() {
     let world = World::start(support::nodepool("default", "default")).await;

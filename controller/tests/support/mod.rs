@@ -495,3 +495,37 @@ pub fn replay_verifies(store: &Path, dir: &Path) -> nodewright_replay::verify::V
     );
     outcome
 }
+
+/// The node a pod runs on, once it is Running.
+pub fn running_on(pod: &Pod) -> Option<String> {
+    let running = pod.status.as_ref()?.phase.as_deref() == Some("Running");
+    let node = pod.spec.as_ref()?.node_name.clone()?;
+    running.then_some(node)
+}
+
+/// Creates pod `name` of the size given in default and waits until it runs; its node.
+pub async fn running_pod_sized(
+    client: &kube::Client,
+    name: &str,
+    cpu: &str,
+    memory: &str,
+) -> String {
+    let pods_api: Api<Pod> = Api::namespaced(client.clone(), "default");
+    pods_api
+        .create(
+            &PostParams::default(),
+            &nodewright_controlplane::pause_pod(name, cpu, memory),
+        )
+        .await
+        .expect("a pod");
+    nodewright_controlplane::eventually(&format!("{name} runs"), || async {
+        let pod = pods_api.get(name).await.map_err(|e| e.to_string())?;
+        running_on(&pod).ok_or_else(|| format!("{:?}", pod.status))
+    })
+    .await
+}
+
+/// [`running_pod_sized`] of 500m and 1Gi.
+pub async fn running_pod(client: &kube::Client, name: &str) -> String {
+    running_pod_sized(client, name, "500m", "1Gi").await
+}

@@ -1,6 +1,6 @@
 //! What the decider does with what a start observed: the API server's NodeClaims adopted as
 //! the core's own (their instance, node and conditions with them), the launched ones it knew
-//! whose object is gone let go, and Nodes being deleted drained.
+//! whose object is gone let go.
 //!
 //! The cluster and the cloud are the truth: a NodeClaim in the API server is the core's (or
 //! Karpenter's, the same contract) whatever the core's log says, and its instance is never an
@@ -65,9 +65,7 @@ impl Core {
                     && let Some(instance) = observed.instance.as_ref().filter(|i| i.running)
                 {
                     let instance = self.priced(instance);
-                    let mut none = Vec::new();
-                    self.launch_succeeded(name, &instance, &mut none);
-                    commands.extend(none);
+                    self.launch_succeeded(name, &instance, commands);
                 }
             }
             None => {
@@ -223,25 +221,5 @@ impl Core {
             capacity_type: i.capacity_type,
             price,
         }
-    }
-
-    /// A Node is being deleted: a machine of the core's is drained, then terminated.
-    pub(super) fn node_deleting(&mut self, name: &str, commands: &mut Vec<Command>) {
-        let Some(nodeclaim) = self
-            .state
-            .nodes
-            .get(name)
-            .and_then(|n| n.nodeclaim.clone())
-            .filter(|c| self.state.nodeclaims.contains_key(c))
-        else {
-            return;
-        };
-        self.disruptor.replacements.remove(&nodeclaim);
-        self.terminate(
-            &nodeclaim,
-            TerminationReason::NodeDeleted,
-            format!("its node {name} is being deleted; drained first, as Karpenter's termination finalizer does"),
-            commands,
-        );
     }
 }

@@ -1,4 +1,4 @@
-//! What the decider does with node events: a node seen, changed or deleted.
+//! What the decider does with node events: a node seen, changed, being deleted or deleted.
 
 use super::*;
 use std::sync::Arc;
@@ -147,5 +147,25 @@ impl Core {
             }
         }
         self.trigger_if_pending();
+    }
+
+    /// A Node is being deleted: a machine of the core's is drained, then terminated.
+    pub(super) fn node_deleting(&mut self, name: &str, commands: &mut Vec<Command>) {
+        let Some(nodeclaim) = self
+            .state
+            .nodes
+            .get(name)
+            .and_then(|n| n.nodeclaim.clone())
+            .filter(|c| self.state.nodeclaims.contains_key(c))
+        else {
+            return;
+        };
+        self.disruptor.replacements.remove(&nodeclaim);
+        self.terminate(
+            &nodeclaim,
+            TerminationReason::NodeDeleted,
+            format!("its node {name} is being deleted; drained first, as Karpenter's termination finalizer does"),
+            commands,
+        );
     }
 }
