@@ -1127,6 +1127,13 @@ fn inspect(log: &Path) -> Result<u8> {
             summary.snapshots, summary.snapshot_bytes
         );
     }
+    if summary.pieces_after_first > 0 {
+        println!(
+            "assembled from {} pieces ({} of them going on from the piece before, in the same store)",
+            summary.pieces_after_first + 1,
+            summary.pieces_continuing
+        );
+    }
     Ok(0)
 }
 

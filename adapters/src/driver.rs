@@ -58,6 +58,12 @@ pub enum DriverError {
         "the core panicked handling the event of record {record}: {message}; the log from there cannot be replayed by this build: set it aside and begin a new one from what the cluster shows"
     )]
     Panicked { record: u64, message: String },
+    /// Record `record` begins another log's piece: only a log assembled by `log export
+    /// --segments` holds one, never a store a controller writes.
+    #[error(
+        "record {record} begins a piece of another log: this is a log assembled from segments, not a controller's store; replay it (`nodewright replay --verify`), or start the controller on its own store"
+    )]
+    Assembled { record: u64 },
 }
 
 impl DriverError {
@@ -68,7 +74,9 @@ impl DriverError {
     pub fn poisons_the_log(&self) -> bool {
         match self {
             DriverError::Log(e) => e.is_damaged_or_foreign(),
-            DriverError::Diverged { .. } | DriverError::Panicked { .. } => true,
+            DriverError::Diverged { .. }
+            | DriverError::Panicked { .. }
+            | DriverError::Assembled { .. } => true,
             DriverError::NeedsRecovery => false,
         }
     }
@@ -321,6 +329,7 @@ fn replay<S: EventStore<LogHeader, LogRecord>>(
             LogRecord::Snapshot(_) | LogRecord::SnapshotPart(_) => {}
             // Joined into a `Commands` record above.
             LogRecord::CommandsPart { .. } => {}
+            LogRecord::Term(_) => return Err(DriverError::Assembled { record: index }),
         }
     }
     Ok(Replayed {

@@ -165,8 +165,11 @@ async fn pending_pods_get_machines_that_register_and_run_them() {
     }
 
     assert_eq!(controller.stop().await, Stopped::Asked);
+    // Every launch is a recorded command; a nomination is one too when a batch saw the pods
+    // pending beside the machine launched for them, which depends on kube-scheduler's timing.
     let outcome = world.replay_verifies();
-    assert!(outcome.commands >= 2, "{outcome:?}");
+    assert!(outcome.commands >= claims.len() as u64, "{outcome:?}");
+    assert!(outcome.events > 0, "{outcome:?}");
 }
 
 /// The process dies right after it created a NodeClaim, before (or while) its instance is

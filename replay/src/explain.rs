@@ -217,7 +217,7 @@ fn tell<S: std::io::Read>(
                 }
             }
             // A snapshot only caches the events (one that starts a cut log is in the core).
-            Some(Step::Snapshot { .. } | Step::Started { .. }) | None => {}
+            Some(Step::Snapshot { .. } | Step::Started { .. } | Step::Term { .. }) | None => {}
         }
     }
     teller.finish(replay.header().clone(), replay.commands())

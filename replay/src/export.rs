@@ -153,7 +153,8 @@ pub fn export_store(
             LogRecord::Commands(cs) | LogRecord::CommandsPart { commands: cs, .. } => {
                 commands += cs.len() as u64
             }
-            LogRecord::Snapshot(_) | LogRecord::SnapshotPart(_) => {}
+            // A store holds no `Term` (the controller refuses one that does).
+            LogRecord::Snapshot(_) | LogRecord::SnapshotPart(_) | LogRecord::Term(_) => {}
         }
         batch.push(record);
         if batch.len() >= CHUNK {
@@ -258,7 +259,7 @@ fn write_redacted(
                 redactor.redact(&mut event.kind);
             }
             // Snapshots hold the names: left out.
-            LogRecord::Snapshot(_) | LogRecord::SnapshotPart(_) => continue,
+            LogRecord::Snapshot(_) | LogRecord::SnapshotPart(_) | LogRecord::Term(_) => continue,
             LogRecord::Commands(_) | LogRecord::CommandsPart { .. } => {}
         }
         match replay.feed(record)? {
@@ -278,7 +279,7 @@ fn write_redacted(
                     seen.extend(recorded);
                 }
             }
-            Some(Step::Snapshot { .. } | Step::Started { .. }) | None => {}
+            Some(Step::Snapshot { .. } | Step::Started { .. } | Step::Term { .. }) | None => {}
         }
         if let Some(w) = writer.as_mut()
             && batch.len() >= CHUNK

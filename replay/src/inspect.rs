@@ -18,6 +18,10 @@ pub struct LogSummary {
     /// Snapshots of the core, and their encoded size in bytes.
     pub snapshots: u64,
     pub snapshot_bytes: u64,
+    /// In a log assembled from pieces (`log export --segments`): the pieces after the first,
+    /// and how many of those go on from the one before in the same store.
+    pub pieces_after_first: u64,
+    pub pieces_continuing: u64,
     pub bytes: u64,
     /// Bytes of the frames of each event kind (frame header and checksum included).
     pub event_bytes_by_kind: BTreeMap<&'static str, u64>,
@@ -71,6 +75,8 @@ pub fn inspect_file(path: &Path) -> Result<LogSummary, LogError> {
         commands_by_kind: BTreeMap::new(),
         snapshots: 0,
         snapshot_bytes: 0,
+        pieces_after_first: 0,
+        pieces_continuing: 0,
         bytes: 0,
         event_bytes_by_kind: BTreeMap::new(),
         command_bytes: 0,
@@ -91,7 +97,9 @@ pub fn inspect_file(path: &Path) -> Result<LogSummary, LogError> {
         let held = match &entry.record {
             LogRecord::Event(e) => Held::Event(e.kind.name()),
             LogRecord::Commands(_) | LogRecord::CommandsPart { .. } => Held::Commands,
-            LogRecord::Snapshot(_) | LogRecord::SnapshotPart(_) => Held::Snapshot,
+            LogRecord::Snapshot(_) | LogRecord::SnapshotPart(_) | LogRecord::Term(_) => {
+                Held::Snapshot
+            }
         };
         previous = Some((entry.byte_offset, held));
         match entry.record {
@@ -116,6 +124,10 @@ pub fn inspect_file(path: &Path) -> Result<LogSummary, LogError> {
             }
             // A leading piece of the snapshot that follows: its bytes count, it is not another.
             LogRecord::SnapshotPart(bytes) => summary.snapshot_bytes += bytes.len() as u64,
+            LogRecord::Term(term) => {
+                summary.pieces_after_first += 1;
+                summary.pieces_continuing += u64::from(term.continues);
+            }
         }
     }
     summary.bytes = reader.next_byte_offset();

@@ -13,6 +13,7 @@ pub mod inspect;
 pub mod redact;
 pub mod repair;
 pub mod replayer;
+pub mod segments;
 pub mod verify;
 
 pub use explain::{Story, Subject, explain_file};

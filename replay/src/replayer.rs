@@ -1,12 +1,14 @@
 //! The one walk over a log's records that every replay shares (`replay --verify`, `explain`,
 //! `log export`): fed the records in order, it keeps the core deciding over the events, joins
 //! the pieces of split snapshots (and, if asked, of split commands), starts a log cut from a
-//! longer one from its snapshot, and counts the events and commands. It reads nothing itself:
+//! longer one from its snapshot, starts each piece of an assembled log anew (checking, where a
+//! piece goes on from the one before, that it starts where that one left off), and counts the
+//! events and commands. It reads nothing itself:
 //! each command reads its own source (a `.nwlog`, a store) and hands the records over, so the
 //! walk is tested without a file.
 
 use nodewright_adapters::eventlog::{
-    CommandParts, LogError, LogHeader, LogRecord, Snapshot, SnapshotParts,
+    CommandParts, LogError, LogHeader, LogRecord, Snapshot, SnapshotParts, Term,
 };
 use nodewright_core::{Command, Core, Event, EventKind};
 use thiserror::Error;
@@ -41,9 +43,25 @@ pub enum Step {
         snapshot: Snapshot,
         parts: SnapshotParts,
     },
-    /// The log was cut from a longer one: the core now holds its starting snapshot, the state
-    /// after `events` events and `commands` commands.
-    Started { events: u64, commands: u64 },
+    /// The log (or a piece of an assembled one) was cut from a longer one: the core now holds
+    /// its starting snapshot, the state after `events` events and `commands` commands.
+    /// `seamless`, for a piece that goes on from the one before: whether the snapshot holds
+    /// exactly the core that piece left (same events, commands, catalog and state).
+    Started {
+        events: u64,
+        commands: u64,
+        seamless: Option<bool>,
+    },
+    /// Another log's piece begins ([`LogRecord::Term`]): a new core of its header.
+    Term { continues: bool },
+}
+
+/// What the piece before a continuing one left: its starting snapshot must hold it.
+struct Left {
+    core: Core,
+    events: u64,
+    commands: u64,
+    catalog: Option<Event>,
 }
 
 /// The replay of one log, a record at a time.
@@ -56,7 +74,16 @@ pub struct Replayer {
     commands: u64,
     /// Records fed so far, pieces included.
     records: u64,
-    /// The newest catalog event's record index, for a snapshot's check.
+    /// The record index the current piece of an assembled log starts at (0: the log's
+    /// first): a snapshot names records counted from there.
+    piece_start: u64,
+    /// Events handled, in every piece.
+    replayed: u64,
+    /// What the piece before left, when the current one goes on from it and has not yet
+    /// reached its starting snapshot.
+    left: Option<Left>,
+    /// The newest catalog event's record index (counted from the piece's start), for a
+    /// snapshot's check.
     catalog_record: Option<u64>,
     /// The newest catalog event.
     catalog: Option<Event>,
@@ -79,6 +106,9 @@ impl Replayer {
             events: 0,
             commands: 0,
             records: 0,
+            piece_start: 0,
+            replayed: 0,
+            left: None,
             catalog_record: None,
             catalog: None,
             opening: None,
@@ -118,6 +148,9 @@ impl Replayer {
             events: snapshot.events,
             commands: snapshot.commands,
             records,
+            piece_start: 0,
+            replayed: 0,
+            left: None,
             catalog_record,
             catalog,
             opening: None,
@@ -149,8 +182,9 @@ impl Replayer {
         Ok(match record {
             LogRecord::Event(event) => {
                 if matches!(event.kind, EventKind::CatalogUpdated(_)) {
-                    self.catalog_record = Some(index);
-                    if index == 0 {
+                    let local = index - self.piece_start;
+                    self.catalog_record = Some(local);
+                    if local == 0 {
                         self.opening = Some(LogRecord::Event(event.clone()));
                     }
                     self.catalog = Some(event.clone());
@@ -158,6 +192,7 @@ impl Replayer {
                 let given = self.core.handle(&event);
                 let index = self.events;
                 self.events += 1;
+                self.replayed += 1;
                 Some(Step::Event {
                     index,
                     event,
@@ -187,6 +222,21 @@ impl Replayer {
                             reason: e.to_string(),
                         })?;
                 let opening = self.opening.take();
+                // A continuing piece's opening catalog event only names the catalog its
+                // snapshot holds: the piece before handled it already.
+                let seamless = self.left.take().map(|left| {
+                    let catalog = left.catalog.map(LogRecord::Event);
+                    snapshot.holds(
+                        &left.core,
+                        left.events,
+                        left.commands,
+                        snapshot.catalog_record,
+                    ) && catalog == opening
+                });
+                if opening.is_some() {
+                    // Counted as replayed by the core of the piece before, or by none.
+                    self.replayed -= 1;
+                }
                 self.core = snapshot
                     .restore(&self.header.config, |i| if i == 0 { opening } else { None })
                     .map_err(|e| ReplayError::StartingSnapshot {
@@ -195,17 +245,48 @@ impl Replayer {
                     })?;
                 self.events = snapshot.events;
                 self.commands = snapshot.commands;
-                self.started_at = Some(snapshot.events);
+                if self.piece_start == 0 {
+                    self.started_at = Some(snapshot.events);
+                }
                 Some(Step::Started {
                     events: snapshot.events,
                     commands: snapshot.commands,
+                    seamless,
                 })
             }
             LogRecord::Snapshot(snapshot) => Some(Step::Snapshot {
                 snapshot,
                 parts: std::mem::take(&mut self.parts),
             }),
+            LogRecord::Term(term) => Some(self.begin_piece(index, *term)),
         })
+    }
+
+    /// Another log's piece begins after record `index`: a new core of its header, counts from
+    /// nothing, and — when it goes on from the piece before — what that piece left, for its
+    /// starting snapshot to be checked against.
+    fn begin_piece(&mut self, index: u64, term: Term) -> Step {
+        let Term { header, continues } = term;
+        let fresh = Core::new(header.config.clone());
+        let core = std::mem::replace(&mut self.core, fresh);
+        self.left = continues.then(|| Left {
+            core,
+            events: self.events,
+            commands: self.commands,
+            catalog: self.catalog.take(),
+        });
+        self.header = header;
+        self.piece_start = index + 1;
+        self.events = 0;
+        self.commands = 0;
+        self.catalog_record = None;
+        self.catalog = None;
+        self.opening = None;
+        self.parts = SnapshotParts::default();
+        if let Some(pieces) = self.pieces.as_mut() {
+            pieces.clear();
+        }
+        Step::Term { continues }
     }
 
     /// A whole `Commands` record of `count` commands that the caller checks itself, by its
@@ -229,9 +310,16 @@ impl Replayer {
         &self.core
     }
 
-    /// Events so far, a cut log's count starting at its snapshot's.
+    /// Events so far, a cut log's count starting at its snapshot's (in an assembled log, the
+    /// current piece's count).
     pub fn events(&self) -> u64 {
         self.events
+    }
+
+    /// Events the core handled, in every piece of the log (a starting snapshot's events not
+    /// counted).
+    pub fn replayed(&self) -> u64 {
+        self.replayed
     }
 
     /// Recorded commands so far, likewise.

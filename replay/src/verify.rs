@@ -122,7 +122,7 @@ pub fn verify_with_progress<S: std::io::Read>(
             break Some(with_following(&mut reader, d));
         }
         shown.tell(
-            check.replay.events(),
+            check.replay.replayed(),
             reader.next_byte_offset(),
             bytes_total,
             &mut progress,
@@ -131,7 +131,7 @@ pub fn verify_with_progress<S: std::io::Read>(
     let digest = check.digested.after(DecisionDigest::new());
     Ok(VerifyOutcome::of(
         header,
-        check.replay.events(),
+        check.replay.replayed(),
         check.replay.started_at(),
         &digest,
         divergence,
@@ -140,11 +140,12 @@ pub fn verify_with_progress<S: std::io::Read>(
 }
 
 impl VerifyOutcome {
-    /// The outcome of a check that replayed up to event count `events` (a cut log's count
-    /// starting at `started_at`), with the recorded commands hashed into `digest`.
+    /// The outcome of a check that replayed `replayed` events (a cut log's first at event
+    /// `started_at` of the log it was cut from), with the recorded commands hashed into
+    /// `digest`.
     fn of(
         header: LogHeader,
-        events: u64,
+        replayed: u64,
         started_at: Option<u64>,
         digest: &DecisionDigest,
         divergence: Option<Divergence>,
@@ -152,7 +153,7 @@ impl VerifyOutcome {
     ) -> VerifyOutcome {
         VerifyOutcome {
             header,
-            events: events - started_at.unwrap_or(0),
+            events: replayed,
             started_at_event: started_at,
             commands: digest.commands(),
             decision_digest: digest.hex(),
@@ -404,7 +405,17 @@ impl Checker {
             }
             // What the core gave for the records before a cut log's snapshot was recorded
             // as nothing.
-            Step::Started { .. } => self.check(Vec::new()),
+            Step::Started {
+                events, seamless, ..
+            } => {
+                if let Some(seamless) = seamless {
+                    self.snapshots.seam(seamless, events);
+                }
+                self.check(Vec::new())
+            }
+            // The piece before ends: what the core gave for its last event was recorded as
+            // nothing.
+            Step::Term { .. } => self.check(Vec::new()),
             Step::Snapshot {
                 snapshot,
                 mut parts,
@@ -471,6 +482,15 @@ impl SnapshotCheck {
         );
         if !same && self.first_divergence.is_none() {
             self.first_divergence = Some(events);
+        }
+    }
+
+    /// A piece of an assembled log that goes on from the one before: whether its starting
+    /// snapshot (at event count `events`) holds the core that piece left.
+    fn seam(&mut self, seamless: bool, events: u64) {
+        self.checked += 1;
+        if !seamless {
+            self.first_divergence.get_or_insert(events);
         }
     }
 

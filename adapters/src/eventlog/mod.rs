@@ -45,7 +45,7 @@ pub use nwlog::{DurableWrite, Entry, NwlogReader, NwlogWriter, read_nwlog, read_
 pub use preamble::{FORMAT_VERSION, MAGIC, PREAMBLE_LEN, READABLE_VERSIONS};
 pub use record::{
     COMMANDS_RECORD_BYTES, CommandParts, LogHeader, LogRecord, SNAPSHOT_PART_BYTES, Snapshot,
-    SnapshotError, SnapshotParts, commands_records, commands_records_of,
+    SnapshotError, SnapshotParts, Term, commands_records, commands_records_of,
 };
 pub use redb_store::{READABLE_STORE_VERSIONS, RedbStore, STORE_FORMAT_VERSION};
 

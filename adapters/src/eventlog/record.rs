@@ -49,6 +49,24 @@ pub enum LogRecord {
         parts: u32,
         commands: Vec<Command>,
     },
+    /// Only in a log assembled from several logs (`log export --segments`): the records after it
+    /// are another log's, read as if that log began here: a new core of `header`'s
+    /// configuration, record indexes counted from the record after this one, and — when the
+    /// piece does not start at its log's first event — the catalog event and snapshot it starts
+    /// from. `continues` says the piece goes on from the one before (the same store, the record
+    /// after its last): its starting snapshot must then hold the core the records before it
+    /// left, which `replay --verify` checks. A controller's store never holds one. Appended
+    /// last: the variants' order is the log's format.
+    Term(Box<Term>),
+}
+
+/// Where one piece of an assembled log begins (see [`LogRecord::Term`]).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Term {
+    /// The header of the log the piece was cut from.
+    pub header: LogHeader,
+    /// Whether the piece goes on from the one before it, in the same store.
+    pub continues: bool,
 }
 
 /// The most bytes the commands of one record take: more are split into pieces of about this

@@ -16,7 +16,7 @@
 
 use std::collections::{BTreeMap, VecDeque};
 use std::path::Path;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Mutex, mpsc};
 
 use nodewright_adapters::eventlog::{
@@ -119,6 +119,8 @@ pub(crate) fn verify_file_in_parts(
     let joiner: Mutex<Joiner> = Mutex::new(Joiner::default());
     // The first part (in the log's order) known to end the check; parts after it are skipped.
     let ended_at = AtomicUsize::new(usize::MAX);
+    // Set when the log turns out to be assembled from pieces: it is checked in one piece.
+    let assembled = AtomicBool::new(false);
     let read = std::thread::scope(|scope| {
         for _ in 0..jobs {
             scope.spawn(|| {
@@ -149,8 +151,19 @@ pub(crate) fn verify_file_in_parts(
                 }
             });
         }
-        read_parts(&mut reader, send, bytes_total, &mut progress, &ended_at)
+        read_parts(
+            &mut reader,
+            send,
+            bytes_total,
+            &mut progress,
+            (&ended_at, &assembled),
+        )
     });
+    if assembled.load(Ordering::SeqCst) {
+        // Each piece starts a core of its own, and a continuing one is checked against the
+        // core the piece before left: the pieces are checked one after the other.
+        return in_one_piece(&mut progress);
+    }
     let joiner = joiner.into_inner().unwrap_or_default();
     match joiner.outcome(path, header, read)? {
         Some(outcome) => Ok(outcome),
@@ -193,13 +206,14 @@ fn ends_check(outcome: &Outcome) -> bool {
 type Read = Result<(), LogError>;
 
 /// Reads the log, cutting it into parts at the snapshots this build wrote, and sends each part
-/// when it is whole. Stops early when a part sent already ended the check.
+/// when it is whole. Stops early when a part sent already ended the check, or when the log is
+/// one assembled from pieces (`assembled` is then set).
 fn read_parts<S: std::io::Read>(
     reader: &mut NwlogReader<LogHeader, LogRecord, S>,
     send: mpsc::SyncSender<Part>,
     bytes_total: Option<u64>,
     progress: &mut dyn FnMut(Progress),
-    ended_at: &AtomicUsize,
+    (ended_at, assembled): (&AtomicUsize, &AtomicBool),
 ) -> Read {
     let ours = Snapshot::this_producer();
     let mut part = Part {
@@ -241,6 +255,10 @@ fn read_parts<S: std::io::Read>(
             }
             ReadRecord::Event(_) => events += 1,
             ReadRecord::Decoded(LogRecord::SnapshotPart(bytes)) => parts.push(bytes.clone()),
+            ReadRecord::Decoded(LogRecord::Term(_)) => {
+                assembled.store(true, Ordering::SeqCst);
+                return Ok(());
+            }
             ReadRecord::Decoded(LogRecord::Snapshot(snapshot)) => {
                 let joined = parts.join(snapshot.clone());
                 if snapshot.events > events {
@@ -520,7 +538,7 @@ impl Joiner {
         }
         Ok(Some(VerifyOutcome::of(
             header,
-            self.events_replayed,
+            self.events_replayed - self.started_at.unwrap_or(0),
             self.started_at,
             &self.digest,
             divergence,

@@ -52,6 +52,10 @@ pub enum WhatIfError {
         "the log was cut from a longer one and starts at its event {0}, from a snapshot: a what-if needs the workload from the start; export the range from the store's start (no --from)"
     )]
     CutLog(u64),
+    #[error(
+        "the log is assembled from {0} pieces (leader terms or segments, `log export --segments`): a what-if runs one store's workload from its start; export one term's range from its replica's store, or assemble a range within one term"
+    )]
+    AssembledLog(u64),
     #[error("the simulation failed: {0}")]
     Run(#[from] RunError),
 }

@@ -18,6 +18,8 @@ pub struct Recording {
     /// For a log cut from a longer one (`log export --from`): the index its first event had
     /// there. Its world before that is only in the snapshot it starts from.
     pub cut_at_event: Option<u64>,
+    /// For a log assembled from pieces (`log export --segments`): how many.
+    pub pieces: u64,
 }
 
 impl Recording {
@@ -36,6 +38,7 @@ impl Recording {
         let mut events = Vec::new();
         let mut commands = Vec::new();
         let mut cut_at_event = None;
+        let mut pieces = 1;
         for record in records {
             match record {
                 LogRecord::Event(e) => events.push(e),
@@ -47,6 +50,8 @@ impl Recording {
                     cut_at_event = Some(s.events);
                 }
                 LogRecord::Snapshot(_) | LogRecord::SnapshotPart(_) => {}
+                // An assembled log: the what-if refuses it (`pieces`).
+                LogRecord::Term(_) => pieces += 1,
             }
         }
         Recording {
@@ -54,6 +59,7 @@ impl Recording {
             events,
             commands,
             cut_at_event,
+            pieces,
         }
     }
 

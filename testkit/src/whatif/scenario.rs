@@ -64,6 +64,9 @@ fn instance_of(node: &Node) -> Option<&str> {
 
 /// The recording as a scenario, under `policy` (none: as recorded).
 pub fn scenario_of(recording: &Recording, policy: &Policy) -> Result<Scenario, WhatIfError> {
+    if recording.pieces > 1 {
+        return Err(WhatIfError::AssembledLog(recording.pieces));
+    }
     if let Some(event) = recording.cut_at_event {
         return Err(WhatIfError::CutLog(event));
     }
