@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use anyhow::{Context, Result};
 use nodewright_controller::leadership::LeaderElection;
-use nodewright_controller::settings::parse_feature_gates;
+use nodewright_controller::settings::{LogSegments, SettingError, parse_feature_gates};
 use nodewright_controller::{Connections, Settings};
 use nodewright_core::config::LostWork;
 
@@ -105,6 +105,15 @@ pub struct ControllerArgs {
     /// The port of /healthz and /readyz.
     #[arg(long, env = "HEALTH_PROBE_PORT", default_value_t = 8081)]
     health_probe_port: u16,
+    /// Where the leader ships sealed segments of its store, `s3://<bucket>/<prefix>` (the
+    /// cluster's name is added under the prefix), so that the log outlives the replica's pod
+    /// and leader changes. Empty: the log stays in the replica's store only.
+    #[arg(long, env = "LOG_SEGMENTS_BUCKET", default_value = "")]
+    log_segments_bucket: String,
+    /// How often the leader seals its store and ships what came before (and when its term
+    /// ends).
+    #[arg(long, env = "LOG_SEGMENT_INTERVAL", default_value = "5m", value_parser = humantime::parse_duration)]
+    log_segment_interval: Duration,
     /// error, warn, info, debug or trace (or a tracing filter).
     #[arg(long, env = "LOG_LEVEL", default_value = "info")]
     log_level: String,
@@ -148,6 +157,24 @@ impl ControllerArgs {
             }),
             metrics_address: SocketAddr::from(([0, 0, 0, 0], self.metrics_port)),
             health_address: SocketAddr::from(([0, 0, 0, 0], self.health_probe_port)),
+            log_segments: match self.log_segments_bucket.trim() {
+                "" => None,
+                url => {
+                    let (bucket, prefix) =
+                        nodewright_aws::log_bucket::parse_s3_url(url).map_err(|problem| {
+                            SettingError {
+                                setting: "LOG_SEGMENTS_BUCKET",
+                                problem,
+                                fix: "name the bucket as s3://<bucket>/<prefix>, or leave it empty",
+                            }
+                        })?;
+                    Some(LogSegments {
+                        bucket,
+                        prefix,
+                        every: self.log_segment_interval,
+                    })
+                }
+            },
             fault: None,
         })
     }

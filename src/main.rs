@@ -18,6 +18,7 @@ use nodewright_testkit::scenario::{self, Scenario};
 mod aws_check;
 #[cfg(feature = "controller")]
 mod controller_cmd;
+mod segments;
 
 #[derive(Parser)]
 #[command(
@@ -232,10 +233,16 @@ enum LogCommands {
     },
     /// Cut a time range of the controller's event store (a redb file) into a portable .nwlog
     /// that replays on its own (a range that starts later than the store begins with a
-    /// snapshot of the core at its start).
+    /// snapshot of the core at its start); or, with --segments, assemble the range from the
+    /// sealed segments the leaders shipped, across segments and leader terms.
     Export {
         /// The controller's store.
-        store: PathBuf,
+        #[arg(required_unless_present = "segments", conflicts_with = "segments")]
+        store: Option<PathBuf>,
+        /// The sealed segments to assemble the range from: a folder (`aws s3 sync` of the
+        /// bucket), or `s3://<bucket>/<prefix>/<cluster>` (the controller build reads S3 itself).
+        #[arg(long, value_name = "FOLDER|S3 URL", conflicts_with = "redact")]
+        segments: Option<String>,
         /// The .nwlog file to write.
         #[arg(long, short)]
         out: PathBuf,
@@ -383,12 +390,22 @@ fn main() -> ExitCode {
             command:
                 LogCommands::Export {
                     store,
+                    segments,
                     out,
                     from,
                     until,
                     redact,
                 },
-        } => export(&store, &out, from.as_deref(), until.as_deref(), redact),
+        } => match (store, segments) {
+            (_, Some(segments)) => {
+                assemble_segments(&segments, &out, from.as_deref(), until.as_deref())
+            }
+            (Some(store), None) => export(&store, &out, from.as_deref(), until.as_deref(), redact),
+            (None, None) => {
+                eprintln!("error: name the store, or --segments");
+                Ok(EXIT_BAD_INPUT)
+            }
+        },
         Commands::Bench {
             command:
                 BenchCommands::Scheduling {
@@ -954,6 +971,69 @@ fn log_time(flag: &str, text: &str) -> Result<u64, String> {
     })
 }
 
+/// `--from` and `--until` read, or the message saying which is wrong.
+fn log_range(
+    from: Option<&str>,
+    until: Option<&str>,
+) -> Result<(Option<u64>, Option<u64>), String> {
+    let parse = |flag: &str, t: Option<&str>| t.map(|t| log_time(flag, t)).transpose();
+    let (from_ms, until_ms) = (parse("--from", from)?, parse("--until", until)?);
+    if let (Some(f), Some(u)) = (from_ms, until_ms)
+        && f >= u
+    {
+        return Err("--from must come before --until".to_string());
+    }
+    Ok((from_ms, until_ms))
+}
+
+/// `log export --segments`: the range assembled from sealed segments.
+fn assemble_segments(
+    source: &str,
+    out: &Path,
+    from: Option<&str>,
+    until: Option<&str>,
+) -> Result<u8> {
+    let (from_ms, until_ms) = match log_range(from, until) {
+        Ok(range) => range,
+        Err(e) => {
+            eprintln!("error: {e}");
+            return Ok(EXIT_BAD_INPUT);
+        }
+    };
+    let segments = match segments::read(source, from_ms, until_ms) {
+        Ok(segments) => segments,
+        Err(e) => {
+            eprintln!("error: {e}");
+            return Ok(EXIT_BAD_INPUT);
+        }
+    };
+    match nodewright_replay::segments::assemble(&segments, from_ms, until_ms, out) {
+        Ok(a) => {
+            let start = if a.events_before > 0 {
+                format!(
+                    ", starting from a snapshot of the {} events before",
+                    a.events_before
+                )
+            } else {
+                String::new()
+            };
+            println!(
+                "wrote {}: {} events, {} commands from {} segments in {} pieces (a piece a store: a leader term){start}",
+                out.display(),
+                a.events,
+                a.commands,
+                a.segments,
+                a.pieces
+            );
+            Ok(0)
+        }
+        Err(err) => {
+            eprintln!("error: {err}");
+            Ok(EXIT_BAD_INPUT)
+        }
+    }
+}
+
 fn export(
     store: &Path,
     out: &Path,
@@ -961,20 +1041,13 @@ fn export(
     until: Option<&str>,
     redact: bool,
 ) -> Result<u8> {
-    let parse = |flag: &str, t: Option<&str>| t.map(|t| log_time(flag, t)).transpose();
-    let (from_ms, until_ms) = match (parse("--from", from), parse("--until", until)) {
-        (Ok(f), Ok(u)) => (f, u),
-        (Err(e), _) | (_, Err(e)) => {
+    let (from_ms, until_ms) = match log_range(from, until) {
+        Ok(range) => range,
+        Err(e) => {
             eprintln!("error: {e}");
             return Ok(EXIT_BAD_INPUT);
         }
     };
-    if let (Some(f), Some(u)) = (from_ms, until_ms)
-        && f >= u
-    {
-        eprintln!("error: --from must come before --until");
-        return Ok(EXIT_BAD_INPUT);
-    }
     match nodewright_replay::export::export(store, out, from_ms, until_ms, redact) {
         Ok(e) => {
             let start = if e.events_before > 0 {

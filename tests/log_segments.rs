@@ -267,3 +267,70 @@ fn segment_names_read_back_and_others_are_not_taken_for_them() {
         assert_eq!(SegmentName::parse(junk), None, "{junk}");
     }
 }
+
+fn nodewright(args: &[&str]) -> std::process::Output {
+    std::process::Command::new(env!("CARGO_BIN_EXE_nodewright"))
+        .args(args)
+        .output()
+        .expect("runs")
+}
+
+/// `log export --segments <folder>` over a copy of the bucket (`aws s3 sync`), then `replay
+/// --verify` and `log inspect` of what it wrote.
+#[test]
+fn the_cli_assembles_a_copy_of_the_bucket_and_the_log_verifies() {
+    let (first, report) = recorded();
+    let last_ms = *event_times(&first).last().expect("events");
+    let second = another_term(&first, last_ms + 3_600_000);
+    let (first, seals) = sealed(
+        first.header().clone(),
+        records_of(&first),
+        &[report.events / 2],
+    );
+    let dir = tempfile::tempdir().expect("temp dir");
+    let copy = dir.path().join("bucket");
+    for (name, bytes) in segments_of(&first, &seals)
+        .into_iter()
+        .chain(segments_of(&second, &[]))
+    {
+        let path = copy.join("clusters/demo").join(name.path());
+        std::fs::create_dir_all(path.parent().expect("a folder")).expect("creates");
+        std::fs::write(path, bytes).expect("writes");
+    }
+    std::fs::write(copy.join("clusters/demo/README"), "not a segment").expect("writes");
+    let out = dir.path().join("assembled.nwlog");
+    let s = |p: &std::path::Path| p.to_str().expect("utf-8").to_string();
+    let run = nodewright(&["log", "export", "--segments", &s(&copy), "-o", &s(&out)]);
+    let text = String::from_utf8_lossy(&run.stdout);
+    assert!(
+        run.status.success(),
+        "{text}{}",
+        String::from_utf8_lossy(&run.stderr)
+    );
+    assert!(text.contains("from 3 segments in 2 pieces"), "{text}");
+
+    let verify = nodewright(&["replay", &s(&out), "--verify"]);
+    assert!(
+        verify.status.success(),
+        "{}{}",
+        String::from_utf8_lossy(&verify.stdout),
+        String::from_utf8_lossy(&verify.stderr)
+    );
+    let inspect = nodewright(&["log", "inspect", &s(&out)]);
+    let text = String::from_utf8_lossy(&inspect.stdout);
+    assert!(text.contains("assembled from 3 pieces"), "{text}");
+
+    // Bad sources say what to do.
+    let missing = nodewright(&[
+        "log",
+        "export",
+        "--segments",
+        "/no/such/folder",
+        "-o",
+        &s(&out),
+    ]);
+    assert_eq!(missing.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&missing.stderr).contains("fix:"));
+    let neither = nodewright(&["log", "export", "-o", &s(&out)]);
+    assert_eq!(neither.status.code(), Some(2));
+}

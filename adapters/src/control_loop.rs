@@ -16,7 +16,7 @@ use nodewright_core::{Event, EventKind};
 use tokio::sync::{mpsc, oneshot};
 
 use crate::driver::{CommandExecutor, Driver, DriverError};
-use crate::eventlog::{EventStore, LogHeader, LogRecord};
+use crate::eventlog::{EventStore, LogError, LogHeader, LogRecord};
 use crate::interruption_queue::{Batch, QueueMessage, handle_batch};
 
 /// The controller's clock, in milliseconds since its epoch (the Unix epoch in a cluster, the
@@ -38,6 +38,9 @@ pub enum Input {
         messages: Vec<QueueMessage>,
         reply: oneshot::Sender<Batch>,
     },
+    /// Seal the store: append a snapshot of the core, and answer on the sender with the
+    /// record index it begins at (what came before is a segment that replays on its own).
+    Seal(oneshot::Sender<Result<u64, LogError>>),
     /// Stop after what came before.
     Stop,
 }
@@ -122,6 +125,10 @@ where
         match until_timer(clock, driver.next_timer_ms(), inbox.recv()).await {
             Some(None) => return Ok(Stopped::InboxClosed),
             Some(Some(Input::Stop)) => return Ok(Stopped::Asked),
+            Some(Some(Input::Seal(reply))) => {
+                // The asker may be gone (stopping): the snapshot is kept all the same.
+                let _ = reply.send(driver.seal());
+            }
             Some(Some(Input::Observed(kind))) => {
                 if admit(&kind) {
                     driver.step(Event::new(clock.now_ms(), kind), executor)?;

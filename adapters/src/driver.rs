@@ -382,6 +382,15 @@ impl<S: EventStore<LogHeader, LogRecord>> Driver<S> {
         self.store.append(&snapshot.into_records())
     }
 
+    /// Seals the log: appends a snapshot of the core now and returns the record index it begins
+    /// at. The records before it, cut from the last seal (or the first record), are a segment
+    /// that replays on its own (`nodewright_replay::segments`).
+    pub fn seal(&mut self) -> Result<u64, LogError> {
+        let at = self.store.len();
+        self.snapshot()?;
+        Ok(at)
+    }
+
     /// The last snapshot append that failed, if the last attempt failed.
     pub fn snapshot_error(&self) -> Option<&LogError> {
         self.snapshot_error.as_ref()

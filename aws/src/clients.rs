@@ -1,8 +1,8 @@
-//! The EC2, SQS and SSM clients, from the environment as every AWS tool reads it: the region
-//! (`AWS_REGION`), credentials (the default chain: environment, profile, web identity / IRSA,
-//! EKS pod identity, instance metadata) and endpoints (`AWS_ENDPOINT_URL`, or one service's
-//! `AWS_ENDPOINT_URL_EC2`, `AWS_ENDPOINT_URL_SQS`, `AWS_ENDPOINT_URL_SSM`), so that one code
-//! path talks to AWS or to a local server.
+//! The EC2, SQS, SSM and S3 clients, from the environment as every AWS tool reads it: the
+//! region (`AWS_REGION`), credentials (the default chain: environment, profile, web identity /
+//! IRSA, EKS pod identity, instance metadata) and endpoints (`AWS_ENDPOINT_URL`, or one
+//! service's `AWS_ENDPOINT_URL_EC2`, `AWS_ENDPOINT_URL_SQS`, `AWS_ENDPOINT_URL_SSM`,
+//! `AWS_ENDPOINT_URL_S3`), so that one code path talks to AWS or to a local server.
 
 use aws_config::retry::RetryConfig;
 use aws_config::{BehaviorVersion, Region};
@@ -25,12 +25,13 @@ pub struct ClientSettings {
     pub static_credentials: Option<(String, String)>,
 }
 
-/// The three clients, sharing one configuration.
+/// The clients, sharing one configuration.
 #[derive(Debug, Clone)]
 pub struct Clients {
     pub ec2: aws_sdk_ec2::Client,
     pub sqs: aws_sdk_sqs::Client,
     pub ssm: aws_sdk_ssm::Client,
+    pub s3: aws_sdk_s3::Client,
     pub region: String,
 }
 
@@ -73,10 +74,16 @@ impl Clients {
                 }
             }
         }
+        // A local S3 (an endpoint given) is addressed by path, `endpoint/bucket/key`: it has
+        // no DNS name for each bucket.
+        let s3 = aws_sdk_s3::config::Builder::from(&config)
+            .force_path_style(config.endpoint_url().is_some())
+            .build();
         Ok(Clients {
             ec2: aws_sdk_ec2::Client::new(&config),
             sqs: aws_sdk_sqs::Client::new(&config),
             ssm: aws_sdk_ssm::Client::new(&config),
+            s3: aws_sdk_s3::Client::from_conf(s3),
             region,
         })
     }

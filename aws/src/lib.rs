@@ -9,7 +9,8 @@
 //! - [`instances`]: terminate, find and list this cluster's instances;
 //! - [`tags`]: the tags that mark them;
 //! - [`queue`]: the interruption queue's long poll, deleting only what is durable;
-//! - [`preflight`]: `nodewright aws check`.
+//! - [`preflight`]: `nodewright aws check`;
+//! - [`log_bucket`]: the bucket the store's sealed segments are shipped to.
 //!
 //! Nothing here decides: every result becomes an event for the core, through the driver.
 
@@ -19,6 +20,7 @@ pub mod error;
 pub mod instance_types;
 pub mod instances;
 pub mod launch;
+pub mod log_bucket;
 pub mod preflight;
 pub mod queue;
 pub mod refresh;
@@ -33,4 +35,4 @@ pub use error::{AwsError, ErrorClass};
 
 /// The SDKs this crate speaks, for callers that set up what it reads (tests against a local
 /// server).
-pub use {aws_sdk_ec2, aws_sdk_sqs};
+pub use {aws_sdk_ec2, aws_sdk_s3, aws_sdk_sqs};

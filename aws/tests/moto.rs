@@ -12,6 +12,7 @@ use nodewright_aws::Clients;
 use nodewright_aws::catalog::CatalogSource;
 use nodewright_aws::instances::Instances;
 use nodewright_aws::launch::{LaunchClass, LaunchOutcome, Launcher};
+use nodewright_aws::log_bucket::LogBucket;
 use nodewright_aws::queue::InterruptionQueue;
 use nodewright_aws::resolve::{ResolveError, Resolver};
 use nodewright_aws::testing::{self, Network};
@@ -718,4 +719,46 @@ async fn the_node_classs_interfaces_prefixes_tracking_placement_cpu_options_and_
         Some("enabled"),
         "{data:?}"
     );
+}
+
+/// The bucket sealed segments go to: put whole, listed under a prefix through several pages,
+/// read back byte for byte; a bucket that does not exist is an error naming the operation.
+#[tokio::test]
+async fn segments_are_put_listed_across_pages_and_read_back() {
+    let moto = Moto::start();
+    let c = clients(&moto).await;
+    c.s3.create_bucket()
+        .bucket("incident-logs")
+        .send()
+        .await
+        .expect("a bucket");
+    let bucket = LogBucket::new(c.s3.clone(), "incident-logs", "clusters").with_page(2);
+    assert_eq!(bucket.location(), "s3://incident-logs/clusters/");
+    let names = [
+        "demo/00000000000000aa/000000000000-000000000010-0000000001000-0000000002000.nwlog",
+        "demo/00000000000000aa/000000000010-000000000020-0000000002000-0000000003000.nwlog",
+        "demo/00000000000000bb/000000000000-000000000005-0000000004000-0000000005000.nwlog",
+        "other/00000000000000cc/000000000000-000000000005-0000000004000-0000000005000.nwlog",
+    ];
+    for (i, name) in names.iter().enumerate() {
+        bucket.put(name, vec![i as u8; 100 + i]).await.expect("put");
+    }
+    assert_eq!(
+        bucket.list("demo/").await.expect("listed"),
+        names[..3].to_vec(),
+        "one cluster's, in name order, across pages"
+    );
+    assert_eq!(
+        bucket.list("demo/00000000000000aa/").await.expect("listed"),
+        names[..2].to_vec()
+    );
+    assert_eq!(bucket.get(names[1]).await.expect("read"), vec![1u8; 101]);
+    // The prefix is the bucket's own: nothing outside it is listed.
+    let outside = LogBucket::new(c.s3.clone(), "incident-logs", "elsewhere");
+    assert!(outside.list("").await.expect("listed").is_empty());
+
+    let missing = LogBucket::new(c.s3.clone(), "no-such-bucket", "");
+    let error = missing.put("x", vec![1]).await.expect_err("no bucket");
+    assert_eq!(error.operation, "s3:PutObject");
+    assert!(error.to_string().contains("NoSuchBucket"), "{error}");
 }

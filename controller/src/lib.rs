@@ -32,6 +32,7 @@ pub mod run;
 pub mod serve;
 pub mod set_aside;
 pub mod settings;
+pub mod shipping;
 
 pub use run::{Connections, ControllerError, run};
 pub use settings::{SettingError, Settings};

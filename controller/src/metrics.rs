@@ -117,6 +117,11 @@ pub struct Metrics {
     /// Parts of the event store set aside (a record that does not decode, a replay that
     /// diverges, an event that panics the core), by why.
     log_set_aside: Family<Kind, Counter>,
+    /// Sealed segments of the store shipped to the bucket, their bytes, and shipments that
+    /// failed.
+    log_segments_shipped: Counter,
+    log_segment_bytes: Counter,
+    log_segments_failed: Counter,
 }
 
 impl Default for Metrics {
@@ -154,6 +159,9 @@ impl Metrics {
             leader: Gauge::default(),
             instances_not_owned: Counter::default(),
             log_set_aside: Family::default(),
+            log_segments_shipped: Counter::default(),
+            log_segment_bytes: Counter::default(),
+            log_segments_failed: Counter::default(),
             registry: Registry::default(),
         };
         // Counters are encoded with `_total` appended.
@@ -282,6 +290,21 @@ impl Metrics {
             "Event stores set aside at a start and begun again from observation, by why (unreadable, diverged, panicked)",
             m.log_set_aside.clone(),
         );
+        r.register(
+            "nodewright_log_segments_shipped",
+            "Sealed segments of the event store shipped to the bucket (LOG_SEGMENTS_BUCKET)",
+            m.log_segments_shipped.clone(),
+        );
+        r.register(
+            "nodewright_log_segment_bytes",
+            "Bytes of the sealed segments shipped to the bucket",
+            m.log_segment_bytes.clone(),
+        );
+        r.register(
+            "nodewright_log_segments_failed",
+            "Shipments of a sealed segment that failed (the next seal ships what they left)",
+            m.log_segments_failed.clone(),
+        );
         Metrics { registry: r, ..m }
     }
 
@@ -292,6 +315,17 @@ impl Metrics {
                 kind: why.to_string(),
             })
             .inc();
+    }
+
+    /// Counts a segment shipped, of `bytes` bytes.
+    pub fn log_segment_shipped(&self, bytes: usize) {
+        self.log_segments_shipped.inc();
+        self.log_segment_bytes.inc_by(bytes as u64);
+    }
+
+    /// Counts a shipment that failed.
+    pub fn log_segment_failed(&self) {
+        self.log_segments_failed.inc();
     }
 
     /// The text exposition format (`/metrics`).

@@ -48,6 +48,7 @@ use crate::registration;
 use crate::serve::{Phase, Probes, serve};
 use crate::set_aside::{Quarantine, SetAside};
 use crate::settings::{SettingError, Settings};
+use crate::shipping;
 
 pub type Store = RedbStore<LogHeader, LogRecord>;
 
@@ -409,6 +410,17 @@ async fn lead_one_term(
         path: settings.store.display().to_string(),
         source,
     })?);
+    let shipper = shipping::shipper(
+        settings.log_segments.as_ref(),
+        &aws.s3,
+        &store,
+        &settings.cluster_name,
+        metrics,
+    )
+    .map_err(|source| ControllerError::Store {
+        path: settings.store.display().to_string(),
+        source,
+    })?;
     let store = Timed::new(store, Arc::clone(metrics));
     let recovered = Driver::recover(store).map_err(|e| poisoned_or(e, ControllerError::Recover));
     let (mut driver, recovery) = match recovered {
@@ -587,6 +599,17 @@ async fn lead_one_term(
             let _ = inbox.send(Input::Stop);
         });
     }
+    let sealing =
+        shipper
+            .as_ref()
+            .zip(settings.log_segments.as_ref())
+            .map(|(shipper, segments)| {
+                tokio::spawn(shipping::every(
+                    Arc::clone(shipper),
+                    sender.clone(),
+                    segments.every,
+                ))
+            });
     drop(sender);
 
     info!(
@@ -608,8 +631,24 @@ async fn lead_one_term(
         commands = driver.commands(),
         "stopped"
     );
+    // The term's last segment: sealed and shipped before the lease goes (not when the store
+    // is to be set aside: what it holds stays with it).
+    if let Some(sealing) = sealing {
+        // Dropped, with the shipper it may hold, before the last shipment takes it.
+        sealing.abort();
+        let _ = sealing.await;
+    }
+    if let Some(shipper) = &shipper
+        && outcome.is_ok()
+    {
+        match driver.seal() {
+            Ok(seal) => shipping::last(shipper, seal).await,
+            Err(error) => warn!(%error, "the term's last seal could not be appended"),
+        }
+    }
     // The store is closed before the lease goes (or the store is set aside), so that the next
     // leader or term can open it.
+    drop(shipper);
     drop(offered);
     drop(driver);
     outcome

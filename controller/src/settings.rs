@@ -61,9 +61,24 @@ pub struct Settings {
     pub metrics_address: SocketAddr,
     /// `HEALTH_PROBE_PORT`: where `/healthz` and `/readyz` are served.
     pub health_address: SocketAddr,
+    /// `LOG_SEGMENTS_BUCKET` and `LOG_SEGMENT_INTERVAL`: where the leader ships its store's
+    /// sealed segments, and how often it seals (none: the log stays in the replica's store).
+    pub log_segments: Option<LogSegments>,
     /// Test hook, never read from the environment: the step of an event it says true of fails
     /// as if the core had panicked on it (see `Driver::with_fault`).
     pub fault: Option<fn(&nodewright_core::Event) -> bool>,
+}
+
+/// Where sealed segments of the store go (`controller/src/shipping.rs`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LogSegments {
+    /// `s3://<bucket>/<prefix>` read: the bucket ...
+    pub bucket: String,
+    /// ... and the prefix; the cluster's name is added under it.
+    pub prefix: String,
+    /// The leader seals its store and ships what came before this often, and when its term
+    /// ends.
+    pub every: Duration,
 }
 
 /// A setting that cannot be used.
@@ -147,6 +162,15 @@ impl Settings {
                     fix: "use at least 2s (Karpenter: 15s)",
                 });
             }
+        }
+        if let Some(segments) = &self.log_segments
+            && segments.every < Duration::from_secs(1)
+        {
+            return Err(SettingError {
+                setting: "LOG_SEGMENT_INTERVAL",
+                problem: format!("{:?} is shorter than 1s", segments.every),
+                fix: "seal the store every minute or more (the default is 5m)",
+            });
         }
         if self.metrics_address.port() != 0 && self.metrics_address == self.health_address {
             return Err(SettingError {

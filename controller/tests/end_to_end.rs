@@ -536,6 +536,7 @@ async fn drift_replaces_the_nodes_one_budget_at_a_time() {
             }
             LogRecord::Snapshot(_) | LogRecord::SnapshotPart(_) => {}
             LogRecord::CommandsPart { .. } => panic!("a few machines' commands fit one record"),
+            LogRecord::Term(_) => panic!("a store holds one log"),
         }
     }
     assert_eq!(drifted, old_claims, "every old machine drifted");
