@@ -26,6 +26,7 @@ fn the_version_1_log_reads_record_by_record() {
             LogRecord::Snapshot(_) => *kinds.entry("Snapshot").or_default() += 1,
             LogRecord::SnapshotPart(_) => *kinds.entry("SnapshotPart").or_default() += 1,
             LogRecord::CommandsPart { .. } => *kinds.entry("CommandsPart").or_default() += 1,
+            LogRecord::Term(_) => *kinds.entry("Term").or_default() += 1,
         }
     }
     let expected: BTreeMap<&str, u64> = [

@@ -43,7 +43,10 @@ fn commands(records: &[(u64, LogRecord)]) -> Vec<(u64, Command)> {
             LogRecord::CommandsPart { commands: cs, .. } => {
                 cs.iter().map(|c| (*t, c.clone())).collect()
             }
-            LogRecord::Event(_) | LogRecord::Snapshot(_) | LogRecord::SnapshotPart(_) => Vec::new(),
+            LogRecord::Event(_)
+            | LogRecord::Snapshot(_)
+            | LogRecord::SnapshotPart(_)
+            | LogRecord::Term(_) => Vec::new(),
         })
         .collect()
 }

@@ -321,6 +321,7 @@ proptest! {
                 LogRecord::SnapshotPart(_) | LogRecord::CommandsPart { .. } => {
                     prop_assert!(false, "no record is split here")
                 }
+                LogRecord::Term(_) => prop_assert!(false, "a store holds one log"),
             }
         }
         prop_assert_eq!(replayed, recorded);

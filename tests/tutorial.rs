@@ -196,6 +196,7 @@ fn transcript(records: &[LogRecord]) -> String {
             }
             LogRecord::Snapshot(_) | LogRecord::SnapshotPart(_) => {}
             LogRecord::CommandsPart { .. } => panic!("the tutorial's commands fit one record"),
+            LogRecord::Term(_) => panic!("a simulation writes one log"),
         }
     }
     out

@@ -62,6 +62,8 @@ async fn the_chart_renders_the_controller_with_karpenters_settings() {
         "--set",
         "serviceMonitor.enabled=true",
         "--set",
+        "store.segmentsBucket=s3://incident-logs/clusters",
+        "--set",
         "serviceAccount.annotations.eks\\.amazonaws\\.com/role-arn=arn:aws:iam::111122223333:role/nodewright",
     ])
     .await;
@@ -88,6 +90,8 @@ async fn the_chart_renders_the_controller_with_karpenters_settings() {
             "\"SpotToSpotConsolidation=true,NodeRepair=false,ReservedCapacity=true,StaticCapacity=false\"",
         ),
         ("NODEWRIGHT_STORE", "\"/var/lib/nodewright/events.redb\""),
+        ("LOG_SEGMENTS_BUCKET", "\"s3://incident-logs/clusters\""),
+        ("LOG_SEGMENT_INTERVAL", "\"5m\""),
         ("LEADER_ELECTION_NAME", "\"nodewright-leader-election\""),
         ("METRICS_PORT", "\"8080\""),
         ("HEALTH_PROBE_PORT", "\"8081\""),

@@ -426,7 +426,8 @@ mod tests {
             steps.first(),
             Some(Step::Started {
                 events: 2,
-                commands: 0
+                commands: 0,
+                seamless: None
             })
         ));
         assert!(matches!(steps.last(), Some(Step::Event { index: 2, .. })));
