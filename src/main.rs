@@ -986,6 +986,16 @@ fn log_range(
     Ok((from_ms, until_ms))
 }
 
+/// How a written log starts, for the line `log export` prints: from a snapshot of the events
+/// before the range, or (none before) from the start.
+fn starting_text(events_before: u64) -> String {
+    if events_before > 0 {
+        format!(", starting from a snapshot of the {events_before} events before")
+    } else {
+        String::new()
+    }
+}
+
 /// `log export --segments`: the range assembled from sealed segments.
 fn assemble_segments(
     source: &str,
@@ -1009,14 +1019,7 @@ fn assemble_segments(
     };
     match nodewright_replay::segments::assemble(&segments, from_ms, until_ms, out) {
         Ok(a) => {
-            let start = if a.events_before > 0 {
-                format!(
-                    ", starting from a snapshot of the {} events before",
-                    a.events_before
-                )
-            } else {
-                String::new()
-            };
+            let start = starting_text(a.events_before);
             println!(
                 "wrote {}: {} events, {} commands from {} segments in {} pieces (a piece a store: a leader term){start}",
                 out.display(),
@@ -1050,14 +1053,7 @@ fn export(
     };
     match nodewright_replay::export::export(store, out, from_ms, until_ms, redact) {
         Ok(e) => {
-            let start = if e.events_before > 0 {
-                format!(
-                    ", starting from a snapshot of the {} events before",
-                    e.events_before
-                )
-            } else {
-                String::new()
-            };
+            let start = starting_text(e.events_before);
             let redacted = match e.redacted {
                 Some(c) => format!(
                     "; redacted: {} namespaces, {} names, {} label and annotation values replaced by tokens",

@@ -53,8 +53,8 @@ pub struct Shipper {
     /// A reader of the leader's store (each shipment takes a new one, which sees every record
     /// committed by then).
     store: Store,
-    /// `<cluster>/<store>`: where this store's segments go, under the bucket's prefix.
-    folder: String,
+    /// The cluster's name: this store's segments go under `<cluster>/` in the bucket's prefix.
+    cluster: String,
     /// The record the next segment starts at, once read from the bucket.
     shipped: Option<u64>,
     metrics: Arc<Metrics>,
@@ -62,11 +62,10 @@ pub struct Shipper {
 
 impl Shipper {
     pub fn new(bucket: LogBucket, store: Store, cluster: &str, metrics: Arc<Metrics>) -> Shipper {
-        let folder = format!("{cluster}/{}", SegmentName::store_of(store.header()));
         Shipper {
             bucket,
             store,
-            folder,
+            cluster: cluster.to_string(),
             shipped: None,
             metrics,
         }
@@ -77,7 +76,11 @@ impl Shipper {
         if let Some(end) = self.shipped {
             return Ok(end);
         }
-        let names = self.bucket.list(&format!("{}/", self.folder)).await?;
+        let store = SegmentName::store_of(self.store.header());
+        let names = self
+            .bucket
+            .list(&format!("{}/{store}/", self.cluster))
+            .await?;
         let end = names
             .iter()
             .filter_map(|n| SegmentName::parse(n))
@@ -99,8 +102,7 @@ impl Shipper {
         let Some(segment) = cut(&reader, from, seal)? else {
             return Ok(None);
         };
-        let cluster = self.folder.split('/').next().unwrap_or_default();
-        let key = format!("{cluster}/{}", segment.name.path());
+        let key = format!("{}/{}", self.cluster, segment.name.path());
         let bytes = segment.bytes.len();
         self.bucket.put(&key, segment.bytes).await?;
         self.shipped = Some(seal);

@@ -25,7 +25,7 @@ use std::fs;
 use std::path::{Path, PathBuf};
 
 use nodewright_adapters::eventlog::{
-    LogError, LogHeader, LogRecord, NwlogWriter, RedbStore, Snapshot, commands_records,
+    LogError, LogHeader, LogRecord, NwlogWriter, RedbStore, commands_records,
 };
 use nodewright_core::Command;
 use thiserror::Error;
@@ -333,20 +333,10 @@ fn open_writer(
     before: &Replayer,
 ) -> Result<NwlogWriter<LogHeader, LogRecord>, ExportError> {
     let mut writer = NwlogWriter::<LogHeader, LogRecord>::create(partial, header)?;
-    if before.events() > 0 {
-        let mut opening = Vec::new();
-        let catalog_record = before.catalog().map(|c| {
-            opening.push(LogRecord::Event(c.clone()));
-            0
-        });
-        let snapshot = Snapshot::of(
-            before.core(),
-            before.events(),
-            before.commands(),
-            catalog_record,
-        )
+    let opening = before
+        .starting_records()
         .map_err(|e| ExportError::Snapshot(e.to_string()))?;
-        opening.extend(snapshot.into_records());
+    if !opening.is_empty() {
         writer.append(&opening)?;
     }
     Ok(writer)
@@ -386,7 +376,8 @@ fn describe(ms: Option<u64>) -> String {
     ms.map_or(String::new(), |ms| format!("{ms}ms"))
 }
 
-fn partial_path(out: &Path) -> PathBuf {
+/// Where a log is written until it is whole: `out` with `.partial` added.
+pub(crate) fn partial_path(out: &Path) -> PathBuf {
     let mut partial = out.as_os_str().to_os_string();
     partial.push(".partial");
     PathBuf::from(partial)

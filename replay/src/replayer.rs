@@ -341,6 +341,23 @@ impl Replayer {
     pub fn catalog(&self) -> Option<&Event> {
         self.catalog.as_ref()
     }
+
+    /// The records a log cut here starts with (`log export --from`, an assembled log's first
+    /// piece): the catalog event in force and a snapshot of the core naming it (none at a
+    /// log's first event).
+    pub fn starting_records(&self) -> Result<Vec<LogRecord>, postcard::Error> {
+        if self.events == 0 {
+            return Ok(Vec::new());
+        }
+        let mut opening = Vec::new();
+        let catalog_record = self.catalog.as_ref().map(|c| {
+            opening.push(LogRecord::Event(c.clone()));
+            0
+        });
+        let snapshot = Snapshot::of(&self.core, self.events, self.commands, catalog_record)?;
+        opening.extend(snapshot.into_records());
+        Ok(opening)
+    }
 }
 
 #[cfg(test)]

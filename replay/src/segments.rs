@@ -27,7 +27,7 @@
 //! terms, or a store set aside) are two pieces, each replayed from what its own log says.
 
 use std::fs;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use nodewright_adapters::eventlog::{
     EventStore, LogError, LogHeader, LogRecord, NwlogReader, NwlogWriter, Snapshot, Term,
@@ -35,6 +35,7 @@ use nodewright_adapters::eventlog::{
 use nodewright_core::EventKind;
 use thiserror::Error;
 
+use crate::export::partial_path;
 use crate::replayer::{ReplayError, Replayer};
 
 /// What ends a segment's name.
@@ -270,9 +271,7 @@ pub fn assemble(
     until_ms: Option<u64>,
     out: &Path,
 ) -> Result<Assembled, SegmentError> {
-    let mut partial = out.as_os_str().to_os_string();
-    partial.push(".partial");
-    let partial = PathBuf::from(partial);
+    let partial = partial_path(out);
     let result = write_assembled(segments, from_ms, until_ms, &partial).and_then(|assembled| {
         fs::rename(&partial, out).map_err(|source| LogError::Io {
             path: Some(out.to_path_buf()),
@@ -317,6 +316,7 @@ fn write_assembled(
         let mut reader =
             NwlogReader::<LogHeader, LogRecord, _>::new(bytes.as_slice()).map_err(named)?;
         let header = reader.header().clone();
+        let continues = before.is_some_and(|b| b.store == name.store && b.to == name.from);
         let mut records: Vec<LogRecord> = Vec::new();
         // A later piece cut from its store's middle opens with the catalog event its snapshot
         // names: written, as the piece's start, but not an event of the range.
@@ -339,7 +339,9 @@ fn write_assembled(
                 }
                 let Some(first) = first else { continue };
                 let mut file = NwlogWriter::create(partial, &header)?;
-                let starting = starting_records(&replay)?;
+                let starting = replay
+                    .starting_records()
+                    .map_err(|e| SegmentError::Snapshot(e.to_string()))?;
                 if !starting.is_empty() {
                     assembled.events_before = replay.events();
                     file.append(&starting)?;
@@ -349,14 +351,12 @@ fn write_assembled(
                 assembled.events += 1;
             }
             Some(file) => {
-                let continues = before.is_some_and(|b| b.store == name.store && b.to == name.from);
                 file.append(&[LogRecord::Term(Box::new(Term { header, continues }))])?;
                 opening_catalog = name.from > 0;
             }
         }
         assembled.segments += 1;
-        assembled.pieces +=
-            u64::from(!before.is_some_and(|b| b.store == name.store && b.to == name.from));
+        assembled.pieces += u64::from(!continues);
         before = Some(name);
         let file = writer.as_mut().expect("the first piece opened the file");
         let mut ended = false;
@@ -396,26 +396,4 @@ fn write_assembled(
         Some(_) if assembled.events > 0 => Ok(assembled),
         _ => Err(SegmentError::Empty(range)),
     }
-}
-
-/// The records a log cut at the replay's place starts with: the catalog in force and a
-/// snapshot of the core (none at a log's first event).
-fn starting_records(replay: &Replayer) -> Result<Vec<LogRecord>, SegmentError> {
-    if replay.events() == 0 {
-        return Ok(Vec::new());
-    }
-    let mut opening = Vec::new();
-    let catalog_record = replay.catalog().map(|c| {
-        opening.push(LogRecord::Event(c.clone()));
-        0
-    });
-    let snapshot = Snapshot::of(
-        replay.core(),
-        replay.events(),
-        replay.commands(),
-        catalog_record,
-    )
-    .map_err(|e| SegmentError::Snapshot(e.to_string()))?;
-    opening.extend(snapshot.into_records());
-    Ok(opening)
 }
