@@ -631,13 +631,14 @@ async fn lead_one_term(
         commands = driver.commands(),
         "stopped"
     );
+    // The loop takes nothing more: what was sent to it and not taken is dropped, so that a
+    // seal asked for and not answered stops being waited for.
+    inbox.close();
+    while inbox.try_recv().is_ok() {}
     // The term's last segment: sealed and shipped before the lease goes (not when the store
-    // is to be set aside: what it holds stays with it).
-    if let Some(sealing) = sealing {
-        // Dropped, with the shipper it may hold, before the last shipment takes it.
-        sealing.abort();
-        let _ = sealing.await;
-    }
+    // is to be set aside: what it holds stays with it). A shipment under way finishes first
+    // (it holds the shipper): cut off, it could leave a segment in the bucket that the
+    // shipper does not know of, and the next one would overlap it.
     if let Some(shipper) = &shipper
         && outcome.is_ok()
     {
@@ -645,6 +646,12 @@ async fn lead_one_term(
             Ok(seal) => shipping::last(shipper, seal).await,
             Err(error) => warn!(%error, "the term's last seal could not be appended"),
         }
+    }
+    if let Some(sealing) = sealing {
+        // Waiting for its next tick, or for the shipper: it ships nothing more (the inbox is
+        // closed), and is dropped with the shipper it holds before the store closes.
+        sealing.abort();
+        let _ = sealing.await;
     }
     // The store is closed before the lease goes (or the store is set aside), so that the next
     // leader or term can open it.
