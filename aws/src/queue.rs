@@ -4,7 +4,7 @@
 //! message after its visibility timeout; the core handles a repeated message idempotently.
 
 use nodewright_adapters::control_loop::{InboxSender, Input};
-use nodewright_adapters::interruption_queue::{Batch, QueueMessage};
+use nodewright_adapters::interruption_queue::{Batch, Outcome, QueueMessage};
 use tokio::sync::oneshot;
 
 use crate::error::AwsError;
@@ -113,13 +113,40 @@ impl InterruptionQueue {
         Ok(Some(batch))
     }
 
-    /// Polls until the loop goes away; errors are logged and retried after a pause.
-    pub async fn run(&self, inbox: InboxSender) {
+    /// Polls until the loop goes away; errors are logged and retried after a pause. Every
+    /// message's outcome is told to `heard` (the controller counts the dropped ones); one that
+    /// is dropped — malformed, or of a kind nodewright does not act on — is a log line too.
+    pub async fn run(&self, inbox: InboxSender, mut heard: impl FnMut(&Outcome)) {
         while !inbox.is_closed() {
-            if let Err(e) = self.poll_once(&inbox).await {
-                tracing::warn!(error = %e, "interruption queue");
-                tokio::time::sleep(std::time::Duration::from_secs(5)).await;
+            match self.poll_once(&inbox).await {
+                Ok(Some(batch)) => {
+                    for outcome in &batch.outcomes {
+                        log_dropped(outcome);
+                        heard(outcome);
+                    }
+                }
+                Ok(None) => {}
+                Err(e) => {
+                    tracing::warn!(error = %e, "interruption queue");
+                    tokio::time::sleep(std::time::Duration::from_secs(5)).await;
+                }
             }
         }
+    }
+}
+
+/// The log line of a message that was deleted without an event: a malformed one is a warning
+/// (something other than EventBridge's rules sends to the queue, or a rule is wrong), one of a
+/// kind nodewright does not act on is told at debug level.
+fn log_dropped(outcome: &Outcome) {
+    match outcome {
+        Outcome::Malformed { error } => tracing::warn!(
+            error = %error,
+            "an interruption queue message that is not an interruption event was deleted"
+        ),
+        Outcome::Ignored { message_id, why } => {
+            tracing::debug!(message_id, why, "an interruption queue message was ignored")
+        }
+        Outcome::Handled { .. } => {}
     }
 }

@@ -521,6 +521,75 @@ async fn an_interruption_message_becomes_an_event_and_is_deleted_once_logged() {
     assert!(q.receive().await.unwrap().is_empty());
 }
 
+/// A message that is not an interruption event does not stop the queue: it is deleted, told
+/// (the controller counts it and the queue logs it, naming what is wrong), and the interruption
+/// behind it is handled.
+#[tokio::test]
+async fn a_malformed_message_is_deleted_and_told_and_the_next_is_handled() {
+    use nodewright_adapters::interruption_queue::Outcome;
+    use std::sync::{Arc, Mutex};
+
+    let moto = Moto::start();
+    let c = clients(&moto).await;
+    let q = queue(&c, "demo-interruptions").await;
+    for body in ["{not json", SPOT_WARNING] {
+        c.sqs
+            .send_message()
+            .queue_url(q.url())
+            .message_body(body)
+            .send()
+            .await
+            .unwrap();
+    }
+    let store = MemoryStore::<LogHeader, LogRecord>::new(LogHeader::new(Config::default(), "moto"));
+    let mut driver = Driver::new(store);
+    let (sender, mut inbox) = control_loop::inbox();
+    let heard: Arc<Mutex<Vec<Outcome>>> = Arc::default();
+    let consumer = {
+        let (q, sender, heard) = (q.clone(), sender.clone(), Arc::clone(&heard));
+        tokio::spawn(async move {
+            q.run(sender, |outcome| {
+                heard.lock().unwrap().push(outcome.clone())
+            })
+            .await
+        })
+    };
+    {
+        let heard = Arc::clone(&heard);
+        tokio::spawn(async move {
+            while heard.lock().unwrap().len() < 2 {
+                tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+            }
+            let _ = sender.send(Input::Stop);
+        });
+    }
+    let clock = WallClock(std::time::Instant::now());
+    let mut executed = Executed::default();
+    control_loop::run(&mut driver, &mut inbox, &mut executed, &clock)
+        .await
+        .unwrap();
+    drop(inbox);
+    consumer.await.unwrap();
+
+    // In either order: a standard queue does not promise one.
+    let heard = heard.lock().unwrap().clone();
+    assert_eq!(heard.len(), 2, "{heard:?}");
+    assert!(
+        heard.iter().any(
+            |o| matches!(o, Outcome::Malformed { error } if error.to_string().contains("not JSON"))
+        ),
+        "{heard:?}"
+    );
+    assert!(
+        heard
+            .iter()
+            .any(|o| matches!(o, Outcome::Handled { events: 1, .. })),
+        "{heard:?}"
+    );
+    tokio::time::sleep(std::time::Duration::from_millis(1500)).await;
+    assert!(q.receive().await.unwrap().is_empty(), "both deleted");
+}
+
 #[tokio::test]
 async fn a_message_the_log_did_not_take_comes_back() {
     let moto = Moto::start();

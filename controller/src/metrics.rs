@@ -122,6 +122,8 @@ pub struct Metrics {
     log_segments_shipped: Counter,
     log_segment_bytes: Counter,
     log_segments_failed: Counter,
+    /// Interruption queue messages deleted without an event, by why (malformed, ignored).
+    interruption_messages_dropped: Family<Kind, Counter>,
 }
 
 impl Default for Metrics {
@@ -162,6 +164,7 @@ impl Metrics {
             log_segments_shipped: Counter::default(),
             log_segment_bytes: Counter::default(),
             log_segments_failed: Counter::default(),
+            interruption_messages_dropped: Family::default(),
             registry: Registry::default(),
         };
         // Counters are encoded with `_total` appended.
@@ -305,6 +308,11 @@ impl Metrics {
             "Shipments of a sealed segment that failed (the next seal ships what they left)",
             m.log_segments_failed.clone(),
         );
+        r.register(
+            "nodewright_interruption_messages_dropped",
+            "Interruption queue messages deleted without an event, by why: malformed (not an EventBridge interruption event; the log line names the field) or ignored (a kind nodewright does not act on)",
+            m.interruption_messages_dropped.clone(),
+        );
         Metrics { registry: r, ..m }
     }
 
@@ -321,6 +329,15 @@ impl Metrics {
     pub fn log_segment_shipped(&self, bytes: usize) {
         self.log_segments_shipped.inc();
         self.log_segment_bytes.inc_by(bytes as u64);
+    }
+
+    /// Counts an interruption queue message deleted without an event, by why.
+    pub fn interruption_message_dropped(&self, why: &str) {
+        self.interruption_messages_dropped
+            .get_or_create(&Kind {
+                kind: why.to_string(),
+            })
+            .inc();
     }
 
     /// Counts a shipment that failed.

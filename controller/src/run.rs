@@ -15,6 +15,7 @@ use kube::Api;
 use nodewright_adapters::control_loop::{self, InboxSender, Input, Stopped};
 use nodewright_adapters::driver::{CommandExecutor, Driver, DriverError};
 use nodewright_adapters::eventlog::{LogError, LogHeader, LogRecord, RedbStore};
+use nodewright_adapters::interruption_queue::Outcome;
 use nodewright_aws::catalog::CatalogSource;
 use nodewright_aws::instances::Instances;
 use nodewright_aws::launch::Launcher;
@@ -590,7 +591,16 @@ async fn lead_one_term(
     if let Some(name) = &settings.interruption_queue {
         let queue = InterruptionQueue::open(aws.sqs.clone(), name).await?;
         let inbox = sender.clone();
-        tokio::spawn(async move { queue.run(inbox).await });
+        let metrics = Arc::clone(metrics);
+        tokio::spawn(async move {
+            queue
+                .run(inbox, |outcome| match outcome {
+                    Outcome::Malformed { .. } => metrics.interruption_message_dropped("malformed"),
+                    Outcome::Ignored { .. } => metrics.interruption_message_dropped("ignored"),
+                    Outcome::Handled { .. } => {}
+                })
+                .await
+        });
     }
     {
         let inbox = sender.clone();
