@@ -72,6 +72,12 @@ struct Decision {
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct WatchTrouble {
+    kind: String,
+    why: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct MessageType {
     message_type: String,
 }
@@ -124,6 +130,8 @@ pub struct Metrics {
     log_segments_failed: Counter,
     /// Interruption queue messages deleted without an event, by why (malformed, ignored).
     interruption_messages_dropped: Family<Kind, Counter>,
+    /// Troubles of the watches, by kind and why (unreadable object, failed watch call).
+    watch_troubles: Family<WatchTrouble, Counter>,
 }
 
 impl Default for Metrics {
@@ -165,6 +173,7 @@ impl Metrics {
             log_segment_bytes: Counter::default(),
             log_segments_failed: Counter::default(),
             interruption_messages_dropped: Family::default(),
+            watch_troubles: Family::default(),
             registry: Registry::default(),
         };
         // Counters are encoded with `_total` appended.
@@ -313,6 +322,11 @@ impl Metrics {
             "Interruption queue messages deleted without an event, by why: malformed (not an EventBridge interruption event; the log line names the field) or ignored (a kind nodewright does not act on)",
             m.interruption_messages_dropped.clone(),
         );
+        r.register(
+            "nodewright_watch_troubles",
+            "Troubles of the watches, by kind and why: unreadable (an object left out, the log line names its field) or failed (a watch call retried with backoff)",
+            m.watch_troubles.clone(),
+        );
         Metrics { registry: r, ..m }
     }
 
@@ -336,6 +350,16 @@ impl Metrics {
         self.interruption_messages_dropped
             .get_or_create(&Kind {
                 kind: why.to_string(),
+            })
+            .inc();
+    }
+
+    /// Counts a watch's trouble, by the kind watched and why.
+    pub fn watch_trouble(&self, kind: &str, why: &str) {
+        self.watch_troubles
+            .get_or_create(&WatchTrouble {
+                kind: kind.to_string(),
+                why: why.to_string(),
             })
             .inc();
     }

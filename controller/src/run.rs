@@ -30,7 +30,7 @@ use nodewright_kubernetes::nodeclaims::NodeClaims;
 use nodewright_kubernetes::nodes::Nodes as NodeWrites;
 use nodewright_kubernetes::volumes::{self, SharedStorage};
 use nodewright_kubernetes::watch::{
-    self, DaemonSets, NodeClasses, NodePools, Nodes, Observed, PodDisruptionBudgets, Pods,
+    self, DaemonSets, NodeClasses, NodePools, Nodes, Observed, PodDisruptionBudgets, Pods, Trouble,
 };
 use thiserror::Error;
 use tracing::{info, warn};
@@ -158,11 +158,19 @@ pub struct Connections {
     pub aws: ClientSettings,
 }
 
-fn spawn_watch<O>(api: Api<O::Object>, observed: O, inbox: &InboxSender, known: BTreeSet<O::Key>)
-where
+/// Watches one kind into the inbox. What goes wrong is a log line and
+/// `nodewright_watch_troubles_total{kind, why}`: an object that cannot be read (`unreadable`:
+/// left out, the rest served) or a failed watch call (`failed`: retried with backoff).
+fn spawn_watch<O>(
+    api: Api<O::Object>,
+    observed: O,
+    inbox: &InboxSender,
+    known: BTreeSet<O::Key>,
+    metrics: &Arc<Metrics>,
+) where
     O: Observed + Send + 'static,
     O::Key: Send,
-    O::Object: kube::Resource
+    O::Object: kube::Resource<DynamicType = ()>
         + Clone
         + serde::de::DeserializeOwned
         + std::fmt::Debug
@@ -171,9 +179,22 @@ where
         + 'static,
 {
     let inbox = inbox.clone();
-    tokio::spawn(watch::run::<O>(api, observed, inbox, known, |e| {
-        warn!(error = %e, "an object cannot be read; the rest is served");
-    }));
+    let metrics = Arc::clone(metrics);
+    let kind = <O::Object as kube::Resource>::kind(&()).to_string();
+    tokio::spawn(watch::run::<O>(
+        api,
+        observed,
+        inbox,
+        known,
+        move |trouble| {
+            let why = match &trouble {
+                Trouble::Unreadable(_) => "unreadable",
+                Trouble::WatchFailed(_) => "failed",
+            };
+            warn!(kind, error = %trouble, "watch trouble");
+            metrics.watch_trouble(&kind, why);
+        },
+    ));
 }
 
 /// How long a new leader waits for the store while the last one still has it open.
@@ -505,12 +526,14 @@ async fn lead_one_term(
         Pods { storage },
         &sender,
         state.pods.keys().cloned().collect(),
+        metrics,
     );
     spawn_watch::<Nodes>(
         Api::<Node>::all(client.clone()),
         Nodes,
         &sender,
         state.nodes.keys().cloned().collect(),
+        metrics,
     );
     spawn_watch::<NodePools>(
         Api::all(client.clone()),
@@ -522,6 +545,7 @@ async fn lead_one_term(
             .cloned()
             .chain(told.nodepools)
             .collect(),
+        metrics,
     );
     spawn_watch::<NodeClasses>(
         Api::all(client.clone()),
@@ -533,18 +557,21 @@ async fn lead_one_term(
             .cloned()
             .chain(told.nodeclasses)
             .collect(),
+        metrics,
     );
     spawn_watch::<PodDisruptionBudgets>(
         Api::<PodDisruptionBudget>::all(client.clone()),
         PodDisruptionBudgets,
         &sender,
         state.pdbs.keys().cloned().collect(),
+        metrics,
     );
     spawn_watch::<DaemonSets>(
         Api::<DaemonSet>::all(client.clone()),
         DaemonSets,
         &sender,
         state.daemonsets.keys().cloned().collect(),
+        metrics,
     );
 
     tokio::spawn(

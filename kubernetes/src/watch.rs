@@ -125,15 +125,30 @@ impl<O: Observed> Mirror<O> {
     }
 }
 
-/// Feeds one kind's watch into the control loop's inbox until the inbox closes; objects that
-/// cannot be read go to `on_error`. The watch restarts with kube's default backoff. `known`:
-/// what the core knows of the kind already (see [`Mirror::knowing`]).
+/// What went wrong in a watch; nothing of it stops the watch.
+#[derive(Debug, thiserror::Error)]
+pub enum Trouble {
+    /// An object that cannot be read: left out, the rest of the kind is served.
+    #[error(transparent)]
+    Unreadable(#[from] ObserveError),
+    /// A watch call that failed (the API server unreachable, a 5xx, an expired
+    /// resourceVersion): retried with kube's default backoff, and the next list repairs what
+    /// was missed meanwhile.
+    #[error(
+        "the watch call failed ({0}); it is retried with backoff, and the next list repairs what was missed"
+    )]
+    WatchFailed(String),
+}
+
+/// Feeds one kind's watch into the control loop's inbox until the inbox closes; what goes
+/// wrong goes to `on_trouble`. The watch restarts with kube's default backoff. `known`: what
+/// the core knows of the kind already (see [`Mirror::knowing`]).
 pub async fn run<O>(
     api: Api<O::Object>,
     observed: O,
     inbox: InboxSender,
     known: BTreeSet<O::Key>,
-    mut on_error: impl FnMut(ObserveError),
+    mut on_trouble: impl FnMut(Trouble),
 ) where
     O: Observed,
     O::Object: kube::Resource + Clone + serde::de::DeserializeOwned + Debug + Send + 'static,
@@ -143,7 +158,7 @@ pub async fn run<O>(
         stream,
         inbox,
         Mirror::knowing(observed, known),
-        &mut on_error,
+        &mut on_trouble,
     )
     .await;
 }
@@ -153,19 +168,26 @@ pub async fn feed<O: Observed>(
     stream: impl Stream<Item = Result<Event<O::Object>, watcher::Error>>,
     inbox: InboxSender,
     mut mirror: Mirror<O>,
-    on_error: &mut impl FnMut(ObserveError),
+    on_trouble: &mut impl FnMut(Trouble),
 ) {
     let mut stream = std::pin::pin!(stream);
     while let Some(item) = stream.next().await {
-        // A failed watch call: the backoff retries it, and the next list repairs the gap.
-        let Ok(event) = item else { continue };
+        let event = match item {
+            Ok(event) => event,
+            Err(error) => {
+                on_trouble(Trouble::WatchFailed(error.to_string()));
+                continue;
+            }
+        };
         let mut errors = Vec::new();
         for kind in mirror.on_event(event, &mut errors) {
             if inbox.send(Input::Observed(kind)).is_err() {
                 return;
             }
         }
-        errors.into_iter().for_each(&mut *on_error);
+        errors
+            .into_iter()
+            .for_each(|e| on_trouble(Trouble::Unreadable(e)));
     }
 }
 
@@ -240,5 +262,32 @@ mod tests {
         );
         let served = mirror.on_event(Event::Apply(node("good")), &mut errors);
         assert_eq!(names(&served), ["+good"]);
+    }
+
+    /// A failed watch call is told, not dropped, and the watch goes on: what comes after it
+    /// still reaches the inbox.
+    #[tokio::test]
+    async fn a_failed_watch_call_is_told_and_the_watch_goes_on() {
+        let stream = futures::stream::iter(vec![
+            Ok(Event::Apply(node("a"))),
+            Err(watcher::Error::NoResourceVersion),
+            Ok(Event::Apply(node("b"))),
+        ]);
+        let (sender, mut inbox) = nodewright_adapters::control_loop::inbox();
+        let mut troubles = Vec::new();
+        feed::<Nodes>(stream, sender, Mirror::default(), &mut |t| {
+            troubles.push(t.to_string())
+        })
+        .await;
+        let mut seen = Vec::new();
+        while let Ok(Input::Observed(kind)) = inbox.try_recv() {
+            seen.push(kind);
+        }
+        assert_eq!(names(&seen), ["+a", "+b"]);
+        assert_eq!(troubles.len(), 1, "{troubles:?}");
+        assert!(
+            troubles[0].contains("the watch call failed"),
+            "{troubles:?}"
+        );
     }
 }
