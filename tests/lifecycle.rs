@@ -580,3 +580,85 @@ fn a_node_being_terminated_keeps_its_disrupted_taint() {
     let commands = h.send(EventKind::NodeApplied(std::sync::Arc::new(node)));
     assert!(uncordons(&commands).is_empty(), "{commands:?}");
 }
+
+#[test]
+fn a_launch_failed_for_another_reason_than_capacity_is_planned_again_within_seconds() {
+    let mut h = CoreHarness::new();
+    h.nodepool(pool(0));
+    h.pod(Pod::new("default", "a", 1000, GIB));
+    let claim = CoreHarness::launches(&h.advance(2_000)).remove(0);
+    // Throttled past every retry: no offering is out of capacity.
+    let t = terminations(&h.send(EventKind::LaunchFailed {
+        nodeclaim: claim.name.clone(),
+        code: "RequestLimitExceeded".into(),
+        message: "Request limit exceeded.".into(),
+        unavailable: vec![],
+    }));
+    assert_eq!(t.len(), 1, "the failed NodeClaim is given up");
+    assert_eq!(t[0].1, TerminationReason::LaunchFailed);
+    assert!(t[0].2.contains("RequestLimitExceeded"), "{}", t[0].2);
+    let again = CoreHarness::launches(&h.advance(2_000));
+    assert_eq!(again.len(), 1, "the pod gets a new NodeClaim at once");
+    assert_ne!(again[0].name, claim.name);
+    assert_eq!(
+        again[0].options, claim.options,
+        "nothing was marked unavailable"
+    );
+}
+
+#[test]
+fn a_failed_termination_is_asked_again_after_a_wait_that_doubles() {
+    let mut h = CoreHarness::new();
+    h.nodepool(pool(0));
+    h.pod(Pod::new("default", "a", 1000, GIB));
+    let claim = CoreHarness::launches(&h.advance(2_000)).remove(0);
+    h.send(EventKind::LaunchFailed {
+        nodeclaim: claim.name.clone(),
+        code: "InsufficientInstanceCapacity".into(),
+        message: "none".into(),
+        unavailable: vec![],
+    });
+    let failed = |h: &mut CoreHarness, retryable: bool| {
+        h.send(EventKind::TerminationFailed {
+            nodeclaim: claim.name.clone(),
+            retryable,
+            reason: "terminating its instance failed: ec2:TerminateInstances failed with RequestLimitExceeded".into(),
+        })
+    };
+    let asked_again = |commands: &[Command]| {
+        terminations(commands)
+            .into_iter()
+            .filter(|t| t.0 == claim.name)
+            .count()
+    };
+    // 30 s, then 60 s.
+    let start = h.now_ms;
+    assert_eq!(asked_again(&failed(&mut h, true)), 0);
+    assert_eq!(asked_again(&h.run_until(start + 29_999)), 0);
+    let again = h.run_until(start + 30_000);
+    assert_eq!(asked_again(&again), 1);
+    assert!(
+        terminations(&again)[0]
+            .2
+            .contains("asked again after 1 failed attempt"),
+        "{:?}",
+        terminations(&again)
+    );
+    let second = h.now_ms;
+    failed(&mut h, true);
+    assert_eq!(asked_again(&h.run_until(second + 59_999)), 0);
+    assert_eq!(asked_again(&h.run_until(second + 60_000)), 1);
+    // An answer that stands: the longest wait.
+    let third = h.now_ms;
+    failed(&mut h, false);
+    assert_eq!(asked_again(&h.run_until(third + 10 * MIN - 1)), 0);
+    assert_eq!(asked_again(&h.run_until(third + 10 * MIN)), 1);
+    // Done: no more.
+    h.send(EventKind::NodeClaimTerminated {
+        nodeclaim: claim.name.clone(),
+    });
+    assert_eq!(asked_again(&h.run_until(third + 60 * MIN)), 0);
+    // A failure told for a NodeClaim that is gone changes nothing.
+    assert_eq!(asked_again(&failed(&mut h, true)), 0);
+    assert_eq!(asked_again(&h.run_until(third + 90 * MIN)), 0);
+}

@@ -39,10 +39,19 @@ const INSTANCE_TYPE_LABEL: &str = "node.kubernetes.io/instance-type";
 const ZONE_LABEL: &str = "topology.kubernetes.io/zone";
 const CAPACITY_TYPE_LABEL: &str = "karpenter.sh/capacity-type";
 
-/// How long a failed Kubernetes or EC2 call waits before it is tried again (doubling up to
-/// [`RETRY_MAX`]), for the calls that must succeed in the end (terminating an instance).
+/// How a failed Kubernetes or EC2 call is tried again: jittered exponential backoff from
+/// [`RETRY_FIRST`] up to [`RETRY_MAX`] between attempts, [`RETRIES`] times at most (about 15 to
+/// 25 seconds in all). Then the lane says it cannot progress (a log line, a Warning Event on the
+/// NodeClaim, `nodewright_command_failures_total`) and, for a termination, the core hears it
+/// ([`EventKind::TerminationFailed`]) and asks again later. An answer that retrying cannot
+/// change (forbidden, denied by a webhook, invalid) is not retried.
 const RETRY_FIRST: Duration = Duration::from_millis(200);
-const RETRY_MAX: Duration = Duration::from_secs(30);
+const RETRY_MAX: Duration = Duration::from_secs(10);
+const RETRIES: usize = 6;
+
+/// How often a launch that failed for a reason other than capacity (throttled past the SDK's
+/// retries, a 5xx, a timeout) is tried again before the core hears it failed.
+const LAUNCH_RETRIES: usize = 2;
 
 /// How long a launch waits for its node class to be resolved (after a start, or right after
 /// the class was created) before it is reported as not ready.
@@ -82,9 +91,11 @@ pub struct Hands {
     pub catalog: tokio::sync::watch::Receiver<Option<Arc<Catalog>>>,
     /// Results go back to the control loop here.
     pub inbox: InboxSender,
-    /// Counts the instances a command named that were left alone as not this cluster's
-    /// NodePools' (`nodewright_instances_not_owned_total`).
-    pub refusals: prometheus_client::metrics::counter::Counter,
+    /// Counts the instances left alone as not this cluster's NodePools'
+    /// (`nodewright_instances_not_owned_total`) and the commands that failed.
+    pub metrics: Arc<crate::metrics::Metrics>,
+    /// The term the commands were decided in: no side effect is made once it is over.
+    pub fence: Arc<crate::leadership::Fence>,
 }
 
 /// Carries out the queued commands.
@@ -209,22 +220,84 @@ impl Executor {
     }
 }
 
-/// Runs `call` until it succeeds, waiting longer between attempts.
-async fn until_done<T, E: std::fmt::Display, F, Fut>(what: &str, mut call: F) -> T
+/// A failed call, as the retries take it.
+pub trait Failure: std::fmt::Display {
+    /// Whether trying again may succeed: throttled, unreachable, timed out, a conflict or a
+    /// server error; not a refusal that stands (forbidden, denied by a webhook, invalid).
+    fn retryable(&self) -> bool;
+}
+
+impl Failure for kube::Error {
+    fn retryable(&self) -> bool {
+        match self {
+            kube::Error::Api(status) => {
+                matches!(status.code, 408 | 409 | 429) || status.code >= 500
+            }
+            // Transport failures and timeouts.
+            _ => true,
+        }
+    }
+}
+
+impl Failure for nodewright_aws::AwsError {
+    fn retryable(&self) -> bool {
+        use nodewright_aws::ErrorClass;
+        matches!(self.class, ErrorClass::Transient | ErrorClass::Unreachable)
+    }
+}
+
+/// Runs `call` until it succeeds, it fails in a way retrying cannot change, or [`RETRIES`]
+/// retries (jittered exponential backoff) have failed; the last error then.
+async fn retried<T, E: Failure, F, Fut>(what: &'static str, call: F) -> Result<T, E>
 where
     F: FnMut() -> Fut,
     Fut: std::future::Future<Output = Result<T, E>>,
 {
-    let mut wait = RETRY_FIRST;
-    loop {
-        match call().await {
-            Ok(done) => return done,
-            Err(e) => {
-                warn!(what, error = %e, retry_in_ms = wait.as_millis() as u64, "retrying");
-                tokio::time::sleep(wait).await;
-                wait = (wait * 2).min(RETRY_MAX);
-            }
+    use backon::{ExponentialBuilder, Retryable};
+    call.retry(
+        ExponentialBuilder::default()
+            .with_min_delay(RETRY_FIRST)
+            .with_max_delay(RETRY_MAX)
+            .with_max_times(RETRIES)
+            .with_jitter(),
+    )
+    .sleep(tokio::time::sleep)
+    .when(|e: &E| e.retryable())
+    .notify(|e: &E, wait: Duration| {
+        warn!(what, error = %e, retry_in_ms = wait.as_millis() as u64, "retrying");
+    })
+    .await
+}
+
+/// A command's step that failed past its retries: what it was doing, the error, and whether
+/// trying again later may succeed.
+#[derive(Debug, Clone)]
+pub struct Failed {
+    pub step: &'static str,
+    pub error: String,
+    pub retryable: bool,
+}
+
+impl Failed {
+    fn new(step: &'static str, error: &impl Failure) -> Self {
+        Failed {
+            step,
+            error: error.to_string(),
+            retryable: error.retryable(),
         }
+    }
+}
+
+impl std::fmt::Display for Failed {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{} failed: {}", self.step, self.error)?;
+        if !self.retryable {
+            write!(
+                f,
+                " (retrying cannot change this answer: a person must act)"
+            )?;
+        }
+        Ok(())
     }
 }
 
@@ -234,8 +307,24 @@ impl Hands {
         let _ = self.inbox.send(Input::Observed(event));
     }
 
+    /// Whether the term the commands were decided in is over: then the side effect about to
+    /// be made (`what`) is not, with a log line and `nodewright_fenced_side_effects_total`.
+    fn fenced(&self, what: &str) -> bool {
+        match self.fence.check() {
+            Ok(()) => false,
+            Err(fenced) => {
+                warn!(what, error = %fenced, "not carried out");
+                self.metrics.fenced();
+                true
+            }
+        }
+    }
+
     /// Carries out one command.
     pub async fn carry_out(&self, command: Command) {
+        if self.fenced(command.name()) {
+            return;
+        }
         match command {
             Command::LaunchNodeClaim { nodeclaim, .. } => self.launch(&nodeclaim).await,
             Command::TerminateNodeClaim {
@@ -244,23 +333,49 @@ impl Hands {
                 instance_id,
                 ..
             } => {
-                self.terminate(&nodeclaim, node.as_deref(), instance_id.as_deref())
+                if let Err(failed) = self
+                    .terminate(&nodeclaim, node.as_deref(), instance_id.as_deref())
                     .await
+                {
+                    self.failed(Some(&nodeclaim), "Terminate", &failed).await;
+                    self.send(EventKind::TerminationFailed {
+                        nodeclaim,
+                        retryable: failed.retryable,
+                        reason: failed.to_string(),
+                    });
+                }
             }
-            Command::CordonNode { node, .. } => {
-                until_done("tainting a node karpenter.sh/disrupted", || {
+            Command::CordonNode {
+                node, nodeclaim, ..
+            } => {
+                let tainted = retried("tainting a node karpenter.sh/disrupted", || {
                     self.nodes.cordon(&node)
                 })
                 .await;
+                if let Err(e) = tainted {
+                    let failed = Failed::new("tainting its node karpenter.sh/disrupted", &e);
+                    self.failed(Some(&nodeclaim), "Cordon", &failed).await;
+                }
             }
-            Command::UncordonNode { node, .. } => {
-                until_done("untainting a node", || self.nodes.uncordon(&node)).await;
+            Command::UncordonNode {
+                node, nodeclaim, ..
+            } => {
+                if let Err(e) = retried("untainting a node", || self.nodes.uncordon(&node)).await {
+                    let failed = Failed::new("untainting its node", &e);
+                    self.failed(Some(&nodeclaim), "Uncordon", &failed).await;
+                }
             }
-            Command::ReleaseNode { node, .. } => {
-                until_done("releasing a held node", || {
+            Command::ReleaseNode {
+                node, nodeclaim, ..
+            } => {
+                let released = retried("releasing a held node", || {
                     self.nodes.untaint(&node, labels::SIBLING_HOLD_TAINT)
                 })
                 .await;
+                if let Err(e) = released {
+                    let failed = Failed::new("releasing its held node", &e);
+                    self.failed(Some(&nodeclaim), "Release", &failed).await;
+                }
             }
             Command::EvictPod { pod, forced, .. } => self.evict(&pod, forced).await,
             Command::TerminateOrphanInstance {
@@ -269,13 +384,23 @@ impl Hands {
                 ..
             } => {
                 info!(instance_id, "terminating an instance no NodeClaim owns");
-                let refused = until_done("terminating an orphan instance", || {
+                // A failure is told; the next listing still shows the instance, and the
+                // garbage collector asks again.
+                match retried("terminating an orphan instance", || {
                     self.instances.terminate_ours(&instance_id)
                 })
-                .await;
-                if let Err(not_ours) = refused {
-                    self.refused_as_not_ours(nodeclaim.as_deref(), &not_ours)
-                        .await;
+                .await
+                {
+                    Ok(Ok(())) => {}
+                    Ok(Err(not_ours)) => {
+                        self.refused_as_not_ours(nodeclaim.as_deref(), &not_ours)
+                            .await
+                    }
+                    Err(e) => {
+                        let failed = Failed::new("terminating an orphan instance", &e);
+                        self.failed(nodeclaim.as_deref(), "TerminateOrphan", &failed)
+                            .await;
+                    }
                 }
             }
             // Their Events are all they do.
@@ -288,10 +413,35 @@ impl Hands {
         }
     }
 
+    /// A command that cannot progress says so: a log line, a Warning Event on its NodeClaim
+    /// (reason `CommandFailed`, the action the command's), and
+    /// `nodewright_command_failures_total{command, retryable}`.
+    async fn failed(&self, nodeclaim: Option<&str>, action: &'static str, failed: &Failed) {
+        warn!(nodeclaim, action, retryable = failed.retryable, error = %failed, "a command could not be carried out");
+        self.metrics.command_failed(action, failed.retryable);
+        if let Some(nodeclaim) = nodeclaim {
+            let announcement = nodewright_kubernetes::announce::Announcement {
+                regarding: nodewright_kubernetes::announce::Regarding::NodeClaim(
+                    nodeclaim.to_string(),
+                ),
+                warning: true,
+                reason: "CommandFailed",
+                action,
+                note: failed.to_string(),
+            };
+            if let Err(e) = self.announcer.publish(&announcement).await {
+                warn!(error = %e, "publishing a Kubernetes Event failed");
+            }
+        }
+    }
+
     /// Creates the NodeClaim, launches its instance, and records the outcome on its status and
-    /// for the core.
+    /// for the core. A launch that fails for a reason other than capacity is tried again
+    /// [`LAUNCH_RETRIES`] times when retrying may help, then the core hears it failed
+    /// (`LaunchFailed` with no offering marked unavailable): it gives the NodeClaim up and
+    /// plans its pods again, within seconds rather than at the launch timeout.
     async fn launch(&self, spec: &NodeClaimSpec) {
-        if let Err(e) = self.claims.create(spec).await {
+        if let Err(e) = retried("creating a NodeClaim", || self.claims.create(spec)).await {
             // The launch goes on: the instance is what the core waits for, and the status is
             // written when the object can be.
             warn!(nodeclaim = spec.name, error = %e, "creating the NodeClaim failed");
@@ -304,36 +454,76 @@ impl Hands {
             warn!(nodeclaim = spec.name, "{message}");
             self.launch_status(&spec.name, None, "NodeClassNotReady", &message)
                 .await;
+            self.metrics.command_failed("Launch", false);
+            self.send(EventKind::LaunchFailed {
+                nodeclaim: spec.name.clone(),
+                code: "NodeClassNotReady".into(),
+                message,
+                unavailable: Vec::new(),
+            });
             return;
         };
-        match self.launcher.launch(spec, &class).await {
-            LaunchOutcome::Launched { event, reused } => {
-                let instance = match &event {
-                    EventKind::LaunchSucceeded { instance, .. } => Some(instance.clone()),
-                    _ => None,
-                };
-                info!(nodeclaim = spec.name, instance = ?instance.as_ref().map(|i| &i.instance_id), reused, "launched");
-                self.send(event);
-                if let Some(instance) = instance {
-                    self.launch_status(&spec.name, Some(&instance), "Launched", "")
+        let mut attempt = 0;
+        let error = loop {
+            if self.fenced("launching an instance") {
+                return;
+            }
+            match self.launcher.launch(spec, &class).await {
+                LaunchOutcome::Launched { event, reused } => {
+                    let instance = match &event {
+                        EventKind::LaunchSucceeded { instance, .. } => Some(instance.clone()),
+                        _ => None,
+                    };
+                    info!(nodeclaim = spec.name, instance = ?instance.as_ref().map(|i| &i.instance_id), reused, "launched");
+                    self.send(event);
+                    if let Some(instance) = instance {
+                        self.launch_status(&spec.name, Some(&instance), "Launched", "")
+                            .await;
+                    }
+                    return;
+                }
+                LaunchOutcome::NoCapacity { event } => {
+                    let message = match &event {
+                        EventKind::LaunchFailed { message, .. } => message.clone(),
+                        _ => String::new(),
+                    };
+                    self.send(event);
+                    self.launch_status(&spec.name, None, "InsufficientCapacity", &message)
                         .await;
+                    return;
+                }
+                LaunchOutcome::Failed { error }
+                    if error.retryable() && attempt < LAUNCH_RETRIES =>
+                {
+                    attempt += 1;
+                    let wait = RETRY_FIRST * 5 * attempt as u32;
+                    warn!(nodeclaim = spec.name, error = %error, attempt, retry_in_ms = wait.as_millis() as u64, "launch failed; trying again");
+                    tokio::time::sleep(wait).await;
+                }
+                LaunchOutcome::Failed { error } => break error,
+            }
+        };
+        warn!(nodeclaim = spec.name, error = %error, "launch failed");
+        self.metrics.command_failed("Launch", error.retryable());
+        self.launch_status(&spec.name, None, "LaunchFailed", &error.to_string())
+            .await;
+        let code = error.code.clone().unwrap_or_else(|| {
+            match error.class {
+                nodewright_aws::ErrorClass::Unreachable => "Unreachable",
+                nodewright_aws::ErrorClass::Auth => "Unauthorized",
+                nodewright_aws::ErrorClass::Transient => "Transient",
+                nodewright_aws::ErrorClass::Config | nodewright_aws::ErrorClass::Capacity => {
+                    "LaunchError"
                 }
             }
-            LaunchOutcome::NoCapacity { event } => {
-                let message = match &event {
-                    EventKind::LaunchFailed { message, .. } => message.clone(),
-                    _ => String::new(),
-                };
-                self.send(event);
-                self.launch_status(&spec.name, None, "InsufficientCapacity", &message)
-                    .await;
-            }
-            LaunchOutcome::Failed { error } => {
-                warn!(nodeclaim = spec.name, error = %error, "launch failed");
-                self.launch_status(&spec.name, None, "LaunchFailed", &error.to_string())
-                    .await;
-            }
-        }
+            .to_string()
+        });
+        self.send(EventKind::LaunchFailed {
+            nodeclaim: spec.name.clone(),
+            code,
+            message: error.to_string(),
+            unavailable: Vec::new(),
+        });
     }
 
     /// The NodeClaim's `Launched` condition, and with an instance its provider id and labels:
@@ -388,33 +578,45 @@ impl Hands {
     }
 
     /// Cordons the node, terminates the instance (once: one that is already going is left
-    /// alone), deletes the node and releases the NodeClaim, then tells the core.
-    async fn terminate(&self, nodeclaim: &str, node: Option<&str>, instance_id: Option<&str>) {
+    /// alone), deletes the node and releases the NodeClaim, then tells the core. A step that
+    /// fails past its retries ends it: the core hears why and asks again later.
+    async fn terminate(
+        &self,
+        nodeclaim: &str,
+        node: Option<&str>,
+        instance_id: Option<&str>,
+    ) -> Result<(), Failed> {
         if let Some(node) = node {
-            until_done("tainting a node before termination", || {
+            retried("tainting a node before termination", || {
                 self.nodes.cordon(node)
             })
-            .await;
+            .await
+            .map_err(|e| Failed::new("tainting its node karpenter.sh/disrupted", &e))?;
         }
         let instance = match instance_id {
-            Some(id) => until_done("describing an instance", || self.instances.describe(id)).await,
+            Some(id) => retried("describing an instance", || self.instances.describe(id)).await,
             None => {
-                until_done("finding a NodeClaim's instance", || {
+                retried("finding a NodeClaim's instance", || {
                     self.instances.of_nodeclaim(nodeclaim)
                 })
                 .await
             }
-        };
+        }
+        .map_err(|e| Failed::new("finding its instance", &e))?;
         if let Some(instance) = instance.filter(|i| i.is_live()) {
+            if self.fenced("terminating an instance") {
+                return Ok(());
+            }
             info!(
                 nodeclaim,
                 instance_id = instance.instance_id,
                 "terminating the instance"
             );
-            let refused = until_done("terminating an instance", || {
+            let refused = retried("terminating an instance", || {
                 self.instances.terminate_ours(&instance.instance_id)
             })
-            .await;
+            .await
+            .map_err(|e| Failed::new("terminating its instance", &e))?;
             if let Err(not_ours) = refused {
                 // The NodeClaim names a machine that is not this cluster's NodePools' (its
                 // provider id is another cluster's, or a node group's): the machine is left
@@ -423,12 +625,17 @@ impl Hands {
             }
         }
         if let Some(node) = node {
-            until_done("deleting a node", || self.nodes.delete(node)).await;
+            retried("deleting a node", || self.nodes.delete(node))
+                .await
+                .map_err(|e| Failed::new("deleting its node", &e))?;
         }
-        until_done("releasing a NodeClaim", || self.claims.release(nodeclaim)).await;
+        retried("releasing a NodeClaim", || self.claims.release(nodeclaim))
+            .await
+            .map_err(|e| Failed::new("releasing the NodeClaim", &e))?;
         self.send(EventKind::NodeClaimTerminated {
             nodeclaim: nodeclaim.to_string(),
         });
+        Ok(())
     }
 
     /// An instance a command named is not a machine of this cluster's NodePools: it is left
@@ -439,7 +646,7 @@ impl Hands {
         not_ours: &nodewright_aws::instances::NotOurs,
     ) {
         warn!(nodeclaim, instance_id = not_ours.instance_id, error = %not_ours, "an instance that is not ours is left alone");
-        self.refusals.inc();
+        self.metrics.instances_not_owned.inc();
         if let Some(nodeclaim) = nodeclaim {
             let announcement = nodewright_kubernetes::announce::Announcement {
                 regarding: nodewright_kubernetes::announce::Regarding::NodeClaim(

@@ -78,6 +78,12 @@ struct WatchTrouble {
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct CommandFailure {
+    command: String,
+    retryable: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct MessageType {
     message_type: String,
 }
@@ -132,6 +138,15 @@ pub struct Metrics {
     interruption_messages_dropped: Family<Kind, Counter>,
     /// Troubles of the watches, by kind and why (unreadable object, failed watch call).
     watch_troubles: Family<WatchTrouble, Counter>,
+    /// Commands that could not be carried out past their retries, by command and whether
+    /// trying again may succeed.
+    command_failures: Family<CommandFailure, Counter>,
+    /// How stale each watch is, set when `/metrics` is read.
+    watch_staleness: Family<Kind, FloatGauge>,
+    /// Renewals of the lease that failed or timed out.
+    lease_renewals_failed: Counter,
+    /// Side effects refused because the term they were decided in is over.
+    fenced_side_effects: Counter,
 }
 
 impl Default for Metrics {
@@ -174,6 +189,10 @@ impl Metrics {
             log_segments_failed: Counter::default(),
             interruption_messages_dropped: Family::default(),
             watch_troubles: Family::default(),
+            command_failures: Family::default(),
+            lease_renewals_failed: Counter::default(),
+            watch_staleness: Family::default(),
+            fenced_side_effects: Counter::default(),
             registry: Registry::default(),
         };
         // Counters are encoded with `_total` appended.
@@ -327,6 +346,26 @@ impl Metrics {
             "Troubles of the watches, by kind and why: unreadable (an object left out, the log line names its field) or failed (a watch call retried with backoff)",
             m.watch_troubles.clone(),
         );
+        r.register(
+            "nodewright_command_failures",
+            "Commands that could not be carried out past their bounded retries, by command (Launch, Terminate, Cordon, Uncordon, Release, TerminateOrphan) and retryable (false: the answer stands until a person acts, such as a 403 or a webhook's denial)",
+            m.command_failures.clone(),
+        );
+        r.register(
+            "nodewright_watch_staleness_seconds",
+            "How stale each watch of the leader is, by kind: the time since the API server last answered it, once one of its calls failed (0 while it answers); past 90 s /readyz fails",
+            m.watch_staleness.clone(),
+        );
+        r.register(
+            "nodewright_lease_renewals_failed",
+            "Renewals of the leader's Lease that failed or timed out; past the renew deadline (two thirds of the lease) the leader stops acting",
+            m.lease_renewals_failed.clone(),
+        );
+        r.register(
+            "nodewright_fenced_side_effects",
+            "Side effects (launches, terminations, taints, evictions) not made because the leader's term they were decided in is over",
+            m.fenced_side_effects.clone(),
+        );
         Metrics { registry: r, ..m }
     }
 
@@ -362,6 +401,35 @@ impl Metrics {
                 why: why.to_string(),
             })
             .inc();
+    }
+
+    /// Counts a command that could not be carried out.
+    pub fn command_failed(&self, command: &str, retryable: bool) {
+        self.command_failures
+            .get_or_create(&CommandFailure {
+                command: command.to_string(),
+                retryable: retryable.to_string(),
+            })
+            .inc();
+    }
+
+    /// Sets how stale each watch is.
+    pub fn set_watch_staleness(&self, staleness: &[(String, Duration)]) {
+        for (kind, stale) in staleness {
+            self.watch_staleness
+                .get_or_create(&Kind { kind: kind.clone() })
+                .set(stale.as_secs_f64());
+        }
+    }
+
+    /// Counts a renewal of the lease that failed.
+    pub fn lease_renewal_failed(&self) {
+        self.lease_renewals_failed.inc();
+    }
+
+    /// Counts a side effect refused by the term's fence.
+    pub fn fenced(&self) {
+        self.fenced_side_effects.inc();
     }
 
     /// Counts a shipment that failed.
@@ -794,11 +862,23 @@ impl<E: CommandExecutor> CommandExecutor for Measured<E> {
 pub struct Timed<S> {
     inner: S,
     metrics: std::sync::Arc<Metrics>,
+    /// Told whether each append succeeded (`/readyz`).
+    probes: Option<crate::serve::Probes>,
 }
 
 impl<S> Timed<S> {
     pub fn new(inner: S, metrics: std::sync::Arc<Metrics>) -> Self {
-        Timed { inner, metrics }
+        Timed {
+            inner,
+            metrics,
+            probes: None,
+        }
+    }
+
+    /// Tells `probes` whether each append succeeded.
+    pub fn telling(mut self, probes: crate::serve::Probes) -> Self {
+        self.probes = Some(probes);
+        self
     }
 }
 
@@ -810,6 +890,9 @@ impl<H, R, S: EventStore<H, R>> EventStore<H, R> for Timed<S> {
     fn append(&mut self, records: &[R]) -> Result<(), LogError> {
         let started = Instant::now();
         let result = self.inner.append(records);
+        if let Some(probes) = &self.probes {
+            probes.store_appends(result.is_ok());
+        }
         self.metrics.observe_append(started.elapsed());
         self.metrics.log_records.set(self.inner.len() as i64);
         result

@@ -30,7 +30,8 @@ use nodewright_kubernetes::nodeclaims::NodeClaims;
 use nodewright_kubernetes::nodes::Nodes as NodeWrites;
 use nodewright_kubernetes::volumes::{self, SharedStorage};
 use nodewright_kubernetes::watch::{
-    self, DaemonSets, NodeClasses, NodePools, Nodes, Observed, PodDisruptionBudgets, Pods, Trouble,
+    self, DaemonSets, Heard, NodeClasses, NodePools, Nodes, Observed, PodDisruptionBudgets, Pods,
+    Trouble,
 };
 use thiserror::Error;
 use tracing::{info, warn};
@@ -39,7 +40,7 @@ use crate::clock::WallClock;
 use crate::deletions;
 use crate::executor::{Executor, Hands, dispatch};
 use crate::launch_classes::LaunchClasses;
-use crate::leadership::{self, Leading};
+use crate::leadership::{self, Fence, Leading};
 use crate::log_export::LogExports;
 use crate::metrics::{Measured, Metrics, Timed};
 use crate::nodeclasses::NodeClassResolver;
@@ -82,7 +83,7 @@ pub enum ControllerError {
         source: std::io::Error,
     },
     #[error("leader election: {0}")]
-    Lease(#[source] kube_lease_manager::LeaseManagerError),
+    Lease(#[source] crate::leadership::LeaseError),
     #[error(
         "the lease was lost: another replica leads now; this one stops (it comes back as a standby)"
     )]
@@ -160,13 +161,14 @@ pub struct Connections {
 
 /// Watches one kind into the inbox. What goes wrong is a log line and
 /// `nodewright_watch_troubles_total{kind, why}`: an object that cannot be read (`unreadable`:
-/// left out, the rest served) or a failed watch call (`failed`: retried with backoff).
+/// left out, the rest served) or a failed watch call (`failed`: retried with backoff). How
+/// fresh the watch is goes to the probes (`/readyz`, `nodewright_watch_staleness_seconds`).
 fn spawn_watch<O>(
     api: Api<O::Object>,
     observed: O,
     inbox: &InboxSender,
     known: BTreeSet<O::Key>,
-    metrics: &Arc<Metrics>,
+    (metrics, probes): (&Arc<Metrics>, &Probes),
 ) where
     O: Observed + Send + 'static,
     O::Key: Send,
@@ -180,21 +182,57 @@ fn spawn_watch<O>(
 {
     let inbox = inbox.clone();
     let metrics = Arc::clone(metrics);
+    let probes = probes.clone();
     let kind = <O::Object as kube::Resource>::kind(&()).to_string();
-    tokio::spawn(watch::run::<O>(
-        api,
-        observed,
-        inbox,
-        known,
-        move |trouble| {
-            let why = match &trouble {
-                Trouble::Unreadable(_) => "unreadable",
-                Trouble::WatchFailed(_) => "failed",
-            };
-            warn!(kind, error = %trouble, "watch trouble");
-            metrics.watch_trouble(&kind, why);
-        },
-    ));
+    tokio::spawn(watch::run::<O>(api, observed, inbox, known, move |heard| {
+        let trouble = match heard {
+            Heard::Answer => return probes.watch_answered(&kind),
+            Heard::Trouble(trouble) => trouble,
+        };
+        let why = match &trouble {
+            Trouble::Unreadable(_) => "unreadable",
+            Trouble::WatchFailed(_) => {
+                probes.watch_failed(&kind);
+                "failed"
+            }
+        };
+        warn!(kind, error = %trouble, "watch trouble");
+        metrics.watch_trouble(&kind, why);
+    }));
+}
+
+/// How long a Kubernetes call of a command, an Event or the lease may take to connect, and to
+/// be answered.
+const CALL_CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
+const CALL_TIMEOUT: Duration = Duration::from_secs(15);
+
+/// The configuration of the client the commands, the Events and the lease call with: every
+/// call bounded by [`CALL_TIMEOUT`], none retried by kube (the caller's retries are bounded).
+/// The watches keep the configuration given: a watch waits for changes by design, and kube's
+/// watcher bounds how long it stays idle.
+fn calls_config(given: &kube::Config) -> kube::Config {
+    let mut config = given.clone();
+    config.default_retry = false;
+    config.connect_timeout = Some(CALL_CONNECT_TIMEOUT);
+    config.read_timeout = Some(CALL_TIMEOUT);
+    config.write_timeout = Some(CALL_TIMEOUT);
+    config.reset_reader_on_write = true;
+    config
+}
+
+/// How long the watches' client waits for the next bytes of an answer: a watch call ends
+/// after `watch::WATCH_CALL_SECONDS` (60 s), so a call silent for longer is on an API server
+/// that hangs, and fails (a stale watch, see `serve::WATCH_STALE_BOUND`).
+const WATCH_READ_TIMEOUT: Duration = Duration::from_secs(90);
+
+/// The configuration of the client the watches and lists use: its reads bounded by
+/// [`WATCH_READ_TIMEOUT`].
+fn watches_config(given: &kube::Config) -> kube::Config {
+    let mut config = given.clone();
+    config.connect_timeout = Some(CALL_CONNECT_TIMEOUT);
+    config.read_timeout = Some(WATCH_READ_TIMEOUT);
+    config.reset_reader_on_write = true;
+    config
 }
 
 /// How long a new leader waits for the store while the last one still has it open.
@@ -253,7 +291,7 @@ async fn serve_endpoints(
 struct Shared {
     settings: Settings,
     client: kube::Client,
-    eviction_client: kube::Client,
+    calls: kube::Client,
     aws: Clients,
     kubernetes_version: String,
     metrics: Arc<Metrics>,
@@ -283,13 +321,14 @@ pub async fn run(
     serve_endpoints(&settings, &probes, &metrics, &exports).await?;
     let mut stop = Box::pin(stop);
 
-    let client =
-        kube::Client::try_from(connections.kube.clone()).map_err(ControllerError::Kubernetes)?;
-    // kube retries a 429 by default, for minutes; the Eviction API's 429 is an answer (a
-    // PodDisruptionBudget allows no disruption now) that the core must hear at once.
-    let mut no_retry = connections.kube.clone();
-    no_retry.default_retry = false;
-    let eviction_client = kube::Client::try_from(no_retry).map_err(ControllerError::Kubernetes)?;
+    let client = kube::Client::try_from(watches_config(&connections.kube))
+        .map_err(ControllerError::Kubernetes)?;
+    // The commands' calls: bounded in time, and retried by the executor (a bounded, jittered
+    // backoff) rather than by kube, which retries a 429 or a 503 for minutes. The Eviction
+    // API's 429 is an answer (a PodDisruptionBudget allows no disruption now) that the core
+    // must hear at once.
+    let calls = kube::Client::try_from(calls_config(&connections.kube))
+        .map_err(ControllerError::Kubernetes)?;
     let aws = Clients::connect(&connections.aws).await?;
     let kubernetes_version = match &settings.kubernetes_version {
         Some(v) => v.clone(),
@@ -308,7 +347,7 @@ pub async fn run(
         probes.set(Phase::Standby);
         let identity = leadership::holder_identity(&settings.identity);
         tokio::select! {
-            acquired = leadership::acquire(client.clone(), election, &identity) => {
+            acquired = leadership::acquire(calls.clone(), election, &identity, Arc::clone(&metrics)) => {
                 leading = Some(acquired.map_err(ControllerError::Lease)?);
             }
             _ = &mut stop => {
@@ -326,10 +365,10 @@ pub async fn run(
     });
 
     let shared = Shared {
-        announcer: Announcer::new(client.clone(), Some(settings.identity.clone())),
+        announcer: Announcer::new(calls.clone(), Some(settings.identity.clone())),
         settings,
         client,
-        eviction_client,
+        calls,
         aws,
         kubernetes_version,
         metrics,
@@ -339,7 +378,12 @@ pub async fn run(
     let mut set_aside = SetAside::default();
     let outcome = loop {
         shared.probes.set(Phase::Recovering);
-        let term = lead_one_term(&shared, &set_aside.quarantine, stop_heard.clone());
+        // Every side effect of a term checks it is still the leader's.
+        let fence = leading
+            .as_ref()
+            .map(Leading::fence)
+            .unwrap_or_else(Fence::unbounded);
+        let term = lead_one_term(&shared, &set_aside.quarantine, stop_heard.clone(), fence);
         let outcome = match &mut leading {
             // The loop waits only between events: ending it there leaves the log whole.
             Some(lease) => tokio::select! {
@@ -407,11 +451,12 @@ async fn lead_one_term(
     shared: &Shared,
     quarantine: &Quarantine,
     mut stop_heard: tokio::sync::watch::Receiver<bool>,
+    fence: Arc<Fence>,
 ) -> Result<Stopped, ControllerError> {
     let Shared {
         settings,
         client,
-        eviction_client,
+        calls,
         aws,
         kubernetes_version,
         metrics,
@@ -443,7 +488,8 @@ async fn lead_one_term(
         path: settings.store.display().to_string(),
         source,
     })?;
-    let store = Timed::new(store, Arc::clone(metrics));
+    let store = Timed::new(store, Arc::clone(metrics)).telling(probes.clone());
+    probes.forget_watches();
     let recovered = Driver::recover(store).map_err(|e| poisoned_or(e, ControllerError::Recover));
     let (mut driver, recovery) = match recovered {
         Ok(found) => found,
@@ -477,9 +523,9 @@ async fn lead_one_term(
         .map(|c| Arc::clone(&c.catalog));
     let (catalog, catalog_changes) = tokio::sync::watch::channel(known_catalog.clone());
     let hands = Hands {
-        eviction_client: eviction_client.clone(),
-        claims: NodeClaims::new(client.clone()),
-        nodes: NodeWrites::new(client.clone()),
+        eviction_client: calls.clone(),
+        claims: NodeClaims::new(calls.clone()),
+        nodes: NodeWrites::new(calls.clone()),
         announcer: announcer.clone(),
         launcher: Launcher::new(
             aws.ec2.clone(),
@@ -495,7 +541,8 @@ async fn lead_one_term(
         classes: classes.clone(),
         catalog: catalog_changes,
         inbox: sender.clone(),
-        refusals: metrics.instances_not_owned.clone(),
+        metrics: Arc::clone(metrics),
+        fence,
     };
     tokio::spawn(Executor::new(hands.clone()).run(commands));
     // What the last process may not have carried out.
@@ -526,14 +573,14 @@ async fn lead_one_term(
         Pods { storage },
         &sender,
         state.pods.keys().cloned().collect(),
-        metrics,
+        (metrics, probes),
     );
     spawn_watch::<Nodes>(
         Api::<Node>::all(client.clone()),
         Nodes,
         &sender,
         state.nodes.keys().cloned().collect(),
-        metrics,
+        (metrics, probes),
     );
     spawn_watch::<NodePools>(
         Api::all(client.clone()),
@@ -545,7 +592,7 @@ async fn lead_one_term(
             .cloned()
             .chain(told.nodepools)
             .collect(),
-        metrics,
+        (metrics, probes),
     );
     spawn_watch::<NodeClasses>(
         Api::all(client.clone()),
@@ -557,21 +604,21 @@ async fn lead_one_term(
             .cloned()
             .chain(told.nodeclasses)
             .collect(),
-        metrics,
+        (metrics, probes),
     );
     spawn_watch::<PodDisruptionBudgets>(
         Api::<PodDisruptionBudget>::all(client.clone()),
         PodDisruptionBudgets,
         &sender,
         state.pdbs.keys().cloned().collect(),
-        metrics,
+        (metrics, probes),
     );
     spawn_watch::<DaemonSets>(
         Api::<DaemonSet>::all(client.clone()),
         DaemonSets,
         &sender,
         state.daemonsets.keys().cloned().collect(),
-        metrics,
+        (metrics, probes),
     );
 
     tokio::spawn(

@@ -4,10 +4,12 @@
 //! only, which the chart's Service does not expose. hyper serves them: it is already in the
 //! build as kube's HTTP stack.
 
+use std::collections::BTreeMap;
 use std::convert::Infallible;
 use std::net::SocketAddr;
-use std::sync::Arc;
-use std::sync::atomic::{AtomicU8, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU8, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use http_body_util::Full;
@@ -38,13 +40,111 @@ pub enum Phase {
     Stopping = 4,
 }
 
-/// The replica's phase, shared with the endpoints.
+/// How stale a watch may be before the leader is not ready: how long it may go without an
+/// answer of the API server once one of its calls failed (a quiet kind is not stale: kube's
+/// watcher ends each call after `WATCH_CALL_SECONDS` and starts another, and a call that
+/// fails says so).
+pub const WATCH_STALE_BOUND: Duration = Duration::from_secs(90);
+
+/// One watch's freshness.
+#[derive(Debug, Clone, Copy)]
+struct WatchHealth {
+    last_answer: Instant,
+    /// A call failed since the last answer.
+    failing: bool,
+}
+
+/// The replica's phase, the freshness of the leader's watches and whether its store appends,
+/// shared with the endpoints.
 #[derive(Debug, Clone, Default)]
 pub struct Probes {
     phase: Arc<AtomicU8>,
+    watches: Arc<Mutex<BTreeMap<String, WatchHealth>>>,
+    store_failing: Arc<AtomicBool>,
 }
 
 impl Probes {
+    /// The API server answered `kind`'s watch.
+    pub fn watch_answered(&self, kind: &str) {
+        let mut watches = self.watches.lock().unwrap_or_else(|e| e.into_inner());
+        watches.insert(
+            kind.to_string(),
+            WatchHealth {
+                last_answer: Instant::now(),
+                failing: false,
+            },
+        );
+    }
+
+    /// A call of `kind`'s watch failed.
+    pub fn watch_failed(&self, kind: &str) {
+        let mut watches = self.watches.lock().unwrap_or_else(|e| e.into_inner());
+        watches
+            .entry(kind.to_string())
+            .or_insert(WatchHealth {
+                last_answer: Instant::now(),
+                failing: true,
+            })
+            .failing = true;
+    }
+
+    /// Forgets the watches (a term ended: the next one starts its own).
+    pub fn forget_watches(&self) {
+        self.watches
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clear();
+    }
+
+    /// How stale each watch is: for one failing, the time since its last answer; zero for
+    /// one that is not.
+    pub fn watch_staleness(&self) -> Vec<(String, Duration)> {
+        let watches = self.watches.lock().unwrap_or_else(|e| e.into_inner());
+        watches
+            .iter()
+            .map(|(kind, health)| {
+                let stale = if health.failing {
+                    health.last_answer.elapsed()
+                } else {
+                    Duration::ZERO
+                };
+                (kind.clone(), stale)
+            })
+            .collect()
+    }
+
+    /// Whether the store's last append failed.
+    pub fn store_appends(&self, ok: bool) {
+        self.store_failing.store(!ok, Ordering::Release);
+    }
+
+    /// Why the replica is not ready, if it is not.
+    pub fn not_ready(&self) -> Option<String> {
+        let phase = self.phase();
+        if !matches!(phase, Phase::Standby | Phase::Leading) {
+            return Some(format!("{phase:?}"));
+        }
+        if phase == Phase::Leading {
+            if self.store_failing.load(Ordering::Acquire) {
+                return Some("the event store cannot append".into());
+            }
+            let stale: Vec<String> = self
+                .watch_staleness()
+                .into_iter()
+                .filter(|(_, stale)| *stale > WATCH_STALE_BOUND)
+                .map(|(kind, stale)| format!("{kind} ({}s)", stale.as_secs()))
+                .collect();
+            if !stale.is_empty() {
+                return Some(format!(
+                    "watches stale beyond {}s: {}",
+                    WATCH_STALE_BOUND.as_secs(),
+                    stale.join(", ")
+                ));
+            }
+        }
+        None
+    }
+
     pub fn set(&self, phase: Phase) {
         self.phase.store(phase as u8, Ordering::Release);
     }
@@ -59,9 +159,10 @@ impl Probes {
         }
     }
 
-    /// Ready: a standby that can take over, or the leader running the core.
+    /// Ready: a standby that can take over, or the leader running the core with fresh
+    /// watches and a store that appends.
     pub fn ready(&self) -> bool {
-        matches!(self.phase(), Phase::Standby | Phase::Leading)
+        self.not_ready().is_none()
     }
 }
 
@@ -74,18 +175,15 @@ fn text(status: StatusCode, body: String) -> Response<Full<Bytes>> {
 fn answer(path: &str, probes: &Probes, metrics: &Metrics) -> Response<Full<Bytes>> {
     match path {
         "/healthz" => text(StatusCode::OK, "ok\n".into()),
-        "/readyz" => {
-            let phase = probes.phase();
-            if probes.ready() {
-                text(StatusCode::OK, format!("ready: {phase:?}\n"))
-            } else {
-                text(
-                    StatusCode::SERVICE_UNAVAILABLE,
-                    format!("not ready: {phase:?}\n"),
-                )
-            }
-        }
+        "/readyz" => match probes.not_ready() {
+            None => text(StatusCode::OK, format!("ready: {:?}\n", probes.phase())),
+            Some(why) => text(
+                StatusCode::SERVICE_UNAVAILABLE,
+                format!("not ready: {why}\n"),
+            ),
+        },
         "/metrics" => {
+            metrics.set_watch_staleness(&probes.watch_staleness());
             let mut response = text(StatusCode::OK, metrics.encode());
             response.headers_mut().insert(
                 hyper::header::CONTENT_TYPE,
@@ -164,6 +262,34 @@ mod tests {
         probes.set(Phase::Recovering);
         assert_eq!(status(&probes), StatusCode::SERVICE_UNAVAILABLE);
         probes.set(Phase::Leading);
+        assert_eq!(status(&probes), StatusCode::OK);
+        // A watch that fails is not stale until the bound passes without an answer.
+        probes.watch_answered("Pod");
+        probes.watch_failed("Pod");
+        assert_eq!(status(&probes), StatusCode::OK);
+        probes
+            .watches
+            .lock()
+            .unwrap()
+            .get_mut("Pod")
+            .unwrap()
+            .last_answer -= WATCH_STALE_BOUND + Duration::from_secs(1);
+        assert_eq!(status(&probes), StatusCode::SERVICE_UNAVAILABLE);
+        let body = answer("/metrics", &probes, &metrics);
+        assert_eq!(body.status(), StatusCode::OK);
+        assert!(
+            metrics
+                .encode()
+                .contains("nodewright_watch_staleness_seconds{kind=\"Pod\"} 91"),
+            "{}",
+            metrics.encode()
+        );
+        // An answer makes it fresh again.
+        probes.watch_answered("Pod");
+        assert_eq!(status(&probes), StatusCode::OK);
+        probes.store_appends(false);
+        assert_eq!(status(&probes), StatusCode::SERVICE_UNAVAILABLE);
+        probes.store_appends(true);
         assert_eq!(status(&probes), StatusCode::OK);
         assert_eq!(
             answer("/healthz", &probes, &metrics).status(),

@@ -62,7 +62,8 @@ pub fn subject(kind: &EventKind) -> Option<String> {
         EventKind::LaunchSucceeded { nodeclaim, .. }
         | EventKind::LaunchFailed { nodeclaim, .. }
         | EventKind::NodeClaimTerminated { nodeclaim }
-        | EventKind::NodeClaimDeleted { nodeclaim } => format!("nodeclaim {nodeclaim}"),
+        | EventKind::NodeClaimDeleted { nodeclaim }
+        | EventKind::TerminationFailed { nodeclaim, .. } => format!("nodeclaim {nodeclaim}"),
         EventKind::InterruptionReceived { instance_id, .. } => format!("instance {instance_id}"),
         EventKind::CatalogUpdated(_)
         | EventKind::Tick

@@ -136,7 +136,8 @@ impl Core {
     /// 10: what drifted on a machine replaced for drift (`DriftCause`).
     /// 11: the configuration's `expiration_waits_for_jobs`, and whether a drain waits only for
     ///     pods left to finish.
-    pub const STATE_LAYOUT: u32 = 11;
+    /// 12: the terminations that failed and are asked again (`TerminationFailed`).
+    pub const STATE_LAYOUT: u32 = 12;
 
     /// A core that knows nothing yet, deciding under `config`: the first events tell it the
     /// catalog, the NodePools and EC2NodeClasses, then the cluster.
@@ -345,7 +346,15 @@ impl Core {
             .provisioner
             .batcher
             .closes_at_ms(self.config.batch_idle_ms, self.config.batch_max_ms);
-        [batch, self.disruptor.next_rule_ms]
+        // A retry asked for waits for its result (u64::MAX), not for a timer.
+        let retry = self
+            .terminator
+            .retrying
+            .values()
+            .map(|r| r.at_ms)
+            .filter(|&at| at != u64::MAX)
+            .min();
+        [batch, self.disruptor.next_rule_ms, retry]
             .into_iter()
             .flatten()
             .map(|t| t.max(self.now_ms + 1))
@@ -452,6 +461,11 @@ impl Core {
             EventKind::NodeClaimTerminated { nodeclaim } => {
                 self.nodeclaim_terminated(nodeclaim, commands)
             }
+            EventKind::TerminationFailed {
+                nodeclaim,
+                retryable,
+                ..
+            } => self.termination_failed(nodeclaim, *retryable),
             EventKind::Tick => {}
             EventKind::DaemonSetApplied(ds) => {
                 self.state
@@ -599,6 +613,7 @@ impl Core {
     /// Everything whose time has come: the batch, lifecycle deadlines, expiration, disruption.
     fn run_due_work(&mut self, commands: &mut Vec<Command>) {
         let now = self.now_ms;
+        self.retry_due_terminations(commands);
         // Offerings whose unavailability ran out may be what pending pods wait for.
         let before = self.state.unavailable.len();
         self.state.unavailable.retain(|_, until| *until > now);

@@ -175,6 +175,20 @@ pub enum EventKind {
         /// The node's name.
         name: String,
     },
+    /// A NodeClaim's termination could not be finished: a step (tainting the node, finding or
+    /// terminating the instance, deleting the node, releasing the NodeClaim) failed past the
+    /// executor's bounded retries. The core asks again after a wait that doubles with each
+    /// failure. Appended last: the variants' order is the log's format.
+    TerminationFailed {
+        /// The NodeClaim.
+        nodeclaim: String,
+        /// Whether trying again may succeed by itself (throttled, unreachable, a server
+        /// error); false when the answer stands until a person acts (forbidden, denied by a
+        /// webhook): it is asked again after the longest wait.
+        retryable: bool,
+        /// Which step failed, and the service's answer.
+        reason: String,
+    },
 }
 
 impl EventKind {
@@ -207,6 +221,7 @@ impl EventKind {
             EventKind::InstancesRelisted { .. } => "InstancesRelisted",
             EventKind::NodeClaimsObserved { .. } => "NodeClaimsObserved",
             EventKind::NodeDeleting { .. } => "NodeDeleting",
+            EventKind::TerminationFailed { .. } => "TerminationFailed",
         }
     }
 }

@@ -140,25 +140,40 @@ pub enum Trouble {
     WatchFailed(String),
 }
 
-/// Feeds one kind's watch into the control loop's inbox until the inbox closes; what goes
-/// wrong goes to `on_trouble`. The watch restarts with kube's default backoff. `known`: what
-/// the core knows of the kind already (see [`Mirror::knowing`]).
+/// What a watch tells its owner beside the events it feeds: that the API server answered
+/// (the watch is fresh), or what went wrong.
+#[derive(Debug)]
+pub enum Heard {
+    /// The API server answered: an event, or a list.
+    Answer,
+    Trouble(Trouble),
+}
+
+/// How long a watch call may stay open: the API server ends it after this, and kube's watcher
+/// takes a call silent for longer (plus a margin) for dead and starts another, so that a
+/// watch on an API server that hangs fails within a bound instead of waiting forever.
+pub const WATCH_CALL_SECONDS: u32 = 60;
+
+/// Feeds one kind's watch into the control loop's inbox until the inbox closes; what it
+/// hears besides (answers, trouble) goes to `on_heard`. The watch restarts with kube's default
+/// backoff. `known`: what the core knows of the kind already (see [`Mirror::knowing`]).
 pub async fn run<O>(
     api: Api<O::Object>,
     observed: O,
     inbox: InboxSender,
     known: BTreeSet<O::Key>,
-    mut on_trouble: impl FnMut(Trouble),
+    mut on_heard: impl FnMut(Heard),
 ) where
     O: Observed,
     O::Object: kube::Resource + Clone + serde::de::DeserializeOwned + Debug + Send + 'static,
 {
-    let stream = watcher::watcher(api, watcher::Config::default()).default_backoff();
+    let config = watcher::Config::default().timeout(WATCH_CALL_SECONDS);
+    let stream = watcher::watcher(api, config).default_backoff();
     feed::<O>(
         stream,
         inbox,
         Mirror::knowing(observed, known),
-        &mut on_trouble,
+        &mut on_heard,
     )
     .await;
 }
@@ -168,14 +183,17 @@ pub async fn feed<O: Observed>(
     stream: impl Stream<Item = Result<Event<O::Object>, watcher::Error>>,
     inbox: InboxSender,
     mut mirror: Mirror<O>,
-    on_trouble: &mut impl FnMut(Trouble),
+    on_heard: &mut impl FnMut(Heard),
 ) {
     let mut stream = std::pin::pin!(stream);
     while let Some(item) = stream.next().await {
         let event = match item {
-            Ok(event) => event,
+            Ok(event) => {
+                on_heard(Heard::Answer);
+                event
+            }
             Err(error) => {
-                on_trouble(Trouble::WatchFailed(error.to_string()));
+                on_heard(Heard::Trouble(Trouble::WatchFailed(error.to_string())));
                 continue;
             }
         };
@@ -187,7 +205,7 @@ pub async fn feed<O: Observed>(
         }
         errors
             .into_iter()
-            .for_each(|e| on_trouble(Trouble::Unreadable(e)));
+            .for_each(|e| on_heard(Heard::Trouble(Trouble::Unreadable(e))));
     }
 }
 
@@ -275,10 +293,18 @@ mod tests {
         ]);
         let (sender, mut inbox) = nodewright_adapters::control_loop::inbox();
         let mut troubles = Vec::new();
-        feed::<Nodes>(stream, sender, Mirror::default(), &mut |t| {
-            troubles.push(t.to_string())
-        })
+        let mut answers = 0;
+        feed::<Nodes>(
+            stream,
+            sender,
+            Mirror::default(),
+            &mut |heard| match heard {
+                Heard::Answer => answers += 1,
+                Heard::Trouble(t) => troubles.push(t.to_string()),
+            },
+        )
         .await;
+        assert_eq!(answers, 2, "each event is an answer");
         let mut seen = Vec::new();
         while let Ok(Input::Observed(kind)) = inbox.try_recv() {
             seen.push(kind);

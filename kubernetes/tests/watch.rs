@@ -58,7 +58,11 @@ async fn the_cluster_reaches_the_inbox_as_core_events() {
             Default::default(),
             {
                 let errors = errors.clone();
-                move |e| errors.lock().expect("not poisoned").push(e.to_string())
+                move |heard| {
+                    if let watch::Heard::Trouble(e) = heard {
+                        errors.lock().expect("not poisoned").push(e.to_string())
+                    }
+                }
             },
         )),
         tokio::spawn(watch::run::<Nodes>(
@@ -68,7 +72,11 @@ async fn the_cluster_reaches_the_inbox_as_core_events() {
             Default::default(),
             {
                 let errors = errors.clone();
-                move |e| errors.lock().expect("not poisoned").push(e.to_string())
+                move |heard| {
+                    if let watch::Heard::Trouble(e) = heard {
+                        errors.lock().expect("not poisoned").push(e.to_string())
+                    }
+                }
             },
         )),
     ] {

@@ -465,6 +465,24 @@ impl Teller {
             } if self.is_claim(nodeclaim) => {
                 self.line(at, source, format!("launch failed: {code}: {message}"));
             }
+            EventKind::TerminationFailed {
+                nodeclaim,
+                retryable,
+                reason,
+            } if self.is_claim(nodeclaim) => {
+                self.line(
+                    at,
+                    source,
+                    format!(
+                        "its termination failed: {reason}; asked again {}",
+                        if *retryable {
+                            "after a wait that doubles with each failure (30s up to 10m)"
+                        } else {
+                            "in 10m (retrying cannot change this answer: a person must act)"
+                        }
+                    ),
+                );
+            }
             EventKind::NodeApplied(node) if self.node.as_deref() == Some(node.name.as_str()) => {
                 if !self.registered {
                     self.registered = true;
@@ -834,6 +852,18 @@ fn describe_event(event: &Event) -> String {
         EventKind::NodeClaimTerminated { nodeclaim } => {
             format!("NodeClaimTerminated {nodeclaim}")
         }
+        EventKind::TerminationFailed {
+            nodeclaim,
+            retryable,
+            reason,
+        } => format!(
+            "TerminationFailed {nodeclaim}: {reason}{}",
+            if *retryable {
+                ""
+            } else {
+                " (retrying cannot change this answer)"
+            }
+        ),
         EventKind::NodePoolApplied(p) => format!("NodePoolApplied {}", p.name),
         EventKind::EvictionRefused { pod, reason } => format!("EvictionRefused {pod}: {reason}"),
         EventKind::InterruptionReceived {
@@ -915,7 +945,8 @@ fn touches(event: &Event, names: &[String]) -> bool {
         EventKind::NodeDeleted { name } => has(name),
         EventKind::LaunchSucceeded { nodeclaim, .. }
         | EventKind::LaunchFailed { nodeclaim, .. }
-        | EventKind::NodeClaimTerminated { nodeclaim } => has(nodeclaim),
+        | EventKind::NodeClaimTerminated { nodeclaim }
+        | EventKind::TerminationFailed { nodeclaim, .. } => has(nodeclaim),
         EventKind::NodePoolApplied(p) => has(&p.name),
         EventKind::InterruptionReceived { instance_id, .. } => has(instance_id),
         _ => false,

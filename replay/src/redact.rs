@@ -18,7 +18,8 @@
 //! object); integer values (`Gt` / `Lt` compare them as numbers); node, NodeClaim, NodePool and
 //! EC2NodeClass names, instance ids, taint keys and effects. Taint and toleration values are
 //! replaced as label values are. The text of an eviction refusal (it comes from the API server,
-//! and may name the pod) is replaced.
+//! and may name the pod) is replaced, as is that of a failed termination (the service's answer
+//! may name a role or an account).
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -340,6 +341,8 @@ fn walk_event(event: &mut EventKind, v: &mut impl Visitor) {
             walk_key(pod, v);
             v.text(reason);
         }
+        // The service's answer may name a role or an account.
+        EventKind::TerminationFailed { reason, .. } => v.text(reason),
         _ => {}
     }
 }

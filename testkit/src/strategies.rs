@@ -157,6 +157,7 @@ pub fn event_kind() -> impl Strategy<Value = EventKind> {
             unavailable: vec![OfferingKey { instance_type: "m5.large".into(), zone: "us-east-1a".into(), capacity_type: CapacityType::Spot }],
         }),
         1 => prop::sample::select(CLAIM_NAMES).prop_map(|c| EventKind::NodeClaimTerminated { nodeclaim: c.into() }),
+        1 => (prop::sample::select(CLAIM_NAMES), any::<bool>()).prop_map(|(c, retryable)| EventKind::TerminationFailed { nodeclaim: c.into(), retryable, reason: "ec2:TerminateInstances failed with RequestLimitExceeded".into() }),
         3 => Just(EventKind::Tick),
         1 => Just(EventKind::CatalogUpdated(catalog)),
         1 => prop::collection::vec(listed_instance(), 0..4).prop_map(|instances| EventKind::InstancesListed { instances: instances.into() }),

@@ -46,6 +46,8 @@ pub(super) fn effects(kind: &EventKind) -> Effects {
         | EventKind::PodDisruptionBudgetDeleted { .. }
         | EventKind::EvictionRefused { .. }
         | EventKind::InterruptionReceived { .. } => (true, true, false, false),
+        // Only the terminator's own retry changes.
+        EventKind::TerminationFailed { .. } => (false, false, false, false),
         EventKind::LaunchSucceeded { .. }
         | EventKind::LaunchFailed { .. }
         | EventKind::NodeClaimTerminated { .. }

@@ -94,6 +94,7 @@ impl Core {
     /// forgets it.
     pub(super) fn nodeclaim_terminated(&mut self, nodeclaim: &str, commands: &mut Vec<Command>) {
         self.provisioner.sibling_holds.forget(nodeclaim);
+        self.terminator.retrying.remove(nodeclaim);
         // A replacement that failed: the machine it was for stays (and is looked at
         // again later); a replaced machine that is gone needs nothing more.
         let given_up: Vec<String> = self

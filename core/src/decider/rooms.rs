@@ -81,6 +81,17 @@ pub(super) struct Terminator {
     pub(super) cordoned: BTreeMap<String, String>,
     /// Nodes asked to lose that taint, until a node without it is seen.
     pub(super) uncordoning: BTreeMap<String, String>,
+    /// Terminations that failed, by NodeClaim: asked again when their time comes.
+    pub(super) retrying: BTreeMap<String, TerminationRetry>,
+}
+
+/// A termination that failed, to be asked again.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub(super) struct TerminationRetry {
+    /// How many times it failed in a row.
+    pub(super) failures: u32,
+    /// When it is asked again (`u64::MAX`: asked, waiting for the result).
+    pub(super) at_ms: u64,
 }
 
 /// What users were warned about, so each warning is told once.

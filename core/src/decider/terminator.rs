@@ -1,7 +1,14 @@
 //! The terminator's work: a machine given up, cordoned, uncordoned when a disruption is
 //! given up, and finished once its instance is gone.
 
+use super::rooms::TerminationRetry;
 use super::*;
+
+/// How long a failed termination waits before it is asked again the first time; the wait
+/// doubles with each failure in a row.
+pub(super) const TERMINATION_RETRY_FIRST_MS: u64 = 30_000;
+/// The longest wait between two attempts of a termination.
+pub(super) const TERMINATION_RETRY_MAX_MS: u64 = 600_000;
 
 impl Core {
     pub(super) fn terminate(
@@ -175,5 +182,74 @@ impl Core {
             reason,
             detail,
         });
+    }
+
+    /// A termination that could not be finished: asked again after [`TERMINATION_RETRY_FIRST_MS`],
+    /// doubling with each failure in a row up to [`TERMINATION_RETRY_MAX_MS`] (at once the
+    /// longest when retrying cannot help by itself: a person must act first).
+    /// Why it failed is in the event (`explain` tells it); the state keeps only when to ask.
+    pub(super) fn termination_failed(&mut self, nodeclaim: &str, retryable: bool) {
+        let Some(claim) = self.state.nodeclaims.get(nodeclaim) else {
+            return;
+        };
+        if claim.terminating.is_none() {
+            return;
+        }
+        let failures = self
+            .terminator
+            .retrying
+            .get(nodeclaim)
+            .map_or(1, |r| r.failures.saturating_add(1));
+        let wait = if retryable {
+            TERMINATION_RETRY_FIRST_MS
+                .saturating_mul(1 << (failures - 1).min(16))
+                .min(TERMINATION_RETRY_MAX_MS)
+        } else {
+            TERMINATION_RETRY_MAX_MS
+        };
+        self.terminator.retrying.insert(
+            nodeclaim.to_string(),
+            TerminationRetry {
+                failures,
+                at_ms: self.now_ms + wait,
+            },
+        );
+    }
+
+    /// The failed terminations whose time came, asked again.
+    pub(super) fn retry_due_terminations(&mut self, commands: &mut Vec<Command>) {
+        let now = self.now_ms;
+        let due: Vec<String> = self
+            .terminator
+            .retrying
+            .iter()
+            .filter(|(_, r)| r.at_ms <= now)
+            .map(|(name, _)| name.clone())
+            .collect();
+        for name in due {
+            let Some(retry) = self.terminator.retrying.get_mut(&name) else {
+                continue;
+            };
+            // Asked again once; the next failure sets the next time.
+            retry.at_ms = u64::MAX;
+            let failures = retry.failures;
+            let Some(reason) = self
+                .state
+                .nodeclaims
+                .get(&name)
+                .and_then(|c| c.terminating.map(|(reason, _)| reason))
+            else {
+                self.terminator.retrying.remove(&name);
+                continue;
+            };
+            self.finish_termination(
+                &name,
+                reason,
+                format!(
+                    "asked again after {failures} failed attempt(s) (their TerminationFailed events say why)"
+                ),
+                commands,
+            );
+        }
     }
 }

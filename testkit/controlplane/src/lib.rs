@@ -210,6 +210,44 @@ impl ControlPlane {
         self.server_url.clone()
     }
 
+    /// Pauses a component (`kube-apiserver`, `etcd`, ...) with SIGSTOP: it keeps its
+    /// connections open and answers nothing, as a machine that hangs does, until
+    /// [`ControlPlane::resume`].
+    pub fn pause(&self, component: &str) -> Result<(), Error> {
+        self.signal(component, "-STOP")
+    }
+
+    /// Resumes a component [`ControlPlane::pause`] paused (SIGCONT).
+    pub fn resume(&self, component: &str) -> Result<(), Error> {
+        self.signal(component, "-CONT")
+    }
+
+    fn signal(&self, component: &str, signal: &str) -> Result<(), Error> {
+        let pid = self
+            .processes
+            .0
+            .iter()
+            .find(|p| p.name == component)
+            .and_then(|p| p.id())
+            .ok_or_else(|| {
+                error::io(format!("signal {component}"))(std::io::Error::new(
+                    std::io::ErrorKind::NotFound,
+                    format!("{component} is not running"),
+                ))
+            })?;
+        let status = std::process::Command::new("kill")
+            .args([signal, &pid.to_string()])
+            .status()
+            .map_err(error::io(format!("send {signal} to {component}")))?;
+        if status.success() {
+            Ok(())
+        } else {
+            Err(error::io(format!("send {signal} to {component}"))(
+                std::io::Error::other(format!("kill exited with {status}")),
+            ))
+        }
+    }
+
     /// The folder holding one log file per process (`etcd.log`, `kube-apiserver.log`, ...).
     pub fn log_dir(&self) -> &Path {
         &self.log_dir

@@ -78,6 +78,11 @@ impl Process {
         }
     }
 
+    /// Its process id, while it runs.
+    pub(crate) fn id(&self) -> Option<u32> {
+        self.child.as_ref().map(Child::id)
+    }
+
     /// Kills the process (SIGKILL: its state is thrown away anyway) and reaps it.
     pub(crate) fn stop(&mut self) {
         if let Some(mut child) = self.child.take() {
