@@ -153,6 +153,7 @@ pub fn open_store(settings: &Settings) -> Result<Store, ControllerError> {
 }
 
 /// Everything the controller talks to.
+#[derive(Clone)]
 pub struct Connections {
     /// The API server (in-cluster, or a kubeconfig).
     pub kube: kube::Config,

@@ -13,6 +13,7 @@ K8S_VERSION=v1.36.3   # keep in sync with kube/go.mod
 ETCD_VERSION=v3.6.16  # keep in sync with etcd/go.mod
 KWOK_VERSION=v0.8.0   # keep in sync with kwok/go.mod
 HELM_VERSION=v4.3.2   # keep in sync with helm/go.mod (for the chart's tests)
+TOXIPROXY_VERSION=v2.12.0  # keep in sync with toxiproxy/go.mod (for the fault tests)
 
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 cache_root="${NODEWRIGHT_CONTROLPLANE_CACHE:-$HOME/.cache/nodewright/controlplane}"
@@ -20,7 +21,7 @@ out="$cache_root/k8s-${K8S_VERSION}_etcd-${ETCD_VERSION}_kwok-${KWOK_VERSION}"
 bin="$out/bin"
 stages="$out/kwok-stages"
 
-binaries=(etcd kube-apiserver kube-controller-manager kube-scheduler kwok helm)
+binaries=(etcd kube-apiserver kube-controller-manager kube-scheduler kwok helm toxiproxy-server)
 
 log() { echo "controlplane/build.sh: $*" >&2; }
 
@@ -93,6 +94,16 @@ go_build etcd "-s -w" etcd=.
 go_build kwok "-s -w" kwok=sigs.k8s.io/kwok/cmd/kwok
 go_build helm "-s -w -X helm.sh/helm/v4/internal/version.version=$HELM_VERSION" \
   helm=helm.sh/helm/v4/cmd/helm
+# toxiproxy's command package is named `server`: built under the name its project uses.
+if [[ ! -x "$bin/toxiproxy-server" ]]; then
+  log "building toxiproxy-server (module toxiproxy) ..."
+  start=$SECONDS
+  go build -C "$here/toxiproxy" -trimpath \
+    -ldflags "-s -w -X github.com/Shopify/toxiproxy/v2.Version=$TOXIPROXY_VERSION" \
+    -o "$tmp/toxiproxy-server" github.com/Shopify/toxiproxy/v2/cmd/server
+  mv -f "$tmp/toxiproxy-server" "$bin/toxiproxy-server"
+  log "built toxiproxy-server in $((SECONDS - start))s"
+fi
 go_build kube "$k8s_ldflags" \
   kube-apiserver=k8s.io/kubernetes/cmd/kube-apiserver \
   kube-controller-manager=k8s.io/kubernetes/cmd/kube-controller-manager \

@@ -203,13 +203,6 @@ impl Running {
         moto: &Moto,
         settings: Settings,
     ) -> Running {
-        // The controller's log, shown with a failing test's output.
-        let _ = tracing_subscriber::fmt()
-            .with_test_writer()
-            .with_env_filter(tracing_subscriber::EnvFilter::new("info"))
-            .try_init();
-        let (stop, stopped) = oneshot::channel::<()>();
-        let (kill, killed) = oneshot::channel::<()>();
         let connections = nodewright_controller::Connections {
             kube: control_plane
                 .config()
@@ -217,6 +210,21 @@ impl Running {
                 .expect("the client configuration"),
             aws: aws_settings(moto),
         };
+        Running::start_connected(settings, connections)
+    }
+
+    /// A controller connected as `connections` say (through a proxy, say).
+    pub fn start_connected(
+        settings: Settings,
+        connections: nodewright_controller::Connections,
+    ) -> Running {
+        // The controller's log, shown with a failing test's output.
+        let _ = tracing_subscriber::fmt()
+            .with_test_writer()
+            .with_env_filter(tracing_subscriber::EnvFilter::new("info"))
+            .try_init();
+        let (stop, stopped) = oneshot::channel::<()>();
+        let (kill, killed) = oneshot::channel::<()>();
         let (metrics, health) = (settings.metrics_address, settings.health_address);
         let thread = std::thread::spawn(move || {
             let runtime = tokio::runtime::Builder::new_multi_thread()

@@ -10,14 +10,15 @@ use crate::error::{self, Error};
 /// The environment variable naming a folder that already holds the binaries.
 pub const BIN_ENV: &str = "NODEWRIGHT_CONTROLPLANE_BIN";
 
-/// The binaries the fixture runs, in start order, and helm.
-pub(crate) const BINARIES: [&str; 6] = [
+/// The binaries the fixture runs, in start order, helm and toxiproxy-server.
+pub(crate) const BINARIES: [&str; 7] = [
     ETCD,
     KUBE_APISERVER,
     KUBE_CONTROLLER_MANAGER,
     KUBE_SCHEDULER,
     KWOK,
     HELM,
+    TOXIPROXY,
 ];
 pub(crate) const ETCD: &str = "etcd";
 pub(crate) const KUBE_APISERVER: &str = "kube-apiserver";
@@ -26,6 +27,8 @@ pub(crate) const KUBE_SCHEDULER: &str = "kube-scheduler";
 pub(crate) const KWOK: &str = "kwok";
 /// For the chart's tests.
 pub(crate) const HELM: &str = "helm";
+/// For the fault tests: a TCP proxy whose faults a test sets.
+pub(crate) const TOXIPROXY: &str = "toxiproxy-server";
 
 /// kwok's stages, copied by `build.sh` into `kwok-stages/` next to `bin/`.
 const STAGES: [&str; 5] = [

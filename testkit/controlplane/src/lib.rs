@@ -37,6 +37,7 @@ mod kubeconfig;
 pub mod kubelet;
 mod pki;
 mod process;
+mod toxiproxy;
 mod wait;
 mod workload;
 
@@ -58,6 +59,7 @@ pub async fn helm() -> Result<std::path::PathBuf, Error> {
     Ok(binaries::locate().await?.path(binaries::HELM))
 }
 pub use error::Error;
+pub use toxiproxy::{Toxic, Toxiproxy};
 pub use wait::eventually;
 pub use workload::{pause_pod, pause_pod_spec};
 
