@@ -105,6 +105,10 @@ pub struct ControllerArgs {
     /// The port of /healthz and /readyz.
     #[arg(long, env = "HEALTH_PROBE_PORT", default_value_t = 8081)]
     health_probe_port: u16,
+    /// The port of /log: the leader's event store, served only to callers the API server
+    /// allows (get eventlogs.nodewright.dev, or eventlogs/redacted for the redacted log).
+    #[arg(long, env = "LOG_PORT", default_value_t = 8082)]
+    log_port: u16,
     /// Where the leader ships sealed segments of its store, `s3://<bucket>/<prefix>` (the
     /// cluster's name is added under the prefix), so that the log outlives the replica's pod
     /// and leader changes. Empty: the log stays in the replica's store only.
@@ -157,6 +161,7 @@ impl ControllerArgs {
             }),
             metrics_address: SocketAddr::from(([0, 0, 0, 0], self.metrics_port)),
             health_address: SocketAddr::from(([0, 0, 0, 0], self.health_probe_port)),
+            log_address: SocketAddr::from(([0, 0, 0, 0], self.log_port)),
             log_segments: match self.log_segments_bucket.trim() {
                 "" => None,
                 url => {

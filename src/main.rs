@@ -1073,10 +1073,12 @@ fn export(
             eprintln!(
                 "error: {err}\n\
                  a running controller holds this store; take the log from the leader instead:\n  \
-                 kubectl port-forward -n <namespace> <leader pod> 8081 &\n  \
-                 curl -o incident.nwlog 'http://localhost:8081/log?from=...&until=...&redact=true'\n\
+                 kubectl port-forward -n <namespace> <leader pod> 8082 &\n  \
+                 curl -H \"Authorization: Bearer $(kubectl create token -n <namespace> <reader>)\" \
+                 -o incident.nwlog 'http://localhost:8082/log?from=...&until=...&redact=true'\n\
                  (the leader is the Lease's holderIdentity: kubectl get lease -n <namespace> \
-                 <release>-leader-election; docs/install.md)"
+                 <release>-leader-election; the reader is bound to the ClusterRole \
+                 <release>-log-reader or <release>-log-reader-redacted; docs/install.md)"
             );
             Ok(EXIT_BAD_INPUT)
         }

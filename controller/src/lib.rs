@@ -14,7 +14,8 @@
 //! - [`set_aside`]: an event store that cannot go on set aside, never a crash loop;
 //! - [`deletions`]: NodeClaims deleted by hand, drained and terminated;
 //! - [`leadership`]: the Lease one replica holds while the others stand by;
-//! - [`metrics`] and [`serve`]: Prometheus metrics and the health probes.
+//! - [`metrics`] and [`serve`]: Prometheus metrics and the health probes;
+//! - [`log_export`] and [`log_access`]: the log, to callers the API server allows.
 
 pub mod cache;
 pub mod clock;
@@ -22,6 +23,7 @@ pub mod deletions;
 pub mod executor;
 pub mod launch_classes;
 pub mod leadership;
+pub mod log_access;
 pub mod log_export;
 pub mod metrics;
 pub mod nodeclasses;

@@ -1,22 +1,28 @@
-//! `GET /log` on the health-probe port: the leader's event store as a portable `.nwlog`, while
-//! it runs. Another process cannot open the store while the leader has it (redb locks the
-//! file), so `nodewright log export` works only on a stopped controller's store; this is the
-//! same export, made in the leader's process through a reader that shares the open file.
+//! `GET /log` on the log port (`LOG_PORT`, 8082): the leader's event store as a portable
+//! `.nwlog`, while it runs. Another process cannot open the store while the leader has it (redb
+//! locks the file), so `nodewright log export` works only on a stopped controller's store; this
+//! is the same export, made in the leader's process through a reader that shares the open file.
 //!
 //! `from` and `until` (RFC 3339) cut a time range; `redact=true` replaces names and values by
-//! tokens, as `nodewright log export --redact` does. The port is not in the chart's Service:
-//! the log is taken with `kubectl port-forward` to the leader's pod.
+//! tokens, as `nodewright log export --redact` does. Only callers the API server allows are
+//! served ([`crate::log_access`]), the redacted log to those allowed no more; one export runs
+//! at a time (another asker is told to come back: 429); the export is written to a file beside
+//! the store and streamed from it in chunks, never held in memory whole. The port is not in
+//! the chart's Service, and its NetworkPolicy admits no one to it: the log is taken with
+//! `kubectl port-forward` to the leader's pod.
 
 use std::path::PathBuf;
 use std::str::FromStr;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, OnceLock};
 
 use bytes::Bytes;
-use http_body_util::Full;
+use http_body_util::{BodyExt, Full, StreamBody, combinators::BoxBody};
+use hyper::body::Frame;
 use hyper::{Response, StatusCode};
 use k8s_openapi::jiff::Timestamp;
 use nodewright_replay::export::{ExportError, export_store};
+use tokio::io::AsyncReadExt;
 use tracing::{info, warn};
 
 use nodewright_adapters::eventlog::{LogHeader, LogRecord, RedbStore};
@@ -24,11 +30,21 @@ use nodewright_adapters::eventlog::{LogHeader, LogRecord, RedbStore};
 /// The controller's event store.
 type Store = RedbStore<LogHeader, LogRecord>;
 
+/// A response's body: a short text, or an export streamed from its file.
+pub type Body = BoxBody<Bytes, std::io::Error>;
+
+/// How much of an export is read and sent at a time.
+const CHUNK: usize = 64 * 1024;
+
 /// What `/log` exports: a reader of the leader's store, while it leads.
-#[derive(Clone, Default)]
+#[derive(Clone)]
 pub struct LogExports {
     reader: Arc<Mutex<Option<Store>>>,
     exports: Arc<AtomicU64>,
+    /// Who may take the log; until it is set (the controller is still connecting), no one.
+    gate: Arc<OnceLock<crate::log_access::LogGate>>,
+    /// One export at a time.
+    busy: Arc<tokio::sync::Semaphore>,
 }
 
 /// Withdraws the reader when dropped: the store file must close before the lease goes, so that
@@ -93,13 +109,55 @@ fn parse_query(query: Option<&str>) -> Result<Asked, String> {
     Ok(asked)
 }
 
-fn text(status: StatusCode, body: String) -> Response<Full<Bytes>> {
-    let mut response = Response::new(Full::new(Bytes::from(body)));
+/// A short text answer.
+pub fn text(status: StatusCode, body: String) -> Response<Body> {
+    let body = Full::new(Bytes::from(body))
+        .map_err(|never| match never {})
+        .boxed();
+    let mut response = Response::new(body);
     *response.status_mut() = status;
     response
 }
 
+/// The file's bytes, `CHUNK` at a time; the file is unlinked already (open, it reads on).
+fn streamed(file: tokio::fs::File) -> Body {
+    let chunks = futures::stream::unfold(Some(file), |file| async move {
+        let mut file = file?;
+        let mut buffer = vec![0u8; CHUNK];
+        match file.read(&mut buffer).await {
+            Ok(0) => None,
+            Ok(n) => {
+                buffer.truncate(n);
+                Some((Ok(Frame::data(Bytes::from(buffer))), Some(file)))
+            }
+            Err(e) => Some((Err(e), None)),
+        }
+    });
+    StreamBody::new(chunks).boxed()
+}
+
+impl Default for LogExports {
+    fn default() -> Self {
+        LogExports::new()
+    }
+}
+
 impl LogExports {
+    /// Exports served to the callers a gate allows, once it is given ([`LogExports::guard`]).
+    pub fn new() -> Self {
+        LogExports {
+            reader: Arc::default(),
+            exports: Arc::default(),
+            gate: Arc::default(),
+            busy: Arc::new(tokio::sync::Semaphore::new(1)),
+        }
+    }
+
+    /// From now on, callers are asked about through `gate`.
+    pub fn guard(&self, gate: crate::log_access::LogGate) {
+        let _ = self.gate.set(gate);
+    }
+
     /// Serves exports from `reader` until the returned guard is dropped.
     pub fn offer(&self, reader: Store) -> Offered {
         if let Ok(mut slot) = self.reader.lock() {
@@ -108,11 +166,40 @@ impl LogExports {
         Offered(self.clone())
     }
 
-    /// The answer to `GET /log?<query>`.
-    pub async fn answer(&self, query: Option<&str>) -> Response<Full<Bytes>> {
-        let asked = match parse_query(query) {
+    /// The answer to `GET /log?<query>` from the caller whose `Authorization` header is
+    /// `authorization`.
+    pub async fn answer(&self, query: Option<&str>, authorization: Option<&str>) -> Response<Body> {
+        let mut asked = match parse_query(query) {
             Ok(asked) => asked,
             Err(message) => return text(StatusCode::BAD_REQUEST, format!("{message}\n")),
+        };
+        let Some(gate) = self.gate.get() else {
+            return text(
+                StatusCode::SERVICE_UNAVAILABLE,
+                "the controller is still connecting to the API server, which says who may read the log\n".into(),
+            );
+        };
+        match gate.admit(authorization).await {
+            Ok(crate::log_access::Access::Whole) => {}
+            Ok(crate::log_access::Access::Redacted) => asked.redact = true,
+            Err(refused) => {
+                warn!(error = %refused, "a request for the log was refused");
+                let status =
+                    StatusCode::from_u16(refused.status()).unwrap_or(StatusCode::FORBIDDEN);
+                return text(status, format!("{refused}\n"));
+            }
+        }
+        // One export at a time: each replays and writes the store once.
+        let Ok(_permit) = self.busy.try_acquire() else {
+            let mut response = text(
+                StatusCode::TOO_MANY_REQUESTS,
+                "another export of the log is under way; ask again when it is done\n".into(),
+            );
+            response.headers_mut().insert(
+                hyper::header::RETRY_AFTER,
+                hyper::header::HeaderValue::from_static("10"),
+            );
+            return response;
         };
         // A reader made now sees every record committed so far.
         let reader = match self
@@ -142,32 +229,35 @@ impl LogExports {
         let out: PathBuf = reader
             .path()
             .with_file_name(format!(".export-{}-{n}.nwlog", std::process::id()));
+        let redact = asked.redact;
         let exported = tokio::task::spawn_blocking(move || {
             let exported = export_store(&reader, &out, asked.from_ms, asked.until_ms, asked.redact)
                 .and_then(|exported| {
-                    let bytes = std::fs::read(&out).map_err(|source| {
+                    // Opened, then unlinked: the stream reads on, and nothing is left behind.
+                    let file = std::fs::File::open(&out).map_err(|source| {
                         ExportError::Log(nodewright_adapters::eventlog::LogError::Io {
                             path: Some(out.clone()),
                             action: "read the export back",
                             source,
                         })
                     });
-                    bytes.map(|bytes| (exported, bytes))
+                    file.map(|file| (exported, file))
                 });
             let _ = std::fs::remove_file(&out);
             exported
         })
         .await;
         match exported {
-            Ok(Ok((exported, bytes))) => {
+            Ok(Ok((exported, file))) => {
+                let bytes = file.metadata().map(|m| m.len()).unwrap_or(0);
                 info!(
                     events = exported.events,
                     commands = exported.commands,
-                    bytes = bytes.len(),
-                    redacted = asked.redact,
+                    bytes,
+                    redacted = redact,
                     "the log was exported over /log"
                 );
-                let mut response = Response::new(Full::new(Bytes::from(bytes)));
+                let mut response = Response::new(streamed(tokio::fs::File::from_std(file)));
                 let headers = response.headers_mut();
                 headers.insert(
                     hyper::header::CONTENT_TYPE,
@@ -179,6 +269,12 @@ impl LogExports {
                         "attachment; filename=\"nodewright.nwlog\"",
                     ),
                 );
+                if redact {
+                    headers.insert(
+                        "x-nodewright-redacted",
+                        hyper::header::HeaderValue::from_static("true"),
+                    );
+                }
                 response
             }
             Ok(Err(ExportError::Empty(range))) => text(

@@ -41,13 +41,14 @@ use crate::deletions;
 use crate::executor::{Executor, Hands, dispatch};
 use crate::launch_classes::LaunchClasses;
 use crate::leadership::{self, Fence, Leading};
+use crate::log_access::LogGate;
 use crate::log_export::LogExports;
 use crate::metrics::{Measured, Metrics, Timed};
 use crate::nodeclasses::NodeClassResolver;
 use crate::nodepools;
 use crate::observation;
 use crate::registration;
-use crate::serve::{Phase, Probes, serve};
+use crate::serve::{Endpoints, Phase, Probes, serve};
 use crate::set_aside::{Quarantine, SetAside};
 use crate::settings::{SettingError, Settings};
 use crate::shipping;
@@ -263,16 +264,27 @@ async fn serve_endpoints(
     exports: &LogExports,
 ) -> Result<(), ControllerError> {
     let mut bound = Vec::new();
-    for (what, address, setting, log) in [
-        ("/metrics", settings.metrics_address, "METRICS_PORT", None),
+    for (what, address, setting, endpoints) in [
         (
-            "/healthz, /readyz and /log",
+            "/metrics",
+            settings.metrics_address,
+            "METRICS_PORT",
+            Endpoints::Metrics,
+        ),
+        (
+            "/healthz and /readyz",
             settings.health_address,
             "HEALTH_PROBE_PORT",
-            Some(exports.clone()),
+            Endpoints::Probes,
+        ),
+        (
+            "/log",
+            settings.log_address,
+            "LOG_PORT",
+            Endpoints::Log(exports.clone()),
         ),
     ] {
-        let at = serve(address, probes.clone(), Arc::clone(metrics), log)
+        let at = serve(address, probes.clone(), Arc::clone(metrics), endpoints)
             .await
             .map_err(|source| ControllerError::Serve {
                 what,
@@ -282,8 +294,8 @@ async fn serve_endpoints(
             })?;
         bound.push(at);
     }
-    let (metrics_at, health_at) = (bound[0], bound[1]);
-    info!(metrics = %metrics_at, probes = %health_at, "serving /metrics, /healthz, /readyz and /log");
+    let (metrics_at, health_at, log_at) = (bound[0], bound[1], bound[2]);
+    info!(metrics = %metrics_at, probes = %health_at, log = %log_at, "serving /metrics, /healthz and /readyz, and /log");
     Ok(())
 }
 
@@ -330,6 +342,8 @@ pub async fn run(
     // must hear at once.
     let calls = kube::Client::try_from(calls_config(&connections.kube))
         .map_err(ControllerError::Kubernetes)?;
+    // The log is served to callers the API server allows, asked with the controller's client.
+    exports.guard(LogGate::new(calls.clone()));
     let aws = Clients::connect(&connections.aws).await?;
     let kubernetes_version = match &settings.kubernetes_version {
         Some(v) => v.clone(),

@@ -1,8 +1,9 @@
-//! The controller's HTTP endpoints, on Karpenter's ports: `/metrics` (Prometheus text format)
-//! on the metrics port, `/healthz` and `/readyz` on the health-probe port, with `/log` (the
-//! leader's event store as a `.nwlog`, see [`crate::log_export`]) on the health-probe port
-//! only, which the chart's Service does not expose. hyper serves them: it is already in the
-//! build as kube's HTTP stack.
+//! The controller's HTTP endpoints, each port serving its own: `/metrics` (Prometheus text
+//! format) on the metrics port, `/healthz` and `/readyz` on the health-probe port (Karpenter's
+//! ports), and `/log` (the leader's event store as a `.nwlog`, served only to callers the API
+//! server allows, see [`crate::log_export`]) on the log port, which neither the chart's Service
+//! nor its NetworkPolicy opens. hyper serves them: it is already in the build as kube's HTTP
+//! stack.
 
 use std::collections::BTreeMap;
 use std::convert::Infallible;
@@ -11,8 +12,6 @@ use std::sync::atomic::{AtomicBool, AtomicU8, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use bytes::Bytes;
-use http_body_util::Full;
 use hyper::body::Incoming;
 use hyper::server::conn::http1;
 use hyper::service::service_fn;
@@ -21,7 +20,7 @@ use hyper_util::rt::TokioIo;
 use tokio::net::TcpListener;
 use tracing::warn;
 
-use crate::log_export::LogExports;
+use crate::log_export::{Body, LogExports, text};
 use crate::metrics::Metrics;
 
 /// Where the replica stands, for `/readyz`.
@@ -166,13 +165,18 @@ impl Probes {
     }
 }
 
-fn text(status: StatusCode, body: String) -> Response<Full<Bytes>> {
-    let mut response = Response::new(Full::new(Bytes::from(body)));
-    *response.status_mut() = status;
-    response
+/// What one port serves.
+#[derive(Clone)]
+pub enum Endpoints {
+    /// `/metrics`.
+    Metrics,
+    /// `/healthz` and `/readyz`.
+    Probes,
+    /// `/log`.
+    Log(LogExports),
 }
 
-fn answer(path: &str, probes: &Probes, metrics: &Metrics) -> Response<Full<Bytes>> {
+fn answer(path: &str, probes: &Probes, metrics: &Metrics) -> Response<Body> {
     match path {
         "/healthz" => text(StatusCode::OK, "ok\n".into()),
         "/readyz" => match probes.not_ready() {
@@ -200,13 +204,41 @@ fn answer(path: &str, probes: &Probes, metrics: &Metrics) -> Response<Full<Bytes
     }
 }
 
-/// Binds `address` (fails at once if it cannot) and serves the endpoints on it until the
-/// process stops; `/log` too when `log` is given.
+/// The answer of a port serving `endpoints`.
+async fn answer_on(
+    endpoints: &Endpoints,
+    request: &Request<Incoming>,
+    probes: &Probes,
+    metrics: &Metrics,
+) -> Response<Body> {
+    let path = request.uri().path();
+    match (endpoints, path) {
+        (Endpoints::Metrics, "/metrics") | (Endpoints::Probes, "/healthz" | "/readyz") => {
+            answer(path, probes, metrics)
+        }
+        (Endpoints::Log(log), "/log") => {
+            let authorization = request
+                .headers()
+                .get(hyper::header::AUTHORIZATION)
+                .and_then(|v| v.to_str().ok());
+            log.answer(request.uri().query(), authorization).await
+        }
+        (Endpoints::Metrics, _) => text(StatusCode::NOT_FOUND, "not found; try /metrics\n".into()),
+        (Endpoints::Probes, _) => text(
+            StatusCode::NOT_FOUND,
+            "not found; try /healthz or /readyz\n".into(),
+        ),
+        (Endpoints::Log(_), _) => text(StatusCode::NOT_FOUND, "not found; try /log\n".into()),
+    }
+}
+
+/// Binds `address` (fails at once if it cannot) and serves `endpoints` on it until the
+/// process stops.
 pub async fn serve(
     address: SocketAddr,
     probes: Probes,
     metrics: Arc<Metrics>,
-    log: Option<LogExports>,
+    endpoints: Endpoints,
 ) -> std::io::Result<SocketAddr> {
     let listener = TcpListener::bind(address).await?;
     let bound = listener.local_addr()?;
@@ -221,17 +253,13 @@ pub async fn serve(
             };
             let probes = probes.clone();
             let metrics = Arc::clone(&metrics);
-            let log = log.clone();
+            let endpoints = endpoints.clone();
             tokio::spawn(async move {
                 let service = service_fn(move |request: Request<Incoming>| {
-                    let (probes, metrics, log) =
-                        (probes.clone(), Arc::clone(&metrics), log.clone());
+                    let (probes, metrics, endpoints) =
+                        (probes.clone(), Arc::clone(&metrics), endpoints.clone());
                     async move {
-                        let uri = request.uri();
-                        let response = match &log {
-                            Some(log) if uri.path() == "/log" => log.answer(uri.query()).await,
-                            _ => answer(uri.path(), &probes, &metrics),
-                        };
+                        let response = answer_on(&endpoints, &request, &probes, &metrics).await;
                         Ok::<_, Infallible>(response)
                     }
                 });

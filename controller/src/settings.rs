@@ -61,6 +61,8 @@ pub struct Settings {
     pub metrics_address: SocketAddr,
     /// `HEALTH_PROBE_PORT`: where `/healthz` and `/readyz` are served.
     pub health_address: SocketAddr,
+    /// `LOG_PORT`: where `/log` is served, to callers the API server allows.
+    pub log_address: SocketAddr,
     /// `LOG_SEGMENTS_BUCKET` and `LOG_SEGMENT_INTERVAL`: where the leader ships its store's
     /// sealed segments, and how often it seals (none: the log stays in the replica's store).
     pub log_segments: Option<LogSegments>,
@@ -177,6 +179,19 @@ impl Settings {
                 setting: "HEALTH_PROBE_PORT",
                 problem: format!("is METRICS_PORT too ({})", self.metrics_address.port()),
                 fix: "give the probes and the metrics two ports (Karpenter: 8081 and 8080)",
+            });
+        }
+        if self.log_address.port() != 0
+            && (self.log_address.port() == self.metrics_address.port()
+                || self.log_address.port() == self.health_address.port())
+        {
+            return Err(SettingError {
+                setting: "LOG_PORT",
+                problem: format!(
+                    "is METRICS_PORT or HEALTH_PROBE_PORT too ({})",
+                    self.log_address.port()
+                ),
+                fix: "give /log a port of its own (the default is 8082): it is served only to callers the API server allows",
             });
         }
         Ok(())

@@ -77,6 +77,11 @@ async fn the_chart_renders_the_controller_with_karpenters_settings() {
         "kind: PodDisruptionBudget",
         "kind: Service\n",
         "kind: ServiceMonitor",
+        "kind: NetworkPolicy",
+        "name: nodewright-log-reader\n",
+        "name: nodewright-log-reader-redacted\n",
+        "resources: [\"tokenreviews\"]",
+        "resources: [\"subjectaccessreviews\"]",
     ] {
         assert!(rendered.contains(kind), "no {kind:?} in\n{rendered}");
     }
@@ -95,6 +100,7 @@ async fn the_chart_renders_the_controller_with_karpenters_settings() {
         ("LEADER_ELECTION_NAME", "\"nodewright-leader-election\""),
         ("METRICS_PORT", "\"8080\""),
         ("HEALTH_PROBE_PORT", "\"8081\""),
+        ("LOG_PORT", "\"8082\""),
     ] {
         let entry = format!("- name: {name}\n              value: {value}");
         assert!(rendered.contains(&entry), "no {entry:?} in\n{rendered}");

@@ -213,6 +213,27 @@ async fn the_guides_tutorial_runs_from_the_chart() {
     let (status, body) = pod.log("from=last-tuesday").await;
     assert_eq!(status, 400);
     assert!(String::from_utf8_lossy(&body).contains("fix: from="));
+    // Only callers the API server allows: no token, a token of an account bound to nothing.
+    let (status, body) = pod.log_as(None, "").await;
+    assert_eq!(status, 401, "{}", String::from_utf8_lossy(&body));
+    assert!(String::from_utf8_lossy(&body).contains("Authorization: Bearer"));
+    let (status, body) = pod.log_as(Some(&cluster.stranger), "").await;
+    assert_eq!(status, 403, "{}", String::from_utf8_lossy(&body));
+    assert!(String::from_utf8_lossy(&body).contains("log-reader"));
+    // The whole log names the guide's pods; a reader of the redacted log gets it redacted
+    // whatever it asks.
+    let names = |body: &[u8]| body.windows(b"inflate".len()).any(|w| w == b"inflate");
+    let (status, whole) = pod.log("").await;
+    assert_eq!(status, 200);
+    assert!(names(&whole), "the whole log names the pods");
+    let (status, redacted) = pod.log_as(Some(&cluster.redacted_log_reader), "").await;
+    assert_eq!(status, 200, "{}", String::from_utf8_lossy(&redacted));
+    assert!(!names(&redacted), "a redacted reader gets the redacted log");
+    // The probes' and the metrics' ports serve no log.
+    let (status, _) = Running::get_bytes(pod.health, "/log")
+        .await
+        .expect("answers");
+    assert_eq!(status, 404);
 
     let name = pod.name.clone();
     assert_eq!(pod.stop().await, Some(0), "a clean stop on SIGTERM");

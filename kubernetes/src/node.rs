@@ -59,7 +59,12 @@ pub fn core_node(node: &KubeNode) -> Result<Node, ObserveError> {
         name: name.clone(),
         provider_id: spec.and_then(|s| s.provider_id.clone()),
         labels: node.metadata.labels.clone().unwrap_or_default(),
-        annotations: node.metadata.annotations.clone().unwrap_or_default(),
+        annotations: node
+            .metadata
+            .annotations
+            .as_ref()
+            .map(nodewright_core::model::labels::read_annotations)
+            .unwrap_or_default(),
         taints,
         allocatable,
         ready,

@@ -48,7 +48,11 @@ pub fn observed_nodeclaim(
         nodepool: labels.get(NODEPOOL_LABEL).cloned().unwrap_or_default(),
         nodeclass: claim.spec.node_class_ref.name.clone(),
         labels,
-        annotations: meta.annotations.clone().unwrap_or_default(),
+        annotations: meta
+            .annotations
+            .as_ref()
+            .map(nodewright_core::model::labels::read_annotations)
+            .unwrap_or_default(),
         taints: parts.taints,
         startup_taints: parts.startup_taints,
         requirements: parts.requirements,

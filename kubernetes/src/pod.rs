@@ -285,4 +285,42 @@ mod tests {
         assert_eq!(owner_of(&[]), None);
         assert_eq!(owner_of(&[("Workflow", None), ("Job", Some(false))]), None);
     }
+
+    /// Only the annotations the core reads are kept: a megabyte of
+    /// `last-applied-configuration` (with env values) goes no further than the watch.
+    #[test]
+    fn only_the_annotations_the_core_reads_are_kept() {
+        let mut kube = pod(None, Some(("False", "Unschedulable")));
+        kube.metadata.annotations = Some(
+            [
+                (
+                    "kubectl.kubernetes.io/last-applied-configuration".to_string(),
+                    "x".repeat(1 << 20),
+                ),
+                (
+                    "karpenter.sh/do-not-disrupt".to_string(),
+                    "true".to_string(),
+                ),
+                (
+                    "controller.kubernetes.io/pod-deletion-cost".to_string(),
+                    "100".to_string(),
+                ),
+                ("example.com/team".to_string(), "payments".to_string()),
+            ]
+            .into(),
+        );
+        let PodState::Pending(core) = pod_state(&kube, &Storage::default()).unwrap() else {
+            panic!("a pending pod");
+        };
+        assert_eq!(
+            core.annotations
+                .keys()
+                .map(String::as_str)
+                .collect::<Vec<_>>(),
+            [
+                "controller.kubernetes.io/pod-deletion-cost",
+                "karpenter.sh/do-not-disrupt"
+            ]
+        );
+    }
 }

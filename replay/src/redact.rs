@@ -41,12 +41,6 @@ const KEPT_DOMAINS: [&str; 5] = [
     "amazonaws.com",
 ];
 
-/// Annotations whose values the core reads (beside those of Karpenter's own domains).
-const KEPT_ANNOTATIONS: [&str; 1] = ["controller.kubernetes.io/pod-deletion-cost"];
-
-/// Annotation domains whose values are kept: Karpenter's (do-not-disrupt, the drift hashes).
-const KEPT_ANNOTATION_DOMAINS: [&str; 2] = ["karpenter.sh", "karpenter.k8s.aws"];
-
 fn in_domain(key: &str, domains: &[&str]) -> bool {
     key.split_once('/').is_some_and(|(domain, _)| {
         domains
@@ -61,8 +55,7 @@ fn in_domain(key: &str, domains: &[&str]) -> bool {
 pub fn redacts_annotation(key: &str, value: &str) -> bool {
     !(value.is_empty()
         || value.parse::<i64>().is_ok()
-        || KEPT_ANNOTATIONS.contains(&key)
-        || in_domain(key, &KEPT_ANNOTATION_DOMAINS))
+        || nodewright_core::model::labels::is_read_annotation(key))
 }
 
 /// Whether the value of label `key` is replaced.

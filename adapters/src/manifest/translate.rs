@@ -1593,7 +1593,7 @@ pub fn pod_from_spec(
     Ok(Pod {
         key: PodKey::new(namespace, name),
         labels: labels.clone(),
-        annotations: annotations.clone(),
+        annotations: nodewright_core::model::labels::read_annotations(annotations),
         requests,
         missing_requests: missing,
         node_selector: spec.node_selector.clone(),

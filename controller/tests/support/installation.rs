@@ -114,6 +114,63 @@ pub struct Installation {
     /// A kubeconfig authenticating as the chart's ServiceAccount.
     kubeconfig: PathBuf,
     kubelet: JoinHandle<()>,
+    /// Bearer tokens of ServiceAccounts bound to the chart's `<release>-log-reader`, to its
+    /// `<release>-log-reader-redacted`, and to nothing.
+    pub log_reader: String,
+    pub redacted_log_reader: String,
+    pub stranger: String,
+}
+
+/// A token of ServiceAccount `name` (created in [`NAMESPACE`]), bound to `cluster_role` if
+/// given.
+async fn token_of(client: &kube::Client, name: &str, cluster_role: Option<&str>) -> String {
+    use k8s_openapi::api::rbac::v1::{ClusterRoleBinding, RoleRef, Subject};
+    let accounts = Api::<ServiceAccount>::namespaced(client.clone(), NAMESPACE);
+    let mut account = ServiceAccount::default();
+    account.metadata.name = Some(name.to_owned());
+    accounts
+        .create(&PostParams::default(), &account)
+        .await
+        .expect("a ServiceAccount");
+    if let Some(role) = cluster_role {
+        let mut binding = ClusterRoleBinding {
+            role_ref: RoleRef {
+                api_group: "rbac.authorization.k8s.io".into(),
+                kind: "ClusterRole".into(),
+                name: role.into(),
+            },
+            subjects: Some(vec![Subject {
+                kind: "ServiceAccount".into(),
+                name: name.into(),
+                namespace: Some(NAMESPACE.into()),
+                ..Subject::default()
+            }]),
+            ..ClusterRoleBinding::default()
+        };
+        binding.metadata.name = Some(format!("{name}-binding"));
+        Api::<ClusterRoleBinding>::all(client.clone())
+            .create(&PostParams::default(), &binding)
+            .await
+            .expect("a ClusterRoleBinding");
+    }
+    accounts
+        .create_token_request(
+            name,
+            &PostParams::default(),
+            &TokenRequest {
+                spec: TokenRequestSpec {
+                    audiences: vec![],
+                    expiration_seconds: Some(3600),
+                    ..TokenRequestSpec::default()
+                },
+                ..TokenRequest::default()
+            },
+        )
+        .await
+        .expect("a token")
+        .status
+        .expect("the token")
+        .token
 }
 
 impl Installation {
@@ -184,7 +241,18 @@ impl Installation {
             Duration::from_secs(1),
         )
         .spawn();
+        let log_reader = token_of(&client, "log-reader", Some("nodewright-log-reader")).await;
+        let redacted_log_reader = token_of(
+            &client,
+            "redacted-log-reader",
+            Some("nodewright-log-reader-redacted"),
+        )
+        .await;
+        let stranger = token_of(&client, "stranger", None).await;
         Installation {
+            log_reader,
+            redacted_log_reader,
+            stranger,
             control_plane,
             moto,
             aws,
@@ -300,6 +368,9 @@ pub struct ChartPod {
     pub name: String,
     pub metrics: std::net::SocketAddr,
     pub health: std::net::SocketAddr,
+    /// Where it serves `/log`, and the token it is asked with by [`ChartPod::log`].
+    pub log_address: std::net::SocketAddr,
+    log_token: String,
     pub log: PathBuf,
     /// `None` once stopped or killed.
     child: Option<Child>,
@@ -325,7 +396,7 @@ impl ChartPod {
         let volume = installation.dir.path().join(format!("volume-{name}"));
         std::fs::create_dir_all(&volume).expect("the volume's folder");
         // Each pod has a network of its own in a cluster; here they share the host's.
-        let (metrics, health) = (free_address(), free_address());
+        let (metrics, health, log_address) = (free_address(), free_address(), free_address());
         let mut command = Command::new(nodewright_binary());
         command.env_clear();
         for var in container.env.iter().flatten() {
@@ -347,6 +418,7 @@ impl ChartPod {
                 "NODEWRIGHT_STORE" => value.replacen(&mount, &volume.to_string_lossy(), 1),
                 "METRICS_PORT" => metrics.port().to_string(),
                 "HEALTH_PROBE_PORT" => health.port().to_string(),
+                "LOG_PORT" => log_address.port().to_string(),
                 _ => value,
             };
             command.env(&var.name, value);
@@ -370,16 +442,44 @@ impl ChartPod {
             name: name.to_owned(),
             metrics,
             health,
+            log_address,
+            log_token: installation.log_reader.clone(),
             log,
             child: Some(child),
         }
     }
 
-    /// `GET /log?<query>` on its health-probe port: the status and the body.
+    /// `GET /log?<query>` on its log port, as a reader of the whole log: the status and the
+    /// body.
     pub async fn log(&self, query: &str) -> (u16, Vec<u8>) {
-        super::Running::get_bytes(self.health, &format!("/log?{query}"))
+        self.log_as(Some(&self.log_token), query).await
+    }
+
+    /// `GET /log?<query>` with bearer `token` (none: no `Authorization` header).
+    pub async fn log_as(&self, token: Option<&str>, query: &str) -> (u16, Vec<u8>) {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let mut stream = tokio::net::TcpStream::connect(self.log_address)
             .await
-            .expect("the health port answers")
+            .expect("the log port answers");
+        let authorization = token
+            .map(|t| format!("Authorization: Bearer {t}\r\n"))
+            .unwrap_or_default();
+        let request =
+            format!("GET /log?{query} HTTP/1.0\r\nHost: localhost\r\n{authorization}\r\n");
+        stream.write_all(request.as_bytes()).await.expect("sent");
+        let mut response = Vec::new();
+        stream.read_to_end(&mut response).await.expect("read");
+        let end = response
+            .windows(4)
+            .position(|w| w == b"\r\n\r\n")
+            .expect("an HTTP answer");
+        let head = String::from_utf8_lossy(&response[..end]).into_owned();
+        let status = head
+            .split(' ')
+            .nth(1)
+            .and_then(|s| s.parse().ok())
+            .expect("a status");
+        (status, response[end + 4..].to_vec())
     }
 
     /// SIGTERM, as the kubelet stops a pod, and its exit code.

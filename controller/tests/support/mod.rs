@@ -136,6 +136,7 @@ pub fn settings(store: &Path) -> Settings {
         }),
         metrics_address: free_address(),
         health_address: free_address(),
+        log_address: free_address(),
         log_segments: None,
         fault: None,
     }

@@ -145,3 +145,33 @@ pub const UNREGISTERED_TAINT: &str = "karpenter.sh/unregistered";
 pub const SIBLING_HOLD_TAINT: &str = "nodewright.dev/awaiting-siblings";
 /// The finalizer on a NodeClaim and its node: removed once its instance is gone.
 pub const TERMINATION_FINALIZER: &str = "karpenter.sh/termination";
+
+/// Annotation domains whose annotations the core reads: Karpenter's (`do-not-disrupt`, the
+/// drift hashes).
+pub const READ_ANNOTATION_DOMAINS: [&str; 2] = ["karpenter.sh", "karpenter.k8s.aws"];
+
+/// Annotations of other domains the core reads.
+pub const READ_ANNOTATIONS: [&str; 1] = ["controller.kubernetes.io/pod-deletion-cost"];
+
+/// Whether the core reads annotation `key`.
+pub fn is_read_annotation(key: &str) -> bool {
+    READ_ANNOTATIONS.contains(&key)
+        || key.split_once('/').is_some_and(|(domain, _)| {
+            READ_ANNOTATION_DOMAINS
+                .iter()
+                .any(|kept| domain == *kept || domain.ends_with(&format!(".{kept}")))
+        })
+}
+
+/// The annotations of a pod, node or NodeClaim the core reads; the rest are not kept in the
+/// state, the events or the snapshots (`kubectl.kubernetes.io/last-applied-configuration`
+/// alone holds the whole object, env values included, and may be a megabyte).
+pub fn read_annotations(
+    annotations: &std::collections::BTreeMap<String, String>,
+) -> std::collections::BTreeMap<String, String> {
+    annotations
+        .iter()
+        .filter(|(key, _)| is_read_annotation(key))
+        .map(|(key, value)| (key.clone(), value.clone()))
+        .collect()
+}
