@@ -182,3 +182,60 @@ fn an_interruption_batch_comes_back_with_its_receipts_and_a_closed_inbox_ends_th
     assert_eq!(logged.len(), 1, "the malformed message logs nothing");
     assert_eq!(logged[0].kind.name(), "InterruptionReceived");
 }
+
+/// The inbox's two lanes: observations wait in a bounded lane (a sender waits once it is
+/// full), results and controls go first, and while the executor's backlog is full the loop
+/// takes results only, until a command done makes room.
+#[test]
+fn observations_are_bounded_and_wait_for_the_executor() {
+    use nodewright_adapters::control_loop::{Backlog, INBOX_CAPACITY};
+    let (sender, inbox) = control_loop::inbox();
+    let backlog = Backlog::new(2);
+    let mut inbox = inbox.with_backlog(backlog.clone());
+    let tick = || EventKind::Tick;
+    let is_tick = |input: &Option<Input>| matches!(input, Some(Input::Observed(EventKind::Tick)));
+    // The bounded lane takes INBOX_CAPACITY observations; the next sender waits.
+    for _ in 0..INBOX_CAPACITY {
+        let mut sent = pin!(sender.observe(tick()));
+        let mut cx = Context::from_waker(Waker::noop());
+        assert!(sent.as_mut().poll(&mut cx).is_ready(), "room in the lane");
+    }
+    {
+        let mut waits = pin!(sender.observe(tick()));
+        let mut cx = Context::from_waker(Waker::noop());
+        assert!(
+            waits.as_mut().poll(&mut cx).is_pending(),
+            "a full lane makes its sender wait"
+        );
+    }
+    // A result goes first.
+    let result = EventKind::NodeClaimTerminated {
+        nodeclaim: "a".into(),
+    };
+    sender.send(Input::Observed(result.clone())).expect("open");
+    assert!(matches!(
+        block_on(inbox.recv()),
+        Some(Input::Observed(EventKind::NodeClaimTerminated { .. }))
+    ));
+    assert!(is_tick(&block_on(inbox.recv())));
+    // The executor's backlog full: no observation is taken, a result is.
+    backlog.add();
+    backlog.add();
+    {
+        let mut next = pin!(inbox.recv());
+        let mut cx = Context::from_waker(Waker::noop());
+        assert!(
+            next.as_mut().poll(&mut cx).is_pending(),
+            "observations wait for the executor"
+        );
+        sender.send(Input::Observed(result)).expect("open");
+        assert!(matches!(
+            next.as_mut().poll(&mut cx),
+            Poll::Ready(Some(Input::Observed(EventKind::NodeClaimTerminated { .. })))
+        ));
+    }
+    // A command done makes room: observations flow again.
+    backlog.done();
+    assert!(is_tick(&block_on(inbox.recv())));
+    assert_eq!(backlog.len(), 1);
+}

@@ -7,7 +7,7 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
-use nodewright_adapters::control_loop::{InboxSender, Input};
+use nodewright_adapters::control_loop::InboxSender;
 use nodewright_core::EventKind;
 use nodewright_core::catalog::{Catalog, Price};
 
@@ -91,7 +91,8 @@ impl CatalogRefresher {
             match self.refresh(with_prices).await {
                 Ok(Some(catalog)) => {
                     if inbox
-                        .send(Input::Observed(EventKind::CatalogUpdated(catalog)))
+                        .observe(EventKind::CatalogUpdated(catalog))
+                        .await
                         .is_err()
                     {
                         return;

@@ -10,7 +10,7 @@ use futures::StreamExt;
 use kube::Api;
 use kube::runtime::WatchStreamExt;
 use kube::runtime::watcher::{self, Event};
-use nodewright_adapters::control_loop::{InboxSender, Input};
+use nodewright_adapters::control_loop::InboxSender;
 use nodewright_api::NodeClaim;
 use nodewright_core::EventKind;
 use nodewright_kubernetes::nodeclaims::TERMINATION_FINALIZER;
@@ -81,7 +81,7 @@ pub async fn run(api: Api<NodeClaim>, inbox: InboxSender) {
                     "NodeClaim deleted; its machine is drained and terminated"
                 );
             }
-            if inbox.send(Input::Observed(kind)).is_err() {
+            if inbox.observe(kind).await.is_err() {
                 return;
             }
         }

@@ -15,7 +15,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use k8s_openapi::jiff::Timestamp;
-use nodewright_adapters::control_loop::{InboxSender, Input};
+use nodewright_adapters::control_loop::{Backlog, InboxSender, Input};
 use nodewright_adapters::driver::CommandExecutor;
 use nodewright_api::Time;
 use nodewright_aws::instances::Instances;
@@ -57,23 +57,32 @@ const LAUNCH_RETRIES: usize = 2;
 /// the class was created) before it is reported as not ready.
 const NODECLASS_WAIT: Duration = Duration::from_secs(60);
 
-/// The driver's side: queues each command for the [`Executor`].
+/// How many commands are carried out at once; the others wait their turn.
+const MAX_IN_FLIGHT: usize = 256;
+
+/// The driver's side: queues each command for the [`Executor`], counting it in the backlog
+/// (the loop takes no observation while the backlog is full, so the queue is bounded by it).
 pub struct Dispatch {
     queue: mpsc::UnboundedSender<Command>,
+    backlog: Backlog,
 }
 
 impl CommandExecutor for Dispatch {
     fn execute(&mut self, command: &Command) {
         // The executor is gone only when the process is stopping; the command is in the log,
         // and the next start re-issues what has no result.
-        let _ = self.queue.send(command.clone());
+        // Counted in before it can be counted out.
+        self.backlog.add();
+        if self.queue.send(command.clone()).is_err() {
+            self.backlog.done();
+        }
     }
 }
 
 /// The two halves: the driver's [`Dispatch`] and the [`Executor`]'s queue.
-pub fn dispatch() -> (Dispatch, mpsc::UnboundedReceiver<Command>) {
+pub fn dispatch(backlog: Backlog) -> (Dispatch, mpsc::UnboundedReceiver<Command>) {
     let (queue, commands) = mpsc::unbounded_channel();
-    (Dispatch { queue }, commands)
+    (Dispatch { queue, backlog }, commands)
 }
 
 /// What the commands are carried out with.
@@ -101,6 +110,10 @@ pub struct Hands {
 /// Carries out the queued commands.
 pub struct Executor {
     hands: Arc<Hands>,
+    /// Counted out as each command is done.
+    backlog: Backlog,
+    /// [`MAX_IN_FLIGHT`] permits: one per command being carried out.
+    in_flight: Arc<tokio::sync::Semaphore>,
     lanes: BTreeMap<String, mpsc::UnboundedSender<Command>>,
     /// The NodeClaim of each node a command named with its NodeClaim: evictions from the node
     /// run in that NodeClaim's lane.
@@ -143,23 +156,36 @@ fn now() -> Time {
 }
 
 impl Executor {
-    pub fn new(hands: Hands) -> Self {
+    pub fn new(hands: Hands, backlog: Backlog) -> Self {
         Executor {
             hands: Arc::new(hands),
+            backlog,
+            in_flight: Arc::new(tokio::sync::Semaphore::new(MAX_IN_FLIGHT)),
             lanes: BTreeMap::new(),
             node_claims: BTreeMap::new(),
+        }
+    }
+
+    /// What carries out one command: a permit of [`MAX_IN_FLIGHT`], then the command, then
+    /// the backlog counted down.
+    fn turn(&self) -> Turn {
+        Turn {
+            hands: Arc::clone(&self.hands),
+            backlog: self.backlog.clone(),
+            in_flight: Arc::clone(&self.in_flight),
         }
     }
 
     /// Runs until the queue closes (the driver is gone).
     pub async fn run(mut self, mut commands: mpsc::UnboundedReceiver<Command>) {
         while let Some(command) = commands.recv().await {
+            self.hands.metrics.set_executor_backlog(self.backlog.len());
             self.announce(&command);
             match self.lane_of(&command) {
                 Some(name) => self.queue_in_lane(name, command),
                 None => {
-                    let hands = Arc::clone(&self.hands);
-                    tokio::spawn(async move { hands.carry_out(command).await });
+                    let turn = self.turn();
+                    tokio::spawn(async move { turn.take(command).await });
                 }
             }
             // Lanes whose NodeClaim is terminated have ended.
@@ -196,27 +222,52 @@ impl Executor {
             },
             None => command,
         };
+        // A lane's queue holds what the backlog counts: the loop bounds it.
         let (lane, mut queue) = mpsc::unbounded_channel::<Command>();
-        let hands = Arc::clone(&self.hands);
+        let turn = self.turn();
         tokio::spawn(async move {
             while let Some(command) = queue.recv().await {
                 match command {
                     // Ordered after the taint, concurrent with the other evictions.
                     Command::EvictPod { .. } => {
-                        let hands = Arc::clone(&hands);
-                        tokio::spawn(async move { hands.carry_out(command).await });
+                        let turn = turn.clone();
+                        tokio::spawn(async move { turn.take(command).await });
                     }
                     Command::TerminateNodeClaim { .. } => {
-                        hands.carry_out(command).await;
+                        turn.take(command).await;
                         break;
                     }
-                    command => hands.carry_out(command).await,
+                    command => turn.take(command).await,
                 }
+            }
+            // Commands queued after the termination are not carried out: counted out.
+            queue.close();
+            while queue.try_recv().is_ok() {
+                turn.backlog.done();
             }
         });
         // Invariant: the lane's receiver was just created and is alive.
         let _ = lane.send(command);
         self.lanes.insert(name, lane);
+    }
+}
+
+/// What a command needs to be carried out in its turn.
+#[derive(Clone)]
+struct Turn {
+    hands: Arc<Hands>,
+    backlog: Backlog,
+    in_flight: Arc<tokio::sync::Semaphore>,
+}
+
+impl Turn {
+    async fn take(&self, command: Command) {
+        // Invariant: the semaphore is never closed.
+        let permit = self.in_flight.acquire().await;
+        self.hands.carry_out(command).await;
+        drop(permit);
+        self.backlog.done();
+        self.hands.metrics.set_executor_backlog(self.backlog.len());
     }
 }
 

@@ -145,6 +145,8 @@ pub struct Metrics {
     watch_staleness: Family<Kind, FloatGauge>,
     /// Renewals of the lease that failed or timed out.
     lease_renewals_failed: Counter,
+    /// Commands handed to the executor and not done.
+    executor_backlog: Gauge,
     /// Side effects refused because the term they were decided in is over.
     fenced_side_effects: Counter,
 }
@@ -191,6 +193,7 @@ impl Metrics {
             watch_troubles: Family::default(),
             command_failures: Family::default(),
             lease_renewals_failed: Counter::default(),
+            executor_backlog: Gauge::default(),
             watch_staleness: Family::default(),
             fenced_side_effects: Counter::default(),
             registry: Registry::default(),
@@ -357,6 +360,11 @@ impl Metrics {
             m.watch_staleness.clone(),
         );
         r.register(
+            "nodewright_executor_backlog",
+            "Commands handed to the executor and not done; at 4096 the control loop takes no observation (the watchers wait) until the executor's results free it",
+            m.executor_backlog.clone(),
+        );
+        r.register(
             "nodewright_lease_renewals_failed",
             "Renewals of the leader's Lease that failed or timed out; past the renew deadline (two thirds of the lease) the leader stops acting",
             m.lease_renewals_failed.clone(),
@@ -420,6 +428,11 @@ impl Metrics {
                 .get_or_create(&Kind { kind: kind.clone() })
                 .set(stale.as_secs_f64());
         }
+    }
+
+    /// Sets how many commands the executor has not done.
+    pub fn set_executor_backlog(&self, commands: usize) {
+        self.executor_backlog.set(commands as i64);
     }
 
     /// Counts a renewal of the lease that failed.

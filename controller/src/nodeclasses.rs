@@ -12,7 +12,7 @@ use k8s_openapi::jiff::Timestamp;
 use kube::Api;
 use kube::api::PostParams;
 use kube::runtime::reflector::Store;
-use nodewright_adapters::control_loop::{InboxSender, Input};
+use nodewright_adapters::control_loop::InboxSender;
 use nodewright_adapters::manifest::nodeclass_from_api;
 use nodewright_adapters::manifest::unmodelled::{self, InController};
 use nodewright_api::{
@@ -42,6 +42,11 @@ enum Outcome {
         reason: &'static str,
         message: String,
         found: Option<ResolvedNodeClass>,
+    },
+    /// EC2 or SSM did not answer (throttled, unreachable, a timeout, refused): the last good
+    /// resolution stays, for launches and on the status, until a refresh succeeds.
+    Unanswered {
+        message: String,
     },
 }
 
@@ -137,9 +142,10 @@ impl NodeClassResolver {
                         sent.insert(name.clone(), launch.resolved.clone());
                         let _ = self
                             .inbox
-                            .send(Input::Observed(EventKind::NodeClassResolved(Box::new(
+                            .observe(EventKind::NodeClassResolved(Box::new(
                                 launch.resolved.clone(),
-                            ))));
+                            )))
+                            .await;
                         info!(
                             nodeclass = name,
                             subnets = launch.resolved.subnets.len(),
@@ -164,9 +170,8 @@ impl NodeClassResolver {
                         sent.insert(name.clone(), found.clone());
                         let _ = self
                             .inbox
-                            .send(Input::Observed(EventKind::NodeClassResolved(Box::new(
-                                found,
-                            ))));
+                            .observe(EventKind::NodeClassResolved(Box::new(found)))
+                            .await;
                     }
                     let status = EC2NodeClassStatus {
                         conditions: vec![nodewright_api::Condition {
@@ -180,6 +185,15 @@ impl NodeClassResolver {
                         ..Default::default()
                     };
                     self.write_status(&name, status, generation).await;
+                }
+                Outcome::Unanswered { message } => {
+                    let kept = self.classes.get(&name).is_some();
+                    warn!(
+                        nodeclass = name,
+                        error = message,
+                        kept_last_resolution = kept,
+                        "resolving the EC2NodeClass failed; the last good resolution stays until a refresh succeeds"
+                    );
                 }
             }
         }
@@ -212,10 +226,8 @@ impl NodeClassResolver {
                 },
             },
             // EC2 did not answer: what was found last stays.
-            Err(e) => Outcome::NotReady {
-                reason: "ResolutionFailed",
+            Err(e) => Outcome::Unanswered {
                 message: e.to_string(),
-                found: None,
             },
         }
     }

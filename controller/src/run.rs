@@ -12,7 +12,7 @@ use k8s_openapi::api::apps::v1::DaemonSet;
 use k8s_openapi::api::core::v1::{Node, Pod};
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use kube::Api;
-use nodewright_adapters::control_loop::{self, InboxSender, Input, Stopped};
+use nodewright_adapters::control_loop::{self, Backlog, InboxSender, Input, Stopped};
 use nodewright_adapters::driver::{CommandExecutor, Driver, DriverError};
 use nodewright_adapters::eventlog::{LogError, LogHeader, LogRecord, RedbStore};
 use nodewright_adapters::interruption_queue::Outcome;
@@ -236,6 +236,10 @@ fn watches_config(given: &kube::Config) -> kube::Config {
     config.reset_reader_on_write = true;
     config
 }
+
+/// How many commands the executor may have not done before the loop stops taking
+/// observations (and takes only the results that free it).
+const EXECUTOR_BACKLOG: usize = 4096;
 
 /// How long a new leader waits for the store while the last one still has it open.
 const STORE_IN_USE_PATIENCE: Duration = Duration::from_secs(60);
@@ -523,9 +527,12 @@ async fn lead_one_term(
     );
     let seed = driver.core().config().seed;
 
-    let (sender, mut inbox) = control_loop::inbox();
+    // The executor's commands not done: at its bound the loop takes only results.
+    let backlog = Backlog::new(EXECUTOR_BACKLOG);
+    let (sender, inbox) = control_loop::inbox();
+    let mut inbox = inbox.with_backlog(backlog.clone());
     let classes = LaunchClasses::default();
-    let (to_executor, commands) = dispatch();
+    let (to_executor, commands) = dispatch(backlog.clone());
     let (pool_usage, pool_usage_changes) = tokio::sync::watch::channel(Default::default());
     let mut to_executor = Measured::new(to_executor, Arc::clone(metrics), settings.store.clone())
         .publishing_pools(pool_usage);
@@ -559,7 +566,7 @@ async fn lead_one_term(
         metrics: Arc::clone(metrics),
         fence,
     };
-    tokio::spawn(Executor::new(hands.clone()).run(commands));
+    tokio::spawn(Executor::new(hands.clone(), backlog).run(commands));
     // What the last process may not have carried out.
     for command in recovery.reissue() {
         to_executor.execute(command);
@@ -668,9 +675,11 @@ async fn lead_one_term(
                 tick.tick().await;
                 match instances.listing().await {
                     Ok(instances) => {
-                        let _ = inbox.send(Input::Observed(EventKind::InstancesListed {
-                            instances: instances.into(),
-                        }));
+                        let _ = inbox
+                            .observe(EventKind::InstancesListed {
+                                instances: instances.into(),
+                            })
+                            .await;
                     }
                     Err(e) => warn!(error = %e, "listing the cluster's instances failed"),
                 }
@@ -733,7 +742,7 @@ async fn lead_one_term(
     // The loop takes nothing more: what was sent to it and not taken is dropped, so that a
     // seal asked for and not answered stops being waited for.
     inbox.close();
-    while inbox.try_recv().is_ok() {}
+    while inbox.try_recv().is_some() {}
     // The term's last segment: sealed and shipped before the lease goes (not when the store
     // is to be set aside: what it holds stays with it). A shipment under way finishes first
     // (it holds the shipper): cut off, it could leave a segment in the bucket that the

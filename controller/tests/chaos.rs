@@ -445,3 +445,114 @@ async fn the_api_server_hangs() {
     };
     scenario("API server hangs", fault).await;
 }
+
+/// When the store's commands were decided: the time of the event each answered.
+fn command_times(store: &std::path::Path) -> Vec<u64> {
+    use nodewright_adapters::eventlog::{LogHeader, LogRecord, RedbStore};
+    let store = RedbStore::<LogHeader, LogRecord>::open(store).expect("the store opens");
+    let records = store.read_range(0, store.len()).expect("the records read");
+    let mut at_ms = 0;
+    let mut times = Vec::new();
+    for record in records {
+        match record {
+            LogRecord::Event(event) => at_ms = event.at_ms,
+            LogRecord::Commands(commands) => times.extend(commands.iter().map(|_| at_ms)),
+            LogRecord::CommandsPart { commands, .. } => {
+                times.extend(commands.iter().map(|_| at_ms))
+            }
+            _ => {}
+        }
+    }
+    times
+}
+
+/// The leader cut off from the API server while a standby, which reaches it, waits: the
+/// standby takes over, and no command of the old leader is decided after the new one's first.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_leader_partitioned_while_the_standby_waits() {
+    if !full() {
+        println!("the full matrix only (NODEWRIGHT_CHAOS=full)");
+        return;
+    }
+    let chaos = ChaosWorld::start().await;
+    let leader = chaos.controller();
+    eventually("the first replica leads and runs the core", || async {
+        if leader.leads().await && leader.ready().await {
+            Ok(())
+        } else {
+            Err("not yet".to_string())
+        }
+    })
+    .await;
+    // The standby: its own store, straight to the API server and moto.
+    let standby_store = chaos.world.dir.path().join("standby.redb");
+    let mut settings = settings(&standby_store);
+    settings.instance_gc_period = GC_PERIOD;
+    if let Some(election) = settings.leader_election.as_mut() {
+        election.lease_duration = Duration::from_secs(15);
+    }
+    let standby = Supervised::start(
+        settings,
+        nodewright_controller::Connections {
+            kube: chaos
+                .world
+                .control_plane
+                .config()
+                .await
+                .expect("the client configuration"),
+            aws: aws_settings(&chaos.world.moto),
+        },
+    );
+    eventually("the standby is ready", || async {
+        if standby.ready().await && !standby.leads().await {
+            Ok(())
+        } else {
+            Err("not yet".to_string())
+        }
+    })
+    .await;
+    chaos.create_pods().await;
+    let began = Instant::now();
+    Fault::Gone {
+        proxy: "apiserver",
+        after: Duration::from_secs(5),
+    }
+    .inject(&chaos.toxiproxy)
+    .await;
+    let lifted = Instant::now();
+    chaos.pods_run().await;
+    let recovered_in = lifted.elapsed();
+    assert!(standby.leads().await, "the standby took over");
+    chaos.settles().await;
+    let duplicates = chaos.duplicate_launches().await;
+    assert_eq!(duplicates, 0, "a NodeClaim got two instances");
+    let (leader_restarts, standby_restarts) = (leader.stop().await, standby.stop().await);
+    let old = command_times(&chaos.world.store);
+    let new = command_times(&standby_store);
+    assert!(
+        !old.is_empty(),
+        "the first leader decided before it was cut off"
+    );
+    // The new leader may need no command: it adopts what the old one launched.
+    let gap = new.iter().min().map(|first_new| {
+        let last_old = old.iter().max().copied().unwrap_or(0);
+        assert!(
+            last_old < *first_new,
+            "the old leader decided at {last_old} ms, after the new one's first command at {first_new} ms"
+        );
+        first_new - last_old
+    });
+    for store in [&chaos.world.store, &standby_store] {
+        let dir = tempfile::tempdir().expect("a folder");
+        let outcome = replay_verifies(store, dir.path());
+        assert!(outcome.divergence.is_none());
+    }
+    println!(
+        "chaos figures: leader partitioned, standby waiting | fault {:.0} s | every pod running {:.1} s after it was lifted | duplicate launches {duplicates} | the old leader's last command before the new leader's first: {} | restarts: old leader {leader_restarts}, standby {standby_restarts} | both logs verified",
+        (lifted - began).as_secs_f64(),
+        recovered_in.as_secs_f64(),
+        gap.map_or("the new leader needed none".to_string(), |ms| format!(
+            "{ms} ms"
+        )),
+    );
+}

@@ -15,7 +15,7 @@ use futures::{Stream, StreamExt};
 use kube::Api;
 use kube::runtime::WatchStreamExt;
 use kube::runtime::watcher::{self, Event};
-use nodewright_adapters::control_loop::{InboxSender, Input};
+use nodewright_adapters::control_loop::InboxSender;
 use nodewright_core::EventKind;
 
 use crate::ObserveError;
@@ -199,7 +199,7 @@ pub async fn feed<O: Observed>(
         };
         let mut errors = Vec::new();
         for kind in mirror.on_event(event, &mut errors) {
-            if inbox.send(Input::Observed(kind)).is_err() {
+            if inbox.observe(kind).await.is_err() {
                 return;
             }
         }
@@ -214,6 +214,7 @@ mod tests {
     use super::*;
     use k8s_openapi::api::core::v1::{Node as KubeNode, NodeSpec};
     use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+    use nodewright_adapters::control_loop::Input;
 
     fn node(name: &str) -> KubeNode {
         KubeNode {
@@ -306,7 +307,7 @@ mod tests {
         .await;
         assert_eq!(answers, 2, "each event is an answer");
         let mut seen = Vec::new();
-        while let Ok(Input::Observed(kind)) = inbox.try_recv() {
+        while let Some(Input::Observed(kind)) = inbox.try_recv() {
             seen.push(kind);
         }
         assert_eq!(names(&seen), ["+a", "+b"]);
