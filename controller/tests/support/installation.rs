@@ -153,7 +153,12 @@ async fn token_of(client: &kube::Client, name: &str, cluster_role: Option<&str>)
             .await
             .expect("a ClusterRoleBinding");
     }
-    accounts
+    token_request(client, name).await
+}
+
+/// An hour's token of ServiceAccount `name` in [`NAMESPACE`] (the TokenRequest API).
+async fn token_request(client: &kube::Client, name: &str) -> String {
+    Api::<ServiceAccount>::namespaced(client.clone(), NAMESPACE)
         .create_token_request(
             name,
             &PostParams::default(),
@@ -167,7 +172,7 @@ async fn token_of(client: &kube::Client, name: &str, cluster_role: Option<&str>)
             },
         )
         .await
-        .expect("a token")
+        .unwrap_or_else(|e| panic!("a token of {name}: {e}"))
         .status
         .expect("the token")
         .token
@@ -214,24 +219,7 @@ impl Installation {
             .and_then(|s| s.template.spec.as_ref())
             .and_then(|s| s.service_account_name.clone())
             .expect("the pod's ServiceAccount");
-        let token = Api::<ServiceAccount>::namespaced(client.clone(), NAMESPACE)
-            .create_token_request(
-                &service_account,
-                &PostParams::default(),
-                &TokenRequest {
-                    spec: TokenRequestSpec {
-                        audiences: vec![],
-                        expiration_seconds: Some(3600),
-                        ..TokenRequestSpec::default()
-                    },
-                    ..TokenRequest::default()
-                },
-            )
-            .await
-            .expect("a token for the chart's ServiceAccount")
-            .status
-            .expect("the token")
-            .token;
+        let token = token_request(&client, &service_account).await;
         let kubeconfig = control_plane
             .kubeconfig_with_token(&service_account, &token)
             .expect("a kubeconfig for the ServiceAccount");
