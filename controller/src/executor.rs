@@ -471,18 +471,28 @@ impl Hands {
         warn!(nodeclaim, action, retryable = failed.retryable, error = %failed, "a command could not be carried out");
         self.metrics.command_failed(action, failed.retryable);
         if let Some(nodeclaim) = nodeclaim {
-            let announcement = nodewright_kubernetes::announce::Announcement {
-                regarding: nodewright_kubernetes::announce::Regarding::NodeClaim(
-                    nodeclaim.to_string(),
-                ),
-                warning: true,
-                reason: "CommandFailed",
-                action,
-                note: failed.to_string(),
-            };
-            if let Err(e) = self.announcer.publish(&announcement).await {
-                warn!(error = %e, "publishing a Kubernetes Event failed");
-            }
+            self.warn_on(nodeclaim, "CommandFailed", action, failed.to_string())
+                .await;
+        }
+    }
+
+    /// Publishes a Warning Event on NodeClaim `nodeclaim`; a failure to publish is a log line.
+    async fn warn_on(
+        &self,
+        nodeclaim: &str,
+        reason: &'static str,
+        action: &'static str,
+        note: String,
+    ) {
+        let announcement = nodewright_kubernetes::announce::Announcement {
+            regarding: nodewright_kubernetes::announce::Regarding::NodeClaim(nodeclaim.to_string()),
+            warning: true,
+            reason,
+            action,
+            note,
+        };
+        if let Err(e) = self.announcer.publish(&announcement).await {
+            warn!(error = %e, "publishing a Kubernetes Event failed");
         }
     }
 
@@ -699,18 +709,13 @@ impl Hands {
         warn!(nodeclaim, instance_id = not_ours.instance_id, error = %not_ours, "an instance that is not ours is left alone");
         self.metrics.instances_not_owned.inc();
         if let Some(nodeclaim) = nodeclaim {
-            let announcement = nodewright_kubernetes::announce::Announcement {
-                regarding: nodewright_kubernetes::announce::Regarding::NodeClaim(
-                    nodeclaim.to_string(),
-                ),
-                warning: true,
-                reason: "InstanceNotOwned",
-                action: "Terminate",
-                note: not_ours.to_string(),
-            };
-            if let Err(e) = self.announcer.publish(&announcement).await {
-                warn!(error = %e, "publishing a Kubernetes Event failed");
-            }
+            self.warn_on(
+                nodeclaim,
+                "InstanceNotOwned",
+                "Terminate",
+                not_ours.to_string(),
+            )
+            .await;
         }
     }
 

@@ -132,6 +132,12 @@ impl Fence {
         self.term
     }
 
+    /// How long it holds from now (zero once it does not).
+    fn remaining(&self) -> Duration {
+        let until = Duration::from_millis(self.until_ms.load(Ordering::Acquire));
+        until.saturating_sub(self.base.elapsed())
+    }
+
     /// Whether a side effect of this term may be made now.
     pub fn holds(&self) -> bool {
         if self.lapsed.load(Ordering::Acquire) {
@@ -171,6 +177,17 @@ impl Record {
     }
 }
 
+/// `call`, failing with [`LeaseError::TimedOut`] if it takes longer than `within`.
+async fn bounded<T>(
+    within: Duration,
+    call: impl std::future::Future<Output = Result<T, kube::Error>>,
+) -> Result<T, LeaseError> {
+    tokio::time::timeout(within, call)
+        .await
+        .map_err(|_| LeaseError::TimedOut(within))?
+        .map_err(LeaseError::from)
+}
+
 /// One replica's side of the election.
 struct Elector {
     api: Api<Lease>,
@@ -182,12 +199,15 @@ struct Elector {
 }
 
 impl Elector {
+    /// How long one call of the Lease API may take: a retry period, at least a second.
+    fn call_bound(&self) -> Duration {
+        self.election.retry_period().max(Duration::from_secs(1))
+    }
+
     /// Takes or renews the lease if this replica may: `Some(transitions)` when it holds it.
     async fn try_acquire_or_renew(&mut self) -> Result<Option<u64>, LeaseError> {
-        let call = self.election.retry_period().max(Duration::from_secs(1));
-        let current = tokio::time::timeout(call, self.api.get_opt(&self.name))
-            .await
-            .map_err(|_| LeaseError::TimedOut(call))??;
+        let call = self.call_bound();
+        let current = bounded(call, self.api.get_opt(&self.name)).await?;
         let now = MicroTime(Timestamp::now());
         let duration_seconds = self.election.lease_duration.as_secs().max(1) as i32;
         let Some(mut lease) = current else {
@@ -205,14 +225,11 @@ impl Elector {
                     ..Default::default()
                 }),
             };
-            return match tokio::time::timeout(call, self.api.create(&PostParams::default(), &lease))
-                .await
-                .map_err(|_| LeaseError::TimedOut(call))?
-            {
+            return match bounded(call, self.api.create(&PostParams::default(), &lease)).await {
                 Ok(created) => Ok(self.took(&created)),
                 // Another replica created it first.
-                Err(kube::Error::Api(status)) if status.code == 409 => Ok(None),
-                Err(e) => Err(e.into()),
+                Err(LeaseError::Api(kube::Error::Api(status))) if status.code == 409 => Ok(None),
+                Err(e) => Err(e),
             };
         };
         let spec = lease.spec.clone().unwrap_or_default();
@@ -249,16 +266,15 @@ impl Elector {
         });
         // The resource version read makes this a compare-and-swap: a replica that wrote in
         // between wins, and this one sees a conflict.
-        match tokio::time::timeout(
+        match bounded(
             call,
             self.api.replace(&self.name, &PostParams::default(), &lease),
         )
         .await
-        .map_err(|_| LeaseError::TimedOut(call))?
         {
             Ok(replaced) => Ok(self.took(&replaced)),
-            Err(kube::Error::Api(status)) if status.code == 409 => Ok(None),
-            Err(e) => Err(e.into()),
+            Err(LeaseError::Api(kube::Error::Api(status))) if status.code == 409 => Ok(None),
+            Err(e) => Err(e),
         }
     }
 
@@ -272,11 +288,8 @@ impl Elector {
 
     /// Gives the lease up (when this replica holds it): a standby takes it at its next look.
     async fn release(&mut self) -> Result<(), LeaseError> {
-        let call = self.election.retry_period().max(Duration::from_secs(1));
-        let Some(mut lease) = tokio::time::timeout(call, self.api.get_opt(&self.name))
-            .await
-            .map_err(|_| LeaseError::TimedOut(call))??
-        else {
+        let call = self.call_bound();
+        let Some(mut lease) = bounded(call, self.api.get_opt(&self.name)).await? else {
             return Ok(());
         };
         let Some(spec) = lease.spec.as_mut() else {
@@ -288,13 +301,12 @@ impl Elector {
         spec.holder_identity = None;
         spec.lease_duration_seconds = Some(1);
         spec.renew_time = Some(MicroTime(Timestamp::now()));
-        tokio::time::timeout(
+        bounded(
             call,
             self.api.replace(&self.name, &PostParams::default(), &lease),
         )
         .await
-        .map_err(|_| LeaseError::TimedOut(call))??;
-        Ok(())
+        .map(drop)
     }
 }
 
@@ -352,13 +364,8 @@ pub async fn acquire(
                 }
                 let began = Instant::now();
                 // The attempt may take no longer than the fence has left.
-                let left = fence.base.elapsed();
-                let until = Duration::from_millis(fence.until_ms.load(Ordering::Acquire));
-                let attempt = tokio::time::timeout(
-                    until.saturating_sub(left),
-                    elector.try_acquire_or_renew(),
-                )
-                .await;
+                let attempt =
+                    tokio::time::timeout(fence.remaining(), elector.try_acquire_or_renew()).await;
                 match attempt {
                     Ok(Ok(Some(_))) => fence.extend(began + deadline),
                     Ok(Ok(None)) => {

@@ -34,6 +34,14 @@ fn full() -> bool {
     std::env::var("NODEWRIGHT_CHAOS").is_ok_and(|v| v == "full")
 }
 
+/// Whether this run is the short form, for a scenario of the full matrix only (it says so).
+fn short_form() -> bool {
+    if !full() {
+        println!("the full matrix only (NODEWRIGHT_CHAOS=full)");
+    }
+    !full()
+}
+
 /// How long a fault lasts.
 fn fault_length() -> Duration {
     if full() {
@@ -420,8 +428,7 @@ async fn connections_reset() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn bandwidth_cut_to_near_zero() {
-    if !full() {
-        println!("the full matrix only (NODEWRIGHT_CHAOS=full)");
+    if short_form() {
         return;
     }
     let fault = Fault::Toxic {
@@ -434,8 +441,7 @@ async fn bandwidth_cut_to_near_zero() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_api_server_hangs() {
-    if !full() {
-        println!("the full matrix only (NODEWRIGHT_CHAOS=full)");
+    if short_form() {
         return;
     }
     let fault = Fault::Toxic {
@@ -470,8 +476,7 @@ fn command_times(store: &std::path::Path) -> Vec<u64> {
 /// standby takes over, and no command of the old leader is decided after the new one's first.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_leader_partitioned_while_the_standby_waits() {
-    if !full() {
-        println!("the full matrix only (NODEWRIGHT_CHAOS=full)");
+    if short_form() {
         return;
     }
     let chaos = ChaosWorld::start().await;
